@@ -1,0 +1,277 @@
+// Package client is Meridian's Go client: interactive transactions with Get, Put, Delete, Scan,
+// Commit and Abort, read-only transactions, typed errors, and a retry helper.
+//
+// The client is protocol-agnostic: every operation is a request to a coordinator node in the
+// client's region, which runs the protocol on the client's behalf. The same code runs against
+// the simulator (where a Transport suspends the calling coroutine until virtual time delivers
+// the reply) and against real servers (where a Transport is a network connection).
+//
+//	db := client.Open(transport)
+//	err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+//		v, err := tx.Get("k")
+//		if err != nil && !errors.Is(err, client.ErrNotFound) {
+//			return err
+//		}
+//		return tx.Put("k", append(v, 'x'))
+//	})
+package client
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Limits on what a client may store; the coordinator enforces the same limits.
+const (
+	MaxKeyBytes   = 4 << 10
+	MaxValueBytes = 1 << 20
+)
+
+// Errors. AbortError (retryable) and UnknownError are types; the rest are sentinels.
+var (
+	ErrNotFound    = errors.New("meridian: key not found")
+	ErrBadArgument = errors.New("meridian: bad argument")
+	ErrUnavailable = errors.New("meridian: unavailable")
+	ErrTxnDone     = errors.New("meridian: transaction already finished")
+)
+
+// AbortError reports that the transaction aborted and may be retried.
+type AbortError struct {
+	Cause string // protocol's reason, e.g. "read-watermark", "wound-wait", "uncertainty"
+}
+
+func (e *AbortError) Error() string { return "meridian: transaction aborted: " + e.Cause }
+
+// UnknownError reports that the outcome of a commit is unknown: it may or may not have applied.
+type UnknownError struct{ Detail string }
+
+func (e *UnknownError) Error() string { return "meridian: outcome unknown: " + e.Detail }
+
+// IsRetryable reports whether err is an abort that a retry may get past.
+func IsRetryable(err error) bool {
+	var a *AbortError
+	return errors.As(err, &a)
+}
+
+// AbortCause returns the cause of an abort error, or "".
+func AbortCause(err error) string {
+	var a *AbortError
+	if errors.As(err, &a) {
+		return a.Cause
+	}
+	return ""
+}
+
+// Transport carries requests to the client's coordinator.
+type Transport interface {
+	// RoundTrip sends req and blocks until its reply (or a transport error, which the client
+	// reports as ErrUnavailable before commit and as an unknown outcome at commit).
+	RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error)
+	// Sleep blocks for d (virtual time in the simulator).
+	Sleep(d time.Duration)
+	// Now is the time used for latencies and histories, in nanoseconds.
+	Now() int64
+}
+
+// DB is a handle on a Meridian cluster for one client endpoint. It is not safe for concurrent
+// use: open one per concurrent client.
+type DB struct {
+	t       Transport
+	nextTxn uint64
+}
+
+// Open returns a DB that sends requests through t.
+func Open(t Transport) *DB { return &DB{t: t} }
+
+// Transport returns the DB's transport.
+func (db *DB) Transport() Transport { return db.t }
+
+// TxnOptions configures a transaction.
+type TxnOptions struct {
+	ReadOnly bool   // the transaction will only read; protocols may serve it lock-free
+	Attempt  uint32 // retry number of the same logical transaction (set by RunTxn)
+}
+
+// Txn is one transaction. Its methods must be called from one goroutine.
+type Txn struct {
+	db       *DB
+	id       uint64
+	opts     TxnOptions
+	seq      uint32
+	done     bool
+	CommitTS ts.Timestamp // set after a successful commit, when the protocol reports one
+}
+
+// Begin starts a transaction. Nothing is sent until the first operation.
+func (db *DB) Begin(opts TxnOptions) *Txn {
+	db.nextTxn++
+	return &Txn{db: db, id: db.nextTxn, opts: opts}
+}
+
+// ID is the transaction's per-client id.
+func (tx *Txn) ID() uint64 { return tx.id }
+
+func (tx *Txn) call(op wire.Op, key, end string, limit int, value []byte) (*wire.ClientReply, error) {
+	if tx.done {
+		return nil, ErrTxnDone
+	}
+	if len(key) > MaxKeyBytes || len(end) > MaxKeyBytes {
+		return nil, fmt.Errorf("%w: key longer than %d bytes", ErrBadArgument, MaxKeyBytes)
+	}
+	if len(value) > MaxValueBytes {
+		return nil, fmt.Errorf("%w: value longer than %d bytes", ErrBadArgument, MaxValueBytes)
+	}
+	if (op == wire.OpGet || op == wire.OpPut || op == wire.OpDelete) && key == "" {
+		return nil, fmt.Errorf("%w: empty key", ErrBadArgument)
+	}
+	if tx.opts.ReadOnly && (op == wire.OpPut || op == wire.OpDelete) {
+		return nil, fmt.Errorf("%w: write in a read-only transaction", ErrBadArgument)
+	}
+	req := &wire.ClientRequest{Txn: tx.id, Seq: tx.seq, Op: op, Key: key, EndKey: end, Limit: int32(limit), Value: value,
+		ReadOnly: tx.opts.ReadOnly, Attempt: tx.opts.Attempt}
+	tx.seq++
+	rep, err := tx.db.t.RoundTrip(req)
+	if err != nil {
+		if op == wire.OpCommit {
+			tx.done = true
+			return nil, &UnknownError{Detail: err.Error()}
+		}
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	switch rep.Code {
+	case wire.CodeOK:
+		return rep, nil
+	case wire.CodeAborted:
+		tx.done = true
+		return nil, &AbortError{Cause: rep.Cause}
+	case wire.CodeBadArgument:
+		return nil, fmt.Errorf("%w: %s", ErrBadArgument, rep.Error)
+	case wire.CodeUnknown:
+		tx.done = true
+		return nil, &UnknownError{Detail: rep.Error}
+	default:
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, rep.Error)
+	}
+}
+
+// Get reads key. It returns ErrNotFound if the key has no visible value.
+func (tx *Txn) Get(key string) ([]byte, error) {
+	rep, err := tx.call(wire.OpGet, key, "", 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !rep.Found {
+		return nil, ErrNotFound
+	}
+	return rep.Value, nil
+}
+
+// Put writes value at key.
+func (tx *Txn) Put(key string, value []byte) error {
+	if value == nil {
+		value = []byte{}
+	}
+	_, err := tx.call(wire.OpPut, key, "", 0, value)
+	return err
+}
+
+// Delete removes key.
+func (tx *Txn) Delete(key string) error {
+	_, err := tx.call(wire.OpDelete, key, "", 0, nil)
+	return err
+}
+
+// Scan returns up to limit rows with start ≤ key < end, in key order (limit 0: no limit).
+// Protocols that do not support scans answer with ErrBadArgument.
+func (tx *Txn) Scan(start, end string, limit int) ([]wire.KV, error) {
+	rep, err := tx.call(wire.OpScan, start, end, limit, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Rows, nil
+}
+
+// Commit commits the transaction. A read-only transaction that sent nothing commits locally.
+func (tx *Txn) Commit() error {
+	if tx.seq == 0 && !tx.done {
+		tx.done = true
+		return nil
+	}
+	rep, err := tx.call(wire.OpCommit, "", "", 0, nil)
+	tx.done = true
+	if err != nil {
+		return err
+	}
+	tx.CommitTS = rep.CommitTS
+	return nil
+}
+
+// Abort abandons the transaction. Aborting a finished transaction is a no-op.
+func (tx *Txn) Abort() error {
+	if tx.done {
+		return nil
+	}
+	if tx.seq == 0 {
+		tx.done = true
+		return nil
+	}
+	_, err := tx.call(wire.OpAbort, "", "", 0, nil)
+	tx.done = true
+	if err != nil && !IsRetryable(err) {
+		return err
+	}
+	return nil
+}
+
+// RetryPolicy bounds RunTxn's retries.
+type RetryPolicy struct {
+	MaxAttempts int           // total attempts; 0 means 10
+	BaseBackoff time.Duration // first backoff; doubles up to MaxBackoff; 0 means 1ms
+	MaxBackoff  time.Duration // 0 means 100ms
+}
+
+// RunTxn runs fn in a transaction and commits it, retrying with a fresh transaction (and, for
+// timestamp protocols, a fresh timestamp) while the error is a retryable abort. fn must be safe to
+// re-run. It returns the last error.
+func RunTxn(db *DB, opts TxnOptions, fn func(tx *Txn) error) error {
+	return RunTxnWith(db, opts, RetryPolicy{}, fn)
+}
+
+// RunTxnWith is RunTxn with an explicit retry policy.
+func RunTxnWith(db *DB, opts TxnOptions, p RetryPolicy, fn func(tx *Txn) error) error {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 10
+	}
+	if p.BaseBackoff <= 0 {
+		p.BaseBackoff = time.Millisecond
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = 100 * time.Millisecond
+	}
+	backoff := p.BaseBackoff
+	var err error
+	for attempt := 0; attempt < p.MaxAttempts; attempt++ {
+		o := opts
+		o.Attempt = uint32(attempt)
+		tx := db.Begin(o)
+		err = fn(tx)
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			_ = tx.Abort()
+		}
+		if err == nil || !IsRetryable(err) {
+			return err
+		}
+		db.t.Sleep(backoff)
+		backoff *= 2
+		if backoff > p.MaxBackoff {
+			backoff = p.MaxBackoff
+		}
+	}
+	return err
+}

@@ -1,0 +1,43 @@
+// Command meridian is Meridian's single command-line tool: simulate, benchmark, reproduce paper
+// experiments, check histories, and run servers and local clusters.
+//
+// Each subcommand lives in its own file and adds itself to rootCmd in an init function.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+var rootCmd = &cobra.Command{
+	Use:           "meridian",
+	Short:         "Meridian: a multi-region transactional key-value store ordered by synchronized clocks",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+// exitError carries a specific exit code out of a command (e.g. `check`: 1 invalid, 2 unknown).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func main() {
+	if err := rootCmd.Execute(); err != nil {
+		code := 1
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+			if ee.err == nil {
+				os.Exit(code)
+			}
+		}
+		fmt.Fprintln(os.Stderr, "meridian:", err)
+		os.Exit(code)
+	}
+}

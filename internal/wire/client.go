@@ -1,0 +1,106 @@
+package wire
+
+import "github.com/meridiandb/meridian/internal/ts"
+
+// Op is a client operation inside a transaction.
+type Op uint8
+
+// Client operations. A transaction starts implicitly with its first request (which carries the
+// transaction options), so a one-shot read costs one round trip to the coordinator.
+const (
+	OpGet Op = iota + 1
+	OpPut
+	OpDelete
+	OpCommit
+	OpAbort
+	OpScan
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpGet:
+		return "get"
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	case OpCommit:
+		return "commit"
+	case OpAbort:
+		return "abort"
+	case OpScan:
+		return "scan"
+	}
+	return "op?"
+}
+
+// Code is the outcome class of a client request.
+type Code uint8
+
+// Outcome codes. Aborted is retryable; Unknown means the transaction may or may not have
+// committed (a Jepsen-style "info" completion).
+const (
+	CodeOK Code = iota
+	CodeAborted
+	CodeBadArgument
+	CodeUnavailable
+	CodeUnknown
+)
+
+func (c Code) String() string {
+	switch c {
+	case CodeOK:
+		return "ok"
+	case CodeAborted:
+		return "aborted"
+	case CodeBadArgument:
+		return "bad-argument"
+	case CodeUnavailable:
+		return "unavailable"
+	case CodeUnknown:
+		return "unknown"
+	}
+	return "code?"
+}
+
+// ClientRequest is one operation of a client's transaction, sent to the coordinator.
+// (Client, Txn) names the transaction; Client is the sender's endpoint id, Txn a per-client
+// counter that never repeats, Seq orders the requests of one transaction.
+type ClientRequest struct {
+	Txn      uint64
+	Seq      uint32
+	Op       Op
+	Key      string `cbor:",omitempty"`
+	EndKey   string `cbor:",omitempty"` // OpScan: exclusive upper bound
+	Limit    int32  `cbor:",omitempty"` // OpScan: at most this many rows (0: no limit)
+	Value    []byte `cbor:",omitempty"`
+	ReadOnly bool   `cbor:",omitempty"` // declared read-only at the first request
+	Attempt  uint32 `cbor:",omitempty"` // retry number of the same logical transaction (0 first)
+}
+
+// KV is one row of a scan.
+type KV struct {
+	Key   string
+	Value []byte
+}
+
+// ClientReply answers a ClientRequest.
+type ClientReply struct {
+	Txn      uint64
+	Seq      uint32
+	Code     Code
+	Found    bool         `cbor:",omitempty"`
+	Value    []byte       `cbor:",omitempty"`
+	Rows     []KV         `cbor:",omitempty"`
+	Cause    string       `cbor:",omitempty"` // abort cause, for metrics ("read-watermark", "wound", …)
+	Error    string       `cbor:",omitempty"`
+	CommitTS ts.Timestamp `cbor:",omitempty"`
+}
+
+func (*ClientRequest) Kind() Kind { return 1 }
+func (*ClientReply) Kind() Kind   { return 2 }
+
+func init() {
+	Register(&ClientRequest{})
+	Register(&ClientReply{})
+}
