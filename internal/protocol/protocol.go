@@ -1,0 +1,86 @@
+// Package protocol is the registry of Meridian's transaction protocols. Each protocol package
+// registers a Protocol in its init function; runtimes (the simulator, real servers) look
+// protocols up by name and build one Handler per node.
+package protocol
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/topo"
+)
+
+// Protocol builds the per-node logic of one transaction protocol.
+type Protocol interface {
+	// Name is the protocol id used on the command line (k2, spanner, crdb, serial, …).
+	Name() string
+	// Model is the consistency model the protocol promises, as a checker model name.
+	Model() string
+	// Options lists the option keys the protocol understands, with a one-line description.
+	Options() map[string]string
+	// Layout adjusts a topology layout to what the protocol needs (e.g. replication mode).
+	Layout(l topo.Layout) topo.Layout
+	// NewNode builds the handler of one node. It returns an error for bad options.
+	NewNode(cfg node.Config) (node.Handler, error)
+}
+
+var registry = map[string]Protocol{}
+
+// Register adds a protocol. Registering a name twice is a programming error.
+func Register(p Protocol) {
+	if _, dup := registry[p.Name()]; dup {
+		panic("protocol: duplicate registration of " + p.Name())
+	}
+	registry[p.Name()] = p
+}
+
+// Lookup finds a protocol by name.
+func Lookup(name string) (Protocol, error) {
+	p, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown protocol %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return p, nil
+}
+
+// Names lists registered protocols, sorted.
+func Names() []string {
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CheckOptions rejects option keys a protocol does not know.
+func CheckOptions(p Protocol, opts map[string]string) error {
+	known := p.Options()
+	keys := make([]string, 0, len(opts))
+	for k := range opts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, ok := known[k]; !ok {
+			var names []string
+			for n := range known {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return fmt.Errorf("protocol %s: unknown option %q (known: %s)", p.Name(), k, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
+// OptionError reports a protocol option with a bad value.
+type OptionError struct {
+	Protocol, Key, Value, Want string
+}
+
+func (e *OptionError) Error() string {
+	return "protocol " + e.Protocol + ": option " + e.Key + "=" + e.Value + ": want " + e.Want
+}

@@ -1,0 +1,274 @@
+// Package serial is Meridian's reference protocol: every key lives on one node and transactions
+// run one at a time, in the order their first requests arrive.
+//
+// It is strictly serializable by construction (a transaction holds the only lock from its first
+// operation until its commit is durable), so it is the "ideal" line in comparisons and the
+// protocol that exercises the substrate end to end. Other nodes are only coordinators: they
+// forward client requests to the serial node, which answers the client directly.
+package serial
+
+import (
+	"sort"
+
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Forward carries a client request from a coordinator to the serial node.
+type Forward struct {
+	Client topo.NodeID
+	Req    wire.ClientRequest
+}
+
+// Kind implements wire.Msg.
+func (*Forward) Kind() wire.Kind { return 100 }
+
+func init() {
+	wire.Register(&Forward{})
+	protocol.Register(proto{})
+}
+
+type proto struct{}
+
+func (proto) Name() string  { return "serial" }
+func (proto) Model() string { return "strict-serializable" }
+func (proto) Options() map[string]string {
+	return map[string]string{
+		"idle-timeout": "abort a transaction that sends nothing for this long (default 5s)",
+		"mutant":       "break a rule on purpose so checkers can be shown to catch it: 'no-lock' lets transactions interleave",
+	}
+}
+func (proto) Layout(l topo.Layout) topo.Layout { return l }
+
+func (proto) NewNode(cfg node.Config) (node.Handler, error) {
+	idle := 5 * time.Second
+	if v, ok := cfg.Options["idle-timeout"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, &protocol.OptionError{Protocol: "serial", Key: "idle-timeout", Value: v, Want: "a positive duration"}
+		}
+		idle = d
+	}
+	mutant := cfg.Options["mutant"]
+	if mutant != "" && mutant != "no-lock" {
+		return nil, &protocol.OptionError{Protocol: "serial", Key: "mutant", Value: mutant, Want: "no-lock"}
+	}
+	env := cfg.Env
+	server := env.Topology().DataNodes(0)[0]
+	n := &Node{env: env, server: server, idle: idle, noLock: mutant == "no-lock", data: map[string][]byte{}, txns: map[txnKey]*txn{}}
+	if env.Self() == server {
+		if err := cfg.Durable.Scan([]byte(dataPrefix), []byte(dataPrefixEnd), func(k, v []byte) bool {
+			n.data[string(k[len(dataPrefix):])] = append([]byte(nil), v...)
+			return true
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+const (
+	dataPrefix    = "d/"
+	dataPrefixEnd = "d0" // '0' follows '/'
+)
+
+type txnKey struct {
+	client topo.NodeID
+	id     uint64
+}
+
+type txn struct {
+	key      txnKey
+	writes   map[string][]byte // nil value: delete
+	order    []string          // write keys in first-write order, for deterministic batches
+	lastSeen int64
+	timer    node.TimerID
+}
+
+type queued struct {
+	client topo.NodeID
+	req    wire.ClientRequest
+}
+
+// Node is the serial protocol's handler.
+type Node struct {
+	env    node.Env
+	server topo.NodeID
+	idle   time.Duration
+	noLock bool
+
+	data    map[string][]byte
+	holder  *txn
+	txns    map[txnKey]*txn
+	waiting []queued
+	commits int
+}
+
+// Handle implements node.Handler.
+func (n *Node) Handle(from node.ID, m wire.Msg) {
+	switch m := m.(type) {
+	case *wire.ClientRequest:
+		if n.env.Self() != n.server {
+			n.env.Send(n.server, &Forward{Client: from, Req: *m})
+			return
+		}
+		n.request(from, *m)
+	case *Forward:
+		if n.env.Self() == n.server {
+			n.request(m.Client, m.Req)
+		}
+	}
+}
+
+func (n *Node) reply(to topo.NodeID, req wire.ClientRequest, r *wire.ClientReply) {
+	r.Txn, r.Seq = req.Txn, req.Seq
+	n.env.Send(to, r)
+}
+
+func (n *Node) request(client topo.NodeID, req wire.ClientRequest) {
+	k := txnKey{client, req.Txn}
+	t := n.txns[k]
+	if t == nil {
+		if req.Op == wire.OpAbort || req.Op == wire.OpCommit {
+			// Finished or aborted (e.g. by the idle timeout) already.
+			n.reply(client, req, &wire.ClientReply{Code: wire.CodeAborted, Cause: "unknown-transaction"})
+			return
+		}
+		if n.holder != nil && !n.noLock {
+			n.waiting = append(n.waiting, queued{client, req})
+			return
+		}
+		t = &txn{key: k, writes: map[string][]byte{}}
+		n.txns[k] = t
+		if !n.noLock {
+			n.holder = t
+		}
+	}
+	t.lastSeen = n.env.Now()
+	n.armIdle(t)
+	switch req.Op {
+	case wire.OpGet:
+		v, ok := t.writes[req.Key]
+		if !ok {
+			v, ok = n.data[req.Key]
+		} else {
+			ok = v != nil
+		}
+		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK, Found: ok, Value: v})
+	case wire.OpPut, wire.OpDelete:
+		if _, seen := t.writes[req.Key]; !seen {
+			t.order = append(t.order, req.Key)
+		}
+		if req.Op == wire.OpPut {
+			t.writes[req.Key] = append([]byte{}, req.Value...)
+		} else {
+			t.writes[req.Key] = nil
+		}
+		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK})
+	case wire.OpScan:
+		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK, Rows: n.scan(t, req)})
+	case wire.OpCommit:
+		n.commit(client, req, t)
+	case wire.OpAbort:
+		n.finish(t)
+		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK})
+	default:
+		n.reply(client, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "unknown operation"})
+	}
+}
+
+func (n *Node) scan(t *txn, req wire.ClientRequest) []wire.KV {
+	merged := map[string][]byte{}
+	for k, v := range n.data {
+		if k >= req.Key && (req.EndKey == "" || k < req.EndKey) {
+			merged[k] = v
+		}
+	}
+	for k, v := range t.writes {
+		if k >= req.Key && (req.EndKey == "" || k < req.EndKey) {
+			merged[k] = v
+		}
+	}
+	keys := make([]string, 0, len(merged))
+	for k, v := range merged {
+		if v != nil {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if req.Limit > 0 && len(keys) > int(req.Limit) {
+		keys = keys[:req.Limit]
+	}
+	rows := make([]wire.KV, len(keys))
+	for i, k := range keys {
+		rows[i] = wire.KV{Key: k, Value: merged[k]}
+	}
+	n.env.Charge(time.Duration(len(merged)) * 50 * time.Nanosecond)
+	return rows
+}
+
+func (n *Node) commit(client topo.NodeID, req wire.ClientRequest, t *txn) {
+	n.env.Cancel(t.timer)
+	if len(t.order) == 0 {
+		n.finish(t)
+		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK})
+		return
+	}
+	batch := make([]node.Write, 0, len(t.order))
+	for _, k := range t.order {
+		v := t.writes[k]
+		batch = append(batch, node.Write{Key: []byte(dataPrefix + k), Value: v, Delete: v == nil})
+	}
+	// The lock is held until the write is durable, so no one can read what might be lost.
+	delete(n.txns, t.key)
+	n.env.Persist(batch, func() {
+		for _, k := range t.order {
+			if v := t.writes[k]; v != nil {
+				n.data[k] = v
+			} else {
+				delete(n.data, k)
+			}
+		}
+		n.commits++
+		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK})
+		n.release(t)
+	})
+}
+
+func (n *Node) armIdle(t *txn) {
+	n.env.Cancel(t.timer)
+	t.timer = n.env.After(n.idle, func() {
+		if n.txns[t.key] == t {
+			n.finish(t)
+		}
+	})
+}
+
+func (n *Node) finish(t *txn) {
+	n.env.Cancel(t.timer)
+	delete(n.txns, t.key)
+	n.release(t)
+}
+
+// release hands the lock to waiting transactions in arrival order.
+func (n *Node) release(t *txn) {
+	if n.holder != t {
+		return
+	}
+	n.holder = nil
+	for len(n.waiting) > 0 && n.holder == nil {
+		q := n.waiting[0]
+		n.waiting = n.waiting[1:]
+		n.request(q.client, q.req)
+	}
+}
+
+// Len returns the number of committed keys (for tests).
+func (n *Node) Len() int { return len(n.data) }
+
+// Value returns a committed value (for tests).
+func (n *Node) Value(k string) ([]byte, bool) { v, ok := n.data[k]; return v, ok }

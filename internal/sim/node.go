@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/storage/durable"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// work is one item on a node's CPU queue: a message or a callback.
+type work struct {
+	from topo.NodeID
+	msg  wire.Msg
+	fn   func()
+}
+
+type outMsg struct {
+	to  int32
+	msg wire.Msg
+}
+
+type pendingPersist struct {
+	batch []node.Write
+	done  func()
+}
+
+// simNode hosts one protocol handler and implements node.Env for it.
+type simNode struct {
+	sim    *Sim
+	id     topo.NodeID
+	region topo.RegionID
+	roles  topo.Role
+	h      node.Handler
+	clock  *clock
+	rng    *rand.Rand
+	disk   *durable.Mem
+	inc    uint32 // incarnation: bumped on crash so stale timers and flushes are ignored
+	down   bool
+
+	queue   []work
+	qhead   int
+	cores   []bool // busy flags
+	running bool   // inside a handler: sends are buffered until its work ends
+	charge  int64
+	outbox  []outMsg
+
+	timers    map[node.TimerID]func()
+	nextTimer node.TimerID
+
+	diskQueue []pendingPersist
+	inFlight  []pendingPersist
+	flushing  bool
+}
+
+func (n *simNode) start() error {
+	h, err := n.sim.cfg.Protocol.NewNode(node.Config{Env: n, Durable: n.disk, Options: n.sim.cfg.Options})
+	if err != nil {
+		return fmt.Errorf("node %d: %w", n.id, err)
+	}
+	n.h = h
+	return nil
+}
+
+func (n *simNode) crash() {
+	if n.down {
+		return
+	}
+	n.down = true
+	n.inc++
+	n.queue, n.qhead = nil, 0
+	n.timers = map[node.TimerID]func(){}
+	n.diskQueue, n.inFlight, n.flushing = nil, nil, false
+	for i := range n.cores {
+		n.cores[i] = false
+	}
+}
+
+func (n *simNode) restart() error {
+	if !n.down {
+		return fmt.Errorf("sim: node %d is not down", n.id)
+	}
+	n.down = false
+	return n.start()
+}
+
+func (n *simNode) enqueue(w work) {
+	if n.down {
+		n.sim.stats.Dropped++
+		return
+	}
+	if n.sim.cfg.ServiceTime == 0 && !n.running {
+		// No CPU model: run at once, sends leave now.
+		n.run(w)
+		n.flushOutbox(n.sim.now)
+		return
+	}
+	n.queue = append(n.queue, w)
+	n.dispatch()
+}
+
+// dispatch starts queued work on free cores.
+func (n *simNode) dispatch() {
+	for c := range n.cores {
+		if n.qhead >= len(n.queue) {
+			break
+		}
+		if n.cores[c] {
+			continue
+		}
+		w := n.queue[n.qhead]
+		n.queue[n.qhead] = work{}
+		n.qhead++
+		if n.qhead == len(n.queue) {
+			n.queue, n.qhead = n.queue[:0], 0
+		}
+		n.cores[c] = true
+		n.charge = 0
+		n.run(w)
+		end := n.sim.now + int64(n.sim.cfg.ServiceTime) + n.charge
+		n.flushOutbox(end)
+		n.sim.schedule(event{at: end, kind: evCoreFree, to: int32(n.id), token: uint64(c), inc: n.inc})
+	}
+}
+
+func (n *simNode) coreFree(c int, inc uint32) {
+	if inc != n.inc || n.down {
+		return
+	}
+	n.cores[c] = false
+	n.dispatch()
+}
+
+func (n *simNode) run(w work) {
+	n.running = true
+	if w.fn != nil {
+		w.fn()
+	} else {
+		n.h.Handle(w.from, w.msg)
+	}
+	n.running = false
+}
+
+func (n *simNode) flushOutbox(depart int64) {
+	for _, o := range n.outbox {
+		n.sim.send(int32(n.id), o.to, o.msg, depart)
+	}
+	for i := range n.outbox {
+		n.outbox[i] = outMsg{}
+	}
+	n.outbox = n.outbox[:0]
+}
+
+// --- node.Env ---
+
+func (n *simNode) Self() topo.NodeID         { return n.id }
+func (n *simNode) Topology() *topo.Topology  { return n.sim.cfg.Topology }
+func (n *simNode) Rand() *rand.Rand          { return n.rng }
+func (n *simNode) TrueTime() ts.Interval     { return n.clock.trueTime(n.sim.now) }
+func (n *simNode) Charge(d time.Duration)    { n.charge += int64(d) }
+func (n *simNode) Cancel(id node.TimerID)    { delete(n.timers, id) }
+func (n *simNode) Send(to node.ID, m wire.Msg) {
+	if n.running {
+		n.outbox = append(n.outbox, outMsg{to: int32(to), msg: m})
+		return
+	}
+	n.sim.send(int32(n.id), int32(to), m, n.sim.now)
+}
+
+// Now reads the local oscillator; TTC oracle nodes read their synchronized source instead.
+func (n *simNode) Now() int64 {
+	if n.roles&topo.RoleOracle != 0 {
+		return n.clock.synced(n.sim.now)
+	}
+	return n.clock.local(n.sim.now)
+}
+
+func (n *simNode) After(d time.Duration, fn func()) node.TimerID {
+	n.nextTimer++
+	id := n.nextTimer
+	n.timers[id] = fn
+	n.sim.schedule(event{at: n.sim.now + n.clock.trueAfter(d), kind: evTimer, to: int32(n.id), token: uint64(id), inc: n.inc})
+	return id
+}
+
+func (n *simNode) Persist(batch []node.Write, done func()) {
+	n.diskQueue = append(n.diskQueue, pendingPersist{batch: batch, done: done})
+	if !n.flushing {
+		n.startFlush()
+	}
+}
+
+// startFlush group-commits everything queued so far.
+func (n *simNode) startFlush() {
+	n.inFlight, n.diskQueue = n.diskQueue, nil
+	n.flushing = true
+	n.sim.stats.Flushes++
+	n.sim.schedule(event{at: n.sim.now + int64(n.sim.cfg.FlushLatency), kind: evFlushDone, to: int32(n.id), inc: n.inc})
+}
+
+func (n *simNode) flushDone(inc uint32) {
+	if inc != n.inc || n.down {
+		return
+	}
+	for _, p := range n.inFlight {
+		// Mem.Apply cannot fail; the durable state now holds the batch and survives a crash.
+		_ = n.disk.Apply(p.batch)
+		n.sim.stats.PersistedKeys += uint64(len(p.batch))
+	}
+	done := n.inFlight
+	n.inFlight = nil
+	n.flushing = false
+	for _, p := range done {
+		if p.done != nil {
+			n.enqueue(work{fn: p.done})
+		}
+	}
+	if len(n.diskQueue) > 0 {
+		n.startFlush()
+	}
+}

@@ -1,0 +1,397 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/storage/durable"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Config describes one simulated deployment.
+type Config struct {
+	Topology *topo.Topology
+	Protocol protocol.Protocol
+	Options  map[string]string // protocol options
+	Seed     uint64
+
+	// Network.
+	Jitter  time.Duration // each message's delay gains uniform [0, Jitter)
+	Reorder bool          // allow messages on one link to overtake each other
+
+	// CPU and disk.
+	Cores        int           // cores per node (0: 1)
+	ServiceTime  time.Duration // CPU cost of each message, timer or persist completion (0: free)
+	FlushLatency time.Duration // one disk flush
+
+	// Clocks.
+	MaxOffset     time.Duration // local oscillators start within ±MaxOffset of true time
+	MaxDrift      float64       // local oscillators drift within ±MaxDrift (200e-6 = 200 ppm)
+	Epsilon       time.Duration // TrueTime uncertainty ε; synced sources stay within it
+	SyncPeriod    time.Duration // TrueTime sources resync this often (0: 62.5 ms, K2's 1/2^4 s)
+	ClientTimeout time.Duration // a client gives up on a reply after this (0: 10 s)
+}
+
+// DefaultConfig returns K2's clock parameters (ε = 100 µs, D = 200 ppm), 5 µs per message on one
+// core, and a 0.5 ms disk flush (K2 Table 2's commit phase).
+func DefaultConfig() Config {
+	return Config{
+		Jitter:       20 * time.Microsecond,
+		Cores:        1,
+		ServiceTime:  5 * time.Microsecond,
+		FlushLatency: 500 * time.Microsecond,
+		MaxOffset:    time.Millisecond,
+		MaxDrift:     200e-6,
+		Epsilon:      100 * time.Microsecond,
+	}
+}
+
+// Validate rejects configurations the model cannot run.
+func (c *Config) Validate() error {
+	switch {
+	case c.Topology == nil:
+		return errors.New("sim: no topology")
+	case c.Protocol == nil:
+		return errors.New("sim: no protocol")
+	case c.Jitter < 0, c.ServiceTime < 0, c.FlushLatency < 0, c.MaxOffset < 0, c.Epsilon < 0, c.SyncPeriod < 0, c.ClientTimeout < 0:
+		return errors.New("sim: durations must not be negative")
+	case c.Cores < 0 || c.Cores > 1024:
+		return fmt.Errorf("sim: cores must be 1..1024, got %d", c.Cores)
+	case c.MaxDrift < 0 || c.MaxDrift > 0.01:
+		return fmt.Errorf("sim: drift must be within 0..0.01, got %g", c.MaxDrift)
+	}
+	return protocol.CheckOptions(c.Protocol, c.Options)
+}
+
+// Stats counts what a run did.
+type Stats struct {
+	Events        uint64
+	Messages      uint64
+	Dropped       uint64
+	Flushes       uint64
+	PersistedKeys uint64
+}
+
+// Sim is one simulation. It is not safe for concurrent use; it is single-threaded by design.
+type Sim struct {
+	cfg    Config
+	now    int64
+	seq    uint64
+	q      eventQueue
+	rng    *rand.Rand
+	nodes  []*simNode
+	cls    []*Client
+	digest uint64
+	stats  Stats
+
+	linkLast map[uint64]int64 // last delivery time per directed link (FIFO)
+	cut      map[uint64]bool  // blocked directed node pairs
+	cutReg   [][]bool         // blocked region pairs
+	loss     float64
+	dup      float64
+	stopping bool
+}
+
+const fnvOffset = 14695981039346656037
+const fnvPrime = 1099511628211
+
+// New builds a simulation and starts every node.
+func New(cfg Config) (*Sim, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Cores == 0 {
+		cfg.Cores = 1
+	}
+	if cfg.SyncPeriod == 0 {
+		cfg.SyncPeriod = 62500 * time.Microsecond
+	}
+	if cfg.ClientTimeout == 0 {
+		cfg.ClientTimeout = 10 * time.Second
+	}
+	t := cfg.Topology
+	s := &Sim{
+		cfg:      cfg,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x6d6572696469616e)),
+		digest:   fnvOffset,
+		linkLast: map[uint64]int64{},
+		cut:      map[uint64]bool{},
+	}
+	s.cutReg = make([][]bool, len(t.Regions))
+	for i := range s.cutReg {
+		s.cutReg[i] = make([]bool, len(t.Regions))
+	}
+	for _, n := range t.Nodes {
+		sn := &simNode{
+			sim:    s,
+			id:     n.ID,
+			region: n.Region,
+			roles:  n.Roles,
+			disk:   durable.NewMem(),
+			rng:    rand.New(rand.NewPCG(cfg.Seed, uint64(n.ID)+1)),
+			cores:  make([]bool, cfg.Cores),
+			timers: map[node.TimerID]func(){},
+		}
+		sn.clock = newClock(s.rng, cfg)
+		s.nodes = append(s.nodes, sn)
+	}
+	for _, sn := range s.nodes {
+		if err := sn.start(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Now is the current virtual (true) time in nanoseconds.
+func (s *Sim) Now() int64 { return s.now }
+
+// Topology returns the simulated deployment.
+func (s *Sim) Topology() *topo.Topology { return s.cfg.Topology }
+
+// Config returns the configuration the simulation runs with (defaults filled in).
+func (s *Sim) Config() Config { return s.cfg }
+
+// Digest is the trace digest so far: a hash over every executed event.
+func (s *Sim) Digest() uint64 { return s.digest }
+
+// Stats returns counters of the run so far.
+func (s *Sim) Stats() Stats { return s.stats }
+
+// Rand is the simulation's own seeded source (for scripted faults and workload seeding).
+func (s *Sim) Rand() *rand.Rand { return s.rng }
+
+func (s *Sim) schedule(e event) {
+	s.seq++
+	e.seq = s.seq
+	if e.at < s.now {
+		e.at = s.now
+	}
+	s.q.push(e)
+}
+
+// At schedules fn to run at virtual time t (or now, if t is past).
+func (s *Sim) At(t int64, fn func()) { s.schedule(event{at: t, kind: evFunc, fn: fn}) }
+
+func (s *Sim) mix(vals ...uint64) {
+	h := s.digest
+	for _, v := range vals {
+		h ^= v
+		h *= fnvPrime
+	}
+	s.digest = h
+}
+
+// RunUntil executes events until virtual time t or until no events remain.
+func (s *Sim) RunUntil(t int64) {
+	for s.q.len() > 0 && s.q.h[0].at <= t {
+		s.step()
+	}
+	if s.now < t {
+		s.now = t
+	}
+}
+
+// RunFor advances virtual time by d.
+func (s *Sim) RunFor(d time.Duration) { s.RunUntil(s.now + int64(d)) }
+
+func (s *Sim) step() {
+	e := s.q.pop()
+	s.now = e.at
+	s.stats.Events++
+	var k uint64
+	if e.msg != nil {
+		k = uint64(e.msg.Kind())
+	}
+	s.mix(uint64(e.at), uint64(e.kind), uint64(uint32(e.to)), uint64(uint32(e.from)), k)
+	switch e.kind {
+	case evDeliver:
+		if int(e.to) < len(s.nodes) {
+			s.nodes[e.to].enqueue(work{from: topo.NodeID(e.from), msg: e.msg})
+		} else {
+			s.cls[int(e.to)-len(s.nodes)].deliver(e.msg)
+		}
+	case evCoreFree:
+		s.nodes[e.to].coreFree(int(e.token), e.inc)
+	case evTimer:
+		n := s.nodes[e.to]
+		if n.inc != e.inc || n.down {
+			return
+		}
+		fn, ok := n.timers[node.TimerID(e.token)]
+		if !ok {
+			return
+		}
+		delete(n.timers, node.TimerID(e.token))
+		n.enqueue(work{fn: fn})
+	case evFlushDone:
+		s.nodes[e.to].flushDone(e.inc)
+	case evClientWake:
+		s.cls[int(e.to)-len(s.nodes)].wake(e.token)
+	case evClientStart:
+		s.cls[int(e.to)-len(s.nodes)].begin()
+	case evFunc:
+		e.fn()
+	}
+}
+
+func linkKey(from, to int32) uint64 { return uint64(uint32(from))<<32 | uint64(uint32(to)) }
+
+func (s *Sim) regionOf(ep int32) topo.RegionID {
+	if int(ep) < len(s.nodes) {
+		return s.nodes[ep].region
+	}
+	return s.cls[int(ep)-len(s.nodes)].region
+}
+
+// send moves a message from one endpoint to another, departing at time depart.
+func (s *Sim) send(from, to int32, m wire.Msg, depart int64) {
+	if to < 0 || int(to) >= len(s.nodes)+len(s.cls) {
+		s.stats.Dropped++
+		return
+	}
+	s.stats.Messages++
+	ra, rb := s.regionOf(from), s.regionOf(to)
+	if s.cutReg[ra][rb] || s.cut[linkKey(from, to)] {
+		s.stats.Dropped++
+		return
+	}
+	if s.loss > 0 && s.rng.Float64() < s.loss {
+		s.stats.Dropped++
+		return
+	}
+	delay := int64(s.cfg.Topology.OneWay(ra, rb))
+	if s.cfg.Jitter > 0 {
+		delay += s.rng.Int64N(int64(s.cfg.Jitter))
+	}
+	at := depart + delay
+	if !s.cfg.Reorder {
+		lk := linkKey(from, to)
+		if last := s.linkLast[lk]; at < last {
+			at = last
+		}
+		s.linkLast[lk] = at
+	}
+	s.schedule(event{at: at, kind: evDeliver, to: to, from: from, msg: m})
+	if s.dup > 0 && s.rng.Float64() < s.dup {
+		s.schedule(event{at: at + 1, kind: evDeliver, to: to, from: from, msg: m})
+	}
+}
+
+// SetLoss sets the probability that any message is dropped.
+func (s *Sim) SetLoss(p float64) { s.loss = p }
+
+// SetDuplication sets the probability that any message is delivered twice.
+func (s *Sim) SetDuplication(p float64) { s.dup = p }
+
+// PartitionRegions stops all traffic between regions a and b (both directions).
+func (s *Sim) PartitionRegions(a, b topo.RegionID) {
+	s.cutReg[a][b] = true
+	s.cutReg[b][a] = true
+}
+
+// PartitionNodes stops traffic between two endpoints (both directions).
+func (s *Sim) PartitionNodes(a, b topo.NodeID) {
+	s.cut[linkKey(int32(a), int32(b))] = true
+	s.cut[linkKey(int32(b), int32(a))] = true
+}
+
+// Heal removes every partition.
+func (s *Sim) Heal() {
+	for i := range s.cutReg {
+		for j := range s.cutReg[i] {
+			s.cutReg[i][j] = false
+		}
+	}
+	s.cut = map[uint64]bool{}
+}
+
+// Crash stops a node: it loses its queued work, timers and unflushed writes; what it persisted
+// survives for Restart.
+func (s *Sim) Crash(id topo.NodeID) { s.nodes[id].crash() }
+
+// Restart brings a crashed node back with a fresh handler built from its durable state.
+func (s *Sim) Restart(id topo.NodeID) error { return s.nodes[id].restart() }
+
+// Handler returns a node's current protocol handler (for tests that inspect state).
+func (s *Sim) Handler(id topo.NodeID) node.Handler { return s.nodes[id].h }
+
+// Durable returns a node's durable state (for tests).
+func (s *Sim) Durable(id topo.NodeID) *durable.Mem { return s.nodes[id].disk }
+
+// SkewClock adds extra to a node's TrueTime source and local oscillator from now on: a clock
+// fault that may push the node's TrueTime interval off true time (beyond ε).
+func (s *Sim) SkewClock(id topo.NodeID, extra time.Duration) { s.nodes[id].clock.fault += int64(extra) }
+
+// TrueTimeOf returns node id's TrueTime reading now (for tests of the clock model).
+func (s *Sim) TrueTimeOf(id topo.NodeID) ts.Interval { return s.nodes[id].clock.trueTime(s.now) }
+
+// LocalClockOf returns node id's local clock reading now.
+func (s *Sim) LocalClockOf(id topo.NodeID) int64 { return s.nodes[id].clock.local(s.now) }
+
+// clock is one node's pair of clocks.
+type clock struct {
+	offset  int64   // local oscillator offset at true time 0
+	drift   float64 // local oscillator rate error
+	ttErr0  int64   // synced source error right after a sync
+	ttDrift float64 // synced source drift between syncs
+	phase   int64   // this node's sync phase
+	period  int64
+	eps     int64
+	fault   int64 // injected skew (clock-fault experiments)
+}
+
+func newClock(r *rand.Rand, c Config) *clock {
+	uni := func(max float64) float64 { return (r.Float64()*2 - 1) * max }
+	ck := &clock{
+		offset: int64(uni(float64(c.MaxOffset))),
+		drift:  uni(c.MaxDrift),
+		period: int64(c.SyncPeriod),
+		eps:    int64(c.Epsilon),
+	}
+	// The synced source starts each period within ±ε/2 and drifts by at most D per period,
+	// clamped so its error never exceeds ε: an honest TrueTime.
+	ck.ttErr0 = int64(uni(float64(c.Epsilon) / 2))
+	ck.ttDrift = uni(c.MaxDrift)
+	if ck.period > 0 {
+		ck.phase = r.Int64N(ck.period)
+	}
+	return ck
+}
+
+func (c *clock) local(t int64) int64 {
+	return t + c.offset + int64(float64(t)*c.drift) + c.fault
+}
+
+func (c *clock) syncedErr(t int64) int64 {
+	since := (t + c.phase) % c.period
+	e := c.ttErr0 + int64(float64(since)*c.ttDrift)
+	if e > c.eps {
+		e = c.eps
+	} else if e < -c.eps {
+		e = -c.eps
+	}
+	return e
+}
+
+func (c *clock) synced(t int64) int64 { return t + c.syncedErr(t) + c.fault }
+
+func (c *clock) trueTime(t int64) ts.Interval {
+	s := c.synced(t)
+	return ts.Interval{Earliest: s - c.eps, Latest: s + c.eps}
+}
+
+// trueAfter converts a local-clock duration into the true time that passes meanwhile.
+func (c *clock) trueAfter(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(float64(d) / (1 + c.drift)))
+}

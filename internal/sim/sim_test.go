@@ -1,0 +1,248 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
+
+	_ "github.com/meridiandb/meridian/internal/protocol/serial"
+)
+
+// echo is a test protocol: a node answers every ping with a pong, and records pong arrivals.
+type ping struct{ Sent int64 }
+type pong struct{ Sent int64 }
+
+func (*ping) Kind() wire.Kind { return 90 }
+func (*pong) Kind() wire.Kind { return 91 }
+
+type echoProto struct{}
+
+func (echoProto) Name() string                     { return "echo-test" }
+func (echoProto) Model() string                    { return "" }
+func (echoProto) Options() map[string]string       { return nil }
+func (echoProto) Layout(l topo.Layout) topo.Layout { return l }
+func (echoProto) NewNode(cfg node.Config) (node.Handler, error) {
+	return &echoNode{env: cfg.Env}, nil
+}
+
+type echoNode struct {
+	env  node.Env
+	rtts []int64
+	sim  *Sim
+}
+
+func (e *echoNode) Handle(from node.ID, m wire.Msg) {
+	switch m := m.(type) {
+	case *ping:
+		e.env.Send(from, &pong{Sent: m.Sent})
+	case *pong:
+		e.rtts = append(e.rtts, e.sim.Now()-m.Sent)
+	}
+}
+
+func newEcho(t *testing.T, jitter time.Duration) *Sim {
+	t.Helper()
+	tp, err := topo.FromPreset("k2-5region", topo.DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Topology, cfg.Protocol, cfg.Jitter, cfg.ServiceTime = tp, echoProto{}, jitter, 0
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range s.nodes {
+		n.h.(*echoNode).sim = s
+	}
+	return s
+}
+
+func TestRoundTripSHtoSG(t *testing.T) {
+	const jitter = 20 * time.Microsecond
+	s := newEcho(t, jitter)
+	tp := s.Topology()
+	sh, _ := tp.RegionByName("SH")
+	sg, _ := tp.RegionByName("SG")
+	a, b := tp.DataNodes(sh)[0], tp.DataNodes(sg)[0]
+	for i := 0; i < 50; i++ {
+		at := int64(i) * int64(time.Second)
+		s.At(at, func() { s.send(int32(a), int32(b), &ping{Sent: s.Now()}, s.Now()) })
+	}
+	s.RunFor(60 * time.Second)
+	rtts := s.nodes[a].h.(*echoNode).rtts
+	if len(rtts) != 50 {
+		t.Fatalf("got %d round trips, want 50", len(rtts))
+	}
+	want := int64(69300 * time.Microsecond)
+	for _, r := range rtts {
+		if r < want || r > want+2*int64(jitter) {
+			t.Fatalf("SH↔SG round trip %v, want 69.3ms + [0, %v]", time.Duration(r), 2*jitter)
+		}
+	}
+}
+
+func TestPartitionStopsAndHealResumes(t *testing.T) {
+	s := newEcho(t, 0)
+	tp := s.Topology()
+	a, b := tp.DataNodes(0)[0], tp.DataNodes(4)[0]
+	pingAt := func(at time.Duration) {
+		s.At(int64(at), func() { s.send(int32(a), int32(b), &ping{Sent: s.Now()}, s.Now()) })
+	}
+	pingAt(0)
+	s.At(int64(time.Second), func() { s.PartitionRegions(0, 4) })
+	pingAt(2 * time.Second)
+	s.At(int64(3*time.Second), func() { s.Heal() })
+	pingAt(4 * time.Second)
+	s.RunFor(3500 * time.Millisecond)
+	if got := len(s.nodes[a].h.(*echoNode).rtts); got != 1 {
+		t.Fatalf("during the partition: %d round trips, want 1 (only the one before it)", got)
+	}
+	s.RunFor(5 * time.Second)
+	if got := len(s.nodes[a].h.(*echoNode).rtts); got != 2 {
+		t.Fatalf("after healing: %d round trips, want 2", got)
+	}
+	// Node-level partition too.
+	s.PartitionNodes(a, b)
+	pingAt(time.Duration(s.Now()))
+	s.RunFor(time.Second)
+	if got := len(s.nodes[a].h.(*echoNode).rtts); got != 2 {
+		t.Fatalf("node partition: %d round trips, want 2", got)
+	}
+}
+
+// counterRun runs clients incrementing counters under the serial protocol and returns the sim.
+func counterRun(t testing.TB, seed uint64, clients int, d time.Duration) (*Sim, *int) {
+	tp, err := topo.FromPreset("k2-5region", topo.DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := protocol.Lookup("serial")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Topology, cfg.Protocol, cfg.Seed = tp, p, seed
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := 0
+	end := int64(d)
+	for i := 0; i < clients; i++ {
+		r := topo.RegionID(i % len(tp.Regions))
+		key := fmt.Sprintf("k%d", s.Rand().IntN(4))
+		s.AddClient(r, tp.DataNodes(r)[0], int64(i)*1000, func(db *client.DB) {
+			for db.Transport().Now() < end {
+				err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+					v, err := tx.Get(key)
+					if err != nil && !errors.Is(err, client.ErrNotFound) {
+						return err
+					}
+					return tx.Put(key, append(v, 'x'))
+				})
+				if err == nil {
+					committed++
+				}
+			}
+		})
+	}
+	s.RunUntil(end)
+	s.Stop()
+	return s, &committed
+}
+
+func TestSameSeedSameDigest(t *testing.T) {
+	a, ca := counterRun(t, 7, 20, 2*time.Second)
+	b, cb := counterRun(t, 7, 20, 2*time.Second)
+	c, _ := counterRun(t, 8, 20, 2*time.Second)
+	if a.Digest() != b.Digest() || *ca != *cb {
+		t.Fatalf("same seed, different traces: %x/%d vs %x/%d", a.Digest(), *ca, b.Digest(), *cb)
+	}
+	if a.Digest() == c.Digest() {
+		t.Fatalf("different seeds gave the same digest %x", a.Digest())
+	}
+	if *ca == 0 {
+		t.Fatal("no transaction committed")
+	}
+}
+
+func TestCrashLosesOnlyUnflushedWrites(t *testing.T) {
+	s, _ := counterRun(t, 3, 10, time.Second)
+	server := s.Topology().DataNodes(0)[0]
+	before := map[string]string{}
+	s.Durable(server).Scan(nil, nil, func(k, v []byte) bool { before[string(k)] = string(v); return true })
+	s.Crash(server)
+	if err := s.Restart(server); err != nil {
+		t.Fatal(err)
+	}
+	type lener interface{ Len() int }
+	h := s.Handler(server).(lener)
+	if h.Len() != len(before) || len(before) == 0 {
+		t.Fatalf("after restart the node holds %d keys, durable state had %d", h.Len(), len(before))
+	}
+}
+
+func BenchmarkSimEvents(b *testing.B) {
+	var events uint64
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		s, _ := counterRun(b, uint64(i), 200, 5*time.Second)
+		events += s.Stats().Events
+	}
+	b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
+}
+
+// BenchmarkSimPingStorm measures the simulator core: 25 nodes (5 regions × 5) keep 40 pings
+// each in flight to random peers, with the CPU model on.
+func BenchmarkSimPingStorm(b *testing.B) {
+	l := topo.DefaultLayout()
+	l.NodesPerRegion = 5
+	tp, err := topo.FromPreset("k2-5region", l)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var events uint64
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		cfg := DefaultConfig()
+		cfg.Topology, cfg.Protocol, cfg.Seed = tp, stormProto{}, uint64(i)
+		s, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range s.nodes {
+			n := n
+			s.At(0, func() {
+				for j := 0; j < 40; j++ {
+					n.Send(topo.NodeID(n.rng.IntN(25)), &ping{})
+				}
+			})
+		}
+		s.RunFor(2 * time.Second)
+		events += s.Stats().Events
+	}
+	b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
+}
+
+type stormProto struct{ echoProto }
+
+func (stormProto) NewNode(cfg node.Config) (node.Handler, error) { return &stormNode{env: cfg.Env}, nil }
+
+type stormNode struct{ env node.Env }
+
+func (s *stormNode) Handle(from node.ID, m wire.Msg) {
+	switch m.(type) {
+	case *ping:
+		s.env.Send(from, &pong{})
+	case *pong:
+		s.env.Send(topo.NodeID(s.env.Rand().IntN(25)), &ping{})
+	}
+}
