@@ -5,13 +5,13 @@ import "github.com/meridiandb/meridian/internal/wire"
 type eventKind uint8
 
 const (
-	evDeliver   eventKind = iota + 1 // message arrives at an endpoint
-	evCoreFree                       // a node's core finishes its current work item
-	evTimer                          // a node timer fires
-	evFlushDone                      // a node's disk flush completes
-	evClientWake                     // a sleeping or timed-out client resumes
-	evClientStart                    // a client coroutine starts
-	evFunc                           // a scripted action (faults, measurement marks)
+	evDeliver     eventKind = iota + 1 // message arrives at an endpoint
+	evCoreFree                         // a node's core finishes its current work item
+	evTimer                            // a node timer fires
+	evFlushDone                        // a node's disk flush completes
+	evClientWake                       // a sleeping or timed-out client resumes
+	evClientStart                      // a client coroutine starts
+	evFunc                             // a scripted action (faults, measurement marks)
 )
 
 type event struct {

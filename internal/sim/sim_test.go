@@ -234,7 +234,9 @@ func BenchmarkSimPingStorm(b *testing.B) {
 
 type stormProto struct{ echoProto }
 
-func (stormProto) NewNode(cfg node.Config) (node.Handler, error) { return &stormNode{env: cfg.Env}, nil }
+func (stormProto) NewNode(cfg node.Config) (node.Handler, error) {
+	return &stormNode{env: cfg.Env}, nil
+}
 
 type stormNode struct{ env node.Env }
 
