@@ -1,0 +1,106 @@
+// Package workload defines what a benchmark driver needs from a workload generator, and small
+// helpers shared by the generators in its subpackages (ycsbt, tpcc, listappend, zipf, memdb).
+//
+// A Workload is built once per run from a topology, loads its initial database through a
+// client.DB, and hands each closed-loop client a Client that yields transactions one at a time.
+// A transaction's body (Txn.Run) only uses Get, Put and Delete, so every protocol can run every
+// workload whether or not it supports scans. Generators are deterministic: a client's sequence
+// of transactions depends only on its id, region and the seed of the rng it is given.
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/topo"
+)
+
+// ErrUserAbort is returned by a Txn's Run when the transaction rolls back by its own decision
+// (TPC-C's 1% of New-Order transactions with an unused item number). The driver aborts the
+// transaction and counts it as a success of type Type+"-rollback", not as a failure, and never
+// retries it.
+var ErrUserAbort = errors.New("workload: transaction rolled back by user request")
+
+// Workload generates the transactions of a benchmark.
+type Workload interface {
+	Name() string
+	// Load writes the initial database through db. It is called once, before clients start,
+	// and may run many transactions.
+	Load(db *client.DB) error
+	// NewClient returns the transaction generator of one closed-loop client in region region,
+	// drawing all its randomness from rng.
+	NewClient(id int, region topo.RegionID, rng *rand.Rand) Client
+}
+
+// Client yields one client's transactions.
+type Client interface {
+	// Next returns the next transaction to run.
+	Next() Txn
+}
+
+// Txn is one logical transaction.
+type Txn struct {
+	Type     string // "ycsbt", "new-order", "payment", "list-append", …: latencies are kept per type
+	ReadOnly bool   // declared read-only (client.TxnOptions.ReadOnly)
+	// Run is the body. It must be safe to re-run on a fresh client.Txn after a retryable abort,
+	// and returns client errors as they are (or ErrUserAbort). The driver commits after it.
+	Run func(tx *client.Txn) error
+	// Invoke and Result are set by workloads whose transactions go into a checked history
+	// (listappend): Invoke is the invocation's micro-ops (reads with null values), Result
+	// returns the micro-ops of the latest Run with the values it read (reads it did not reach
+	// stay null). Both are nil for benchmark-only workloads.
+	Invoke []history.MicroOp
+	Result func() []history.MicroOp
+}
+
+// RowSource enumerates a workload's initial database, row by row, in a deterministic order.
+// emit's error stops the enumeration and is returned.
+type RowSource func(emit func(key string, value []byte) error) error
+
+// LoadRows writes the rows of src through db in transactions of at most batchRows puts, retrying
+// each batch on retryable aborts. A simulator may instead call src itself and install the rows
+// directly into storage.
+func LoadRows(db *client.DB, src RowSource, batchRows int) error {
+	if batchRows <= 0 {
+		batchRows = 100
+	}
+	type kv struct {
+		k string
+		v []byte
+	}
+	batch := make([]kv, 0, batchRows)
+	loaded := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+			for _, r := range batch {
+				if err := tx.Put(r.k, r.v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("load rows %d..%d (first key %q): %w", loaded, loaded+len(batch)-1, batch[0].k, err)
+		}
+		loaded += len(batch)
+		batch = batch[:0]
+		return nil
+	}
+	err := src(func(k string, v []byte) error {
+		batch = append(batch, kv{k, v})
+		if len(batch) == batchRows {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
+}
