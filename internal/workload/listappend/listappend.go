@@ -1,0 +1,275 @@
+// Package listappend generates Elle-style transactions for checking: list-append (each key holds
+// a list of integers; micro-ops append a unique value or read the whole list) and its
+// read-write-register variant (micro-ops write a unique value or read the current one).
+//
+// Transactions have MinOps..MaxOps micro-ops over a small integer key space, so that
+// transactions collide often and every anomaly has a chance to show. Appended and written values
+// are unique across the whole run (one counter shared by all clients), which is what lets the
+// checker recover the version order of each key from the reads.
+//
+// Storage: integer key k is stored at topo.PinnedKey(k mod shards, "la/k"), so it lives on shard
+// k mod shards and its region is that shard's home (KeyRegions, for region-aware models). A
+// list is stored as the concatenation of its elements' zig-zag varints; a register as one varint.
+//
+// The body reads each key at most once per attempt and buffers its appends, writing each changed
+// key once at the end, so it does not rely on a protocol's read-your-own-writes; reads that come
+// after an append in the same transaction observe that append, as Elle expects.
+package listappend
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload"
+)
+
+// Config shapes the transactions.
+type Config struct {
+	Keys             int     // key space size; default 10
+	MinOps, MaxOps   int     // micro-ops per transaction; default 1..4
+	ReadRatio        float64 // share of micro-ops that are reads; default 0.5 (set a negative value for 0)
+	Register         bool    // read-write registers instead of lists
+	RegionLocalRatio float64 // share of transactions whose keys all live in the client's region
+}
+
+// Workload is a list-append or register workload.
+type Workload struct {
+	cfg          Config
+	t            *topo.Topology
+	names        []string
+	keysByRegion [][]int64
+	nextValue    atomic.Int64 // shared by all clients: values are unique in the run
+}
+
+// New builds the workload for topology t.
+func New(t *topo.Topology, cfg Config) (*Workload, error) {
+	if cfg.Keys == 0 {
+		cfg.Keys = 10
+	}
+	if cfg.MinOps == 0 && cfg.MaxOps == 0 {
+		cfg.MinOps, cfg.MaxOps = 1, 4
+	}
+	switch {
+	case cfg.ReadRatio == 0:
+		cfg.ReadRatio = 0.5
+	case cfg.ReadRatio < 0:
+		cfg.ReadRatio = 0
+	}
+	if cfg.Keys < 1 || cfg.Keys > 1_000_000 {
+		return nil, fmt.Errorf("listappend: key count must be 1..1000000, got %d", cfg.Keys)
+	}
+	if cfg.MinOps < 1 || cfg.MaxOps < cfg.MinOps || cfg.MaxOps > 1000 {
+		return nil, fmt.Errorf("listappend: want 1 ≤ min ops ≤ max ops ≤ 1000, got %d..%d", cfg.MinOps, cfg.MaxOps)
+	}
+	if cfg.ReadRatio > 1 || cfg.RegionLocalRatio < 0 || cfg.RegionLocalRatio > 1 {
+		return nil, fmt.Errorf("listappend: read ratio and region-local ratio must be in [0, 1]")
+	}
+	if t == nil || len(t.Shards) == 0 {
+		return nil, errors.New("listappend: topology has no shards")
+	}
+	w := &Workload{cfg: cfg, t: t, keysByRegion: make([][]int64, len(t.Regions))}
+	for k := 0; k < cfg.Keys; k++ {
+		name := topo.PinnedKey(topo.ShardID(k%len(t.Shards)), "la/"+strconv.Itoa(k))
+		w.names = append(w.names, name)
+		r := t.HomeOf(name)
+		w.keysByRegion[r] = append(w.keysByRegion[r], int64(k))
+	}
+	return w, nil
+}
+
+// Name is "list-append" or "rw-register".
+func (w *Workload) Name() string {
+	if w.cfg.Register {
+		return "rw-register"
+	}
+	return "list-append"
+}
+
+// KeyName is the storage key of integer key k.
+func (w *Workload) KeyName(k int64) string { return w.names[k] }
+
+// KeyRegions maps each integer key to its home region, for history.Recorder.SetKeyRegion.
+func (w *Workload) KeyRegions() map[int64]int {
+	m := make(map[int64]int, len(w.names))
+	for k, name := range w.names {
+		m[int64(k)] = int(w.t.HomeOf(name))
+	}
+	return m
+}
+
+// Load writes nothing: every key starts absent (an empty list, a null register).
+func (w *Workload) Load(*client.DB) error { return nil }
+
+// NewClient returns client id's generator.
+func (w *Workload) NewClient(id int, region topo.RegionID, rng *rand.Rand) workload.Client {
+	return &gen{w: w, region: region, rng: rng}
+}
+
+type gen struct {
+	w      *Workload
+	region topo.RegionID
+	rng    *rand.Rand
+}
+
+// Next draws a transaction.
+func (g *gen) Next() workload.Txn {
+	w, cfg := g.w, g.w.cfg
+	n := cfg.MinOps + g.rng.IntN(cfg.MaxOps-cfg.MinOps+1)
+	var local []int64
+	if cfg.RegionLocalRatio > 0 && g.rng.Float64() < cfg.RegionLocalRatio && int(g.region) < len(w.keysByRegion) {
+		local = w.keysByRegion[g.region]
+	}
+	ops := make([]history.MicroOp, n)
+	readOnly := true
+	for i := range ops {
+		var k int64
+		if len(local) > 0 {
+			k = local[g.rng.IntN(len(local))]
+		} else {
+			k = int64(g.rng.IntN(cfg.Keys))
+		}
+		switch {
+		case g.rng.Float64() < cfg.ReadRatio:
+			ops[i] = history.MicroOp{F: history.FRead, Key: k}
+		case cfg.Register:
+			ops[i] = history.MicroOp{F: history.FWrite, Key: k, Value: history.IntValue(w.nextValue.Add(1))}
+			readOnly = false
+		default:
+			ops[i] = history.MicroOp{F: history.FAppend, Key: k, Value: history.IntValue(w.nextValue.Add(1))}
+			readOnly = false
+		}
+	}
+	b := &body{w: w, ops: ops}
+	return workload.Txn{Type: w.Name(), ReadOnly: readOnly, Run: b.run, Invoke: cloneOps(ops), Result: b.result}
+}
+
+type body struct {
+	w      *Workload
+	ops    []history.MicroOp
+	latest []history.MicroOp // the last attempt's completed micro-ops
+}
+
+func (b *body) result() []history.MicroOp { return cloneOps(b.latest) }
+
+// keyState is one key's value as this attempt sees it.
+type keyState struct {
+	exists bool
+	list   []int64
+	reg    int64
+	dirty  bool
+}
+
+func (b *body) run(tx *client.Txn) error {
+	b.latest = cloneOps(b.ops)
+	state := map[int64]*keyState{}
+	var dirty []int64 // keys to write, in the order of their first write
+	for i, op := range b.ops {
+		st, ok := state[op.Key]
+		if !ok {
+			var err error
+			if st, err = b.load(tx, op.Key); err != nil {
+				return err
+			}
+			state[op.Key] = st
+		}
+		switch op.F {
+		case history.FRead:
+			switch {
+			case b.w.cfg.Register && st.exists:
+				b.latest[i].Value = history.IntValue(st.reg)
+			case b.w.cfg.Register:
+				b.latest[i].Value = history.Value{}
+			default:
+				b.latest[i].Value = history.ListValue(append([]int64{}, st.list...))
+			}
+		case history.FAppend:
+			st.list = append(st.list, op.Value.Int)
+		case history.FWrite:
+			st.reg = op.Value.Int
+		}
+		if op.F != history.FRead {
+			st.exists = true
+			if !st.dirty {
+				st.dirty = true
+				dirty = append(dirty, op.Key)
+			}
+		}
+	}
+	for _, k := range dirty {
+		st := state[k]
+		var v []byte
+		if b.w.cfg.Register {
+			v = binary.AppendVarint(nil, st.reg)
+		} else {
+			v = EncodeList(st.list)
+		}
+		if err := tx.Put(b.w.names[k], v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *body) load(tx *client.Txn, k int64) (*keyState, error) {
+	v, err := tx.Get(b.w.names[k])
+	if errors.Is(err, client.ErrNotFound) {
+		return &keyState{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := &keyState{exists: true}
+	if b.w.cfg.Register {
+		x, n := binary.Varint(v)
+		if n <= 0 || n != len(v) {
+			return nil, fmt.Errorf("listappend: key %d holds %d bytes that are not one varint", k, len(v))
+		}
+		st.reg = x
+		return st, nil
+	}
+	if st.list, err = DecodeList(v); err != nil {
+		return nil, fmt.Errorf("listappend: key %d: %w", k, err)
+	}
+	return st, nil
+}
+
+// EncodeList encodes a list as concatenated zig-zag varints.
+func EncodeList(l []int64) []byte {
+	out := make([]byte, 0, 2*len(l))
+	for _, x := range l {
+		out = binary.AppendVarint(out, x)
+	}
+	return out
+}
+
+// DecodeList decodes EncodeList's output.
+func DecodeList(v []byte) ([]int64, error) {
+	l := []int64{}
+	for len(v) > 0 {
+		x, n := binary.Varint(v)
+		if n <= 0 {
+			return nil, errors.New("malformed list encoding")
+		}
+		l = append(l, x)
+		v = v[n:]
+	}
+	return l, nil
+}
+
+func cloneOps(ops []history.MicroOp) []history.MicroOp {
+	out := make([]history.MicroOp, len(ops))
+	for i, m := range ops {
+		out[i] = m
+		if m.Value.Kind == history.List {
+			out[i].Value.List = append([]int64{}, m.Value.List...)
+		}
+	}
+	return out
+}

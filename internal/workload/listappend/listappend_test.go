@@ -1,0 +1,190 @@
+package listappend
+
+import (
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload"
+	"github.com/meridiandb/meridian/internal/workload/memdb"
+)
+
+func testTopo(t *testing.T) *topo.Topology {
+	t.Helper()
+	tp, err := topo.FromPreset("k2-3region", topo.DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp
+}
+
+// model is a serial reference: the value of each key after the committed transactions so far.
+type model struct {
+	lists map[int64][]int64
+	regs  map[int64]int64
+}
+
+// apply checks one committed transaction's reads against the model and applies its writes.
+func (m *model) apply(ops []history.MicroOp, register bool) error {
+	for _, op := range ops {
+		switch op.F {
+		case history.FRead:
+			var want history.Value
+			if register {
+				if v, ok := m.regs[op.Key]; ok {
+					want = history.IntValue(v)
+				}
+			} else {
+				want = history.ListValue(append([]int64{}, m.lists[op.Key]...))
+			}
+			if !reflect.DeepEqual(op.Value, want) {
+				return errors.New("read " + string(mustJSON(op)) + ", model has " + string(mustJSON(history.MicroOp{F: "r", Key: op.Key, Value: want})))
+			}
+		case history.FAppend:
+			m.lists[op.Key] = append(m.lists[op.Key], op.Value.Int)
+		case history.FWrite:
+			m.regs[op.Key] = op.Value.Int
+		}
+	}
+	return nil
+}
+
+func mustJSON(op history.MicroOp) []byte { b, _ := op.MarshalJSON(); return b }
+
+// runSerial runs txns transactions round-robin over clients against a serial store (with
+// injected aborts) and checks every committed transaction's reads against the model. corrupt,
+// if set, tampers with the store halfway through.
+func runSerial(t *testing.T, w *Workload, clients, txns int, corrupt func(*memdb.Store)) error {
+	t.Helper()
+	s := memdb.New()
+	s.AbortCommits(0.2, 3)
+	var dbs []*client.DB
+	var gens []workload.Client
+	for i := 0; i < clients; i++ {
+		dbs = append(dbs, client.Open(s.Transport()))
+		gens = append(gens, w.NewClient(i, topo.RegionID(i%3), rand.New(rand.NewPCG(uint64(i), 1))))
+	}
+	m := &model{lists: map[int64][]int64{}, regs: map[int64]int64{}}
+	for i := 0; i < txns; i++ {
+		if i == txns/2 && corrupt != nil {
+			corrupt(s)
+		}
+		c := i % clients
+		tx := gens[c].Next()
+		for _, op := range tx.Invoke {
+			if op.F == history.FRead && op.Value.Kind != history.None {
+				t.Fatalf("invocation read carries a value: %s", mustJSON(op))
+			}
+		}
+		err := client.RunTxnWith(dbs[c], client.TxnOptions{ReadOnly: tx.ReadOnly}, client.RetryPolicy{MaxAttempts: 50}, tx.Run)
+		if err != nil {
+			t.Fatalf("txn %d: %v", i, err)
+		}
+		if err := m.apply(tx.Result(), w.cfg.Register); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestSerialHistoriesMatchModel(t *testing.T) {
+	for _, reg := range []bool{false, true} {
+		w, err := New(testTopo(t), Config{Keys: 8, Register: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runSerial(t, w, 5, 2000, nil); err != nil {
+			t.Errorf("register=%v: %v", reg, err)
+		}
+	}
+}
+
+// The model check must catch a store that lost a write.
+func TestModelCatchesLostWrite(t *testing.T) {
+	for _, reg := range []bool{false, true} {
+		w, _ := New(testTopo(t), Config{Keys: 3, Register: reg, ReadRatio: 0.3})
+		err := runSerial(t, w, 3, 400, func(s *memdb.Store) {
+			for k := int64(0); k < 3; k++ {
+				s.Delete(w.KeyName(k))
+			}
+		})
+		if err == nil {
+			t.Errorf("register=%v: a wiped store went unnoticed", reg)
+		}
+	}
+}
+
+func TestGeneratorShape(t *testing.T) {
+	tp := testTopo(t)
+	w, err := New(tp, Config{Keys: 30, MinOps: 2, MaxOps: 3, RegionLocalRatio: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	a := w.NewClient(0, 1, rand.New(rand.NewPCG(5, 5)))
+	for i := 0; i < 500; i++ {
+		tx := a.Next()
+		if n := len(tx.Invoke); n < 2 || n > 3 {
+			t.Fatalf("%d micro-ops, want 2..3", n)
+		}
+		ro := true
+		for _, op := range tx.Invoke {
+			if tp.HomeOf(w.KeyName(op.Key)) != 1 {
+				t.Fatalf("key %d is homed in region %d, client in region 1 with region-local ratio 1", op.Key, tp.HomeOf(w.KeyName(op.Key)))
+			}
+			if op.F == history.FAppend {
+				ro = false
+				if seen[op.Value.Int] {
+					t.Fatalf("value %d appended twice", op.Value.Int)
+				}
+				seen[op.Value.Int] = true
+			}
+		}
+		if ro != tx.ReadOnly {
+			t.Fatalf("ReadOnly=%v for %s", tx.ReadOnly, tx.Type)
+		}
+	}
+	regions := w.KeyRegions()
+	if len(regions) != 30 || regions[4] != int(tp.HomeOf(w.KeyName(4))) {
+		t.Fatalf("KeyRegions: %v", regions)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	draw := func() [][]history.MicroOp {
+		w, _ := New(testTopo(t), Config{})
+		c := w.NewClient(0, 0, rand.New(rand.NewPCG(11, 11)))
+		var out [][]history.MicroOp
+		for i := 0; i < 100; i++ {
+			out = append(out, c.Next().Invoke)
+		}
+		return out
+	}
+	if a, b := draw(), draw(); !reflect.DeepEqual(a, b) {
+		t.Fatal("equal seeds gave different transactions")
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, c := range []Config{{Keys: -1}, {MinOps: 3, MaxOps: 2}, {ReadRatio: 2}, {RegionLocalRatio: -1}} {
+		if _, err := New(testTopo(t), c); err == nil {
+			t.Errorf("accepted %+v", c)
+		}
+	}
+}
+
+func TestListEncoding(t *testing.T) {
+	for _, l := range [][]int64{{}, {1}, {1, -2, 300, 1 << 40}} {
+		got, err := DecodeList(EncodeList(l))
+		if err != nil || !reflect.DeepEqual(got, l) {
+			t.Errorf("round trip of %v: %v, %v", l, got, err)
+		}
+	}
+	if _, err := DecodeList([]byte{0x80}); err == nil {
+		t.Error("truncated varint decoded")
+	}
+}
