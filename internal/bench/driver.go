@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"errors"
+	"time"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/workload"
+)
+
+// Window is a run's timeline in the runtime's clock (virtual ns in the simulator): clients start
+// at Start, measurements count from MeasureFrom, and clients stop starting transactions at End.
+type Window struct {
+	Start, MeasureFrom, End int64
+}
+
+// Seconds is the measurement window's length.
+func (w Window) Seconds() float64 { return float64(w.End-w.MeasureFrom) / 1e9 }
+
+// Backoff bounds between retries of an aborted transaction.
+const (
+	minBackoff = 500 * time.Microsecond
+	maxBackoff = 50 * time.Millisecond
+)
+
+// ClientLoop runs one closed-loop client: it takes transactions from gen and runs each until it
+// commits, fails for good, or the window ends, retrying retryable aborts with exponential backoff
+// (each retry is a fresh transaction, hence a fresh timestamp). Every attempt of a transaction
+// that carries micro-ops is recorded in rec (if not nil) as an invoke and a completion.
+func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Window, m *Metrics, rec *history.Recorder) {
+	t := db.Transport()
+	for t.Now() < w.End {
+		txn := gen.Next()
+		start := t.Now()
+		backoff := minBackoff
+		for attempt := 1; ; attempt++ {
+			err := runAttempt(db, txn, attempt, process, region, rec)
+			measured := start >= w.MeasureFrom && t.Now() <= w.End
+			switch {
+			case err == nil:
+				if measured {
+					m.Commit(txn.Type, t.Now()-start, attempt, (t.Now()-w.MeasureFrom)/1e9)
+				}
+			case errors.Is(err, workload.ErrUserAbort):
+				if measured {
+					m.RolledBack(txn.Type)
+				}
+			case client.IsRetryable(err):
+				if measured {
+					m.Abort(txn.Type, client.AbortCause(err))
+				}
+				if t.Now() >= w.End {
+					break
+				}
+				if measured {
+					m.Retry()
+				}
+				t.Sleep(jittered(backoff, process, attempt))
+				if backoff *= 2; backoff > maxBackoff {
+					backoff = maxBackoff
+				}
+				continue
+			default:
+				if measured {
+					var u *client.UnknownError
+					m.Failed(txn.Type, errors.As(err, &u))
+				}
+			}
+			break
+		}
+	}
+}
+
+// jittered spreads retries of clients that aborted together, deterministically.
+func jittered(d time.Duration, process, attempt int) time.Duration {
+	h := uint64(process)*0x9e3779b97f4a7c15 ^ uint64(attempt)*0xbf58476d1ce4e5b9
+	h ^= h >> 31
+	return d/2 + time.Duration(h%uint64(d/2+1))
+}
+
+func runAttempt(db *client.DB, txn workload.Txn, attempt, process, region int, rec *history.Recorder) error {
+	t := db.Transport()
+	recording := rec != nil && txn.Invoke != nil
+	if recording {
+		rec.Invoke(process, region, t.Now(), txn.Invoke)
+	}
+	tx := db.Begin(client.TxnOptions{ReadOnly: txn.ReadOnly, Attempt: uint32(attempt - 1)})
+	err := txn.Run(tx)
+	if err == nil {
+		err = tx.Commit()
+	} else {
+		_ = tx.Abort()
+	}
+	if recording {
+		var res []history.MicroOp
+		if txn.Result != nil {
+			res = txn.Result()
+		}
+		var u *client.UnknownError
+		switch {
+		case err == nil:
+			rec.Complete(history.OK, process, region, t.Now(), res, "")
+		case errors.As(err, &u) || errors.Is(err, client.ErrUnavailable):
+			rec.Complete(history.Info, process, region, t.Now(), txn.Invoke, err.Error())
+		default:
+			rec.Complete(history.Fail, process, region, t.Now(), res, err.Error())
+		}
+	}
+	return err
+}

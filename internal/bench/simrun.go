@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/sim"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload"
+)
+
+// Spec is what to run, independent of the runtime.
+type Spec struct {
+	Workload         workload.Workload
+	ClientsPerRegion int
+	Warmup           time.Duration
+	Duration         time.Duration
+	Record           bool // keep a history of checkable transactions
+	// Progress, if set, is called now and then with the fraction of the run done.
+	Progress func(done float64)
+}
+
+// Validate rejects specs that cannot run.
+func (s Spec) Validate() error {
+	switch {
+	case s.Workload == nil:
+		return errors.New("bench: no workload")
+	case s.ClientsPerRegion <= 0 || s.ClientsPerRegion > 100000:
+		return fmt.Errorf("bench: clients per region must be 1..100000, got %d", s.ClientsPerRegion)
+	case s.Duration <= 0:
+		return fmt.Errorf("bench: duration must be positive, got %v", s.Duration)
+	case s.Warmup < 0:
+		return fmt.Errorf("bench: warm-up must not be negative, got %v", s.Warmup)
+	}
+	return nil
+}
+
+// Verifier is implemented by workloads that can check the database after a run (TPC-C's
+// consistency conditions).
+type Verifier interface {
+	Verify(db *client.DB) error
+}
+
+// Result is one run's report. The JSON shape is shared by `meridian sim` and `meridian bench`.
+type Result struct {
+	Protocol       string  `json:"protocol"`
+	Workload       string  `json:"workload"`
+	Topology       string  `json:"topology"`
+	Seed           uint64  `json:"seed"`
+	Clients        int     `json:"clients"`
+	VirtualSeconds float64 `json:"virtual_seconds,omitempty"`
+	WallSeconds    float64 `json:"wall_seconds"`
+	Events         uint64  `json:"events,omitempty"`
+	EventsPerSec   float64 `json:"events_per_wall_second,omitempty"`
+	TraceDigest    string  `json:"trace_digest,omitempty"`
+	LoadSeconds    float64 `json:"load_seconds"`
+	Summary
+	Consistency string `json:"consistency,omitempty"` // workload's own post-run verification
+	Check       any    `json:"check,omitempty"`       // checker report, filled by the caller
+
+	History []history.Op `json:"-"`
+}
+
+// SimRun runs spec in a fresh simulation built from cfg.
+func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	wallStart := time.Now()
+	s, err := sim.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Stop()
+	tp := s.Topology()
+	m := NewMetrics()
+	var rec *history.Recorder
+	if spec.Record {
+		rec = history.NewRecorder()
+	}
+	res := &Result{Protocol: cfg.Protocol.Name(), Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
+		Clients: spec.ClientsPerRegion * len(tp.Regions)}
+
+	var (
+		window   Window
+		loaded   bool
+		loadErr  error
+		running  int
+	)
+	// The loader runs first; when it is done it starts the closed-loop clients.
+	s.AddClient(0, tp.DataNodes(0)[0], 0, func(db *client.DB) {
+		loadErr = spec.Workload.Load(db)
+		loaded = true
+		if loadErr != nil {
+			return
+		}
+		now := db.Transport().Now()
+		window = Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}
+		res.LoadSeconds = float64(now) / 1e9
+		process := 0
+		for r := range tp.Regions {
+			region := topo.RegionID(r)
+			coords := tp.DataNodes(region)
+			for i := 0; i < spec.ClientsPerRegion; i++ {
+				process++
+				p := process
+				rng := rand.New(rand.NewPCG(cfg.Seed, uint64(p)))
+				gen := spec.Workload.NewClient(p, region, rng)
+				// Stagger starts over 1 ms so clients do not move in lockstep.
+				startAt := now + int64(rng.IntN(1000))*1000
+				running++
+				s.AddClient(region, coords[i%len(coords)], startAt, func(db *client.DB) {
+					ClientLoop(db, gen, p, r, window, m, rec)
+					running--
+				})
+			}
+		}
+	})
+	// Load, then run the window, then drain in-flight transactions (bounded).
+	const step = 100 * time.Millisecond
+	for !loaded {
+		if s.Now() > int64(24*time.Hour) {
+			return nil, errors.New("bench: load did not finish within 24 virtual hours")
+		}
+		s.RunFor(step)
+	}
+	if loadErr != nil {
+		return nil, fmt.Errorf("load: %w", loadErr)
+	}
+	total := float64(window.End - window.Start)
+	for s.Now() < window.End {
+		s.RunFor(step)
+		if spec.Progress != nil {
+			spec.Progress(float64(s.Now()-window.Start) / total)
+		}
+	}
+	drainUntil := window.End + int64(30*time.Second)
+	for running > 0 && s.Now() < drainUntil {
+		s.RunFor(step)
+	}
+	if v, ok := spec.Workload.(Verifier); ok {
+		done := false
+		var verr error
+		s.AddClient(0, tp.DataNodes(0)[0], s.Now(), func(db *client.DB) {
+			verr = v.Verify(db)
+			done = true
+		})
+		for !done && s.Now() < drainUntil+int64(time.Hour) {
+			s.RunFor(step)
+		}
+		switch {
+		case !done:
+			res.Consistency = "verification did not finish"
+		case verr != nil:
+			res.Consistency = verr.Error()
+		default:
+			res.Consistency = "ok"
+		}
+	}
+	res.Summary = m.Summarize(window.Seconds())
+	res.VirtualSeconds = float64(s.Now()) / 1e9
+	res.WallSeconds = time.Since(wallStart).Seconds()
+	res.Events = s.Stats().Events
+	if res.WallSeconds > 0 {
+		res.EventsPerSec = float64(res.Events) / res.WallSeconds
+	}
+	res.TraceDigest = fmt.Sprintf("%016x", s.Digest())
+	if rec != nil {
+		res.History = rec.Ops()
+	}
+	return res, nil
+}
