@@ -86,10 +86,10 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		Clients: spec.ClientsPerRegion * len(tp.Regions)}
 
 	var (
-		window   Window
-		loaded   bool
-		loadErr  error
-		running  int
+		window  Window
+		loaded  bool
+		loadErr error
+		running int
 	)
 	// The loader runs first; when it is done it starts the closed-loop clients.
 	s.AddClient(0, tp.DataNodes(0)[0], 0, func(db *client.DB) {
