@@ -1,0 +1,318 @@
+// Package ycsbt generates YCSB-T transactions: N operations per transaction, each a read, a
+// blind write or a read-modify-write, over a key space drawn with YCSB's distributions
+// (scrambled Zipfian by default), with the knobs the papers' experiments turn: write ratio,
+// read-only share, cross-region share with region-local key choice (RLS), partitions per
+// transaction (Wren). Presets reproduce each paper's default (see Preset).
+//
+// Placement: key i is stored at topo.PinnedKey(i mod S, "u<i>") for S shards, so it lives on
+// shard i mod S. Region-local choice maps a local index j arithmetically onto the keys of the
+// region's shards, (j / m)·S + local[j mod m] for the region's m shards, so a million keys cost
+// no memory; it covers the first ⌊n/S⌋·S keys (the last, partial row is never chosen locally).
+//
+// Cross-region transactions follow the RLS artifact (retwisClient.cc): one key from a random
+// other region, one from the client's region, the rest from anywhere. Keys inside a transaction
+// are distinct (redrawn up to 16 times).
+//
+// Values are ValueBytes long: an 8-byte little-endian counter, which a read-modify-write
+// increments, then filler. A missing key reads as counter 0, so Load may be skipped.
+package ycsbt
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload"
+	"github.com/meridiandb/meridian/internal/workload/zipf"
+)
+
+// Config shapes a YCSB-T workload.
+type Config struct {
+	Keys          int     // total keys
+	OpsPerTxn     int     // operations per transaction
+	WriteRatio    float64 // probability an operation writes (per operation, or exactly if FixedMix)
+	FixedMix      bool    // exactly round(OpsPerTxn·WriteRatio) writes per transaction, in random positions
+	ReadsFirst    bool    // all reads before all writes (Wren reads in one round, then writes)
+	RMW           bool    // writes read the key first and write a value derived from it
+	ReadOnlyRatio float64 // share of transactions that only read (FW-KV)
+	Distribution  string  // "scrambled" (default), "zipfian", "uniform" or "latest"
+	Theta         float64 // Zipf skew for zipfian, scrambled and latest, in [0, 1)
+	// RegionLocal makes transactions pick their keys in the client's region, except a share
+	// CrossRegionRatio of cross-region transactions. Without it keys come from the whole space.
+	RegionLocal      bool
+	CrossRegionRatio float64
+	// PartitionsPerTxn > 0 spreads a transaction's operations round-robin over that many
+	// consecutive shards from a random one, each key drawn within its shard (Wren's benchmark).
+	PartitionsPerTxn int
+	ValueBytes       int // value size; at least 8
+}
+
+// Preset returns the default YCSB-T of a paper: "k2" (3 ops, 50% blind writes, scrambled Zipf
+// 0.8, 1 KB values), "rls" (10 ops = 5 reads + 5 read-modify-writes, 10% cross-region,
+// Zipf 0.75, 3M keys), "wren" (19 reads then 1 write, 4 partitions per transaction, Zipf 0.99
+// within a partition, 8-byte values) and "fwkv" (2 keys read and written, 20% read-only,
+// uniform, 12-byte values).
+func Preset(name string) (Config, error) {
+	switch name {
+	case "k2":
+		return Config{Keys: 1_000_000, OpsPerTxn: 3, WriteRatio: 0.5, Distribution: "scrambled", Theta: 0.8, ValueBytes: 1000}, nil
+	case "rls":
+		return Config{Keys: 3_000_000, OpsPerTxn: 10, WriteRatio: 0.5, FixedMix: true, RMW: true, Distribution: "scrambled",
+			Theta: 0.75, RegionLocal: true, CrossRegionRatio: 0.1, ValueBytes: 64}, nil
+	case "wren":
+		return Config{Keys: 1_000_000, OpsPerTxn: 20, WriteRatio: 0.05, FixedMix: true, ReadsFirst: true, Distribution: "zipfian",
+			Theta: 0.99, PartitionsPerTxn: 4, ValueBytes: 8}, nil
+	case "fwkv":
+		return Config{Keys: 50_000, OpsPerTxn: 2, WriteRatio: 1, RMW: true, ReadOnlyRatio: 0.2, Distribution: "uniform", ValueBytes: 12}, nil
+	}
+	return Config{}, fmt.Errorf("unknown YCSB-T preset %q (want k2, rls, wren or fwkv)", name)
+}
+
+// Workload is a YCSB-T workload over one topology.
+type Workload struct {
+	cfg     Config
+	t       *topo.Topology
+	nShards int
+	global  zipf.Generator   // over all keys
+	rows    zipf.Generator   // over the rows of one shard (PartitionsPerTxn)
+	local   []zipf.Generator // per region, over its local keys
+	localOf [][]topo.ShardID // shards homed in each region
+}
+
+// New validates cfg and builds the workload. Building a Zipfian generator over n keys costs
+// O(n) once per (n, θ).
+func New(t *topo.Topology, cfg Config) (*Workload, error) {
+	if t == nil || len(t.Shards) == 0 {
+		return nil, errors.New("ycsbt: topology has no shards")
+	}
+	if cfg.ValueBytes == 0 {
+		cfg.ValueBytes = 8
+	}
+	switch {
+	case cfg.Keys < 2 || cfg.Keys > zipf.MaxItems:
+		return nil, fmt.Errorf("ycsbt: key count must be 2..%d, got %d", zipf.MaxItems, cfg.Keys)
+	case cfg.OpsPerTxn < 1 || cfg.OpsPerTxn > 1000:
+		return nil, fmt.Errorf("ycsbt: operations per transaction must be 1..1000, got %d", cfg.OpsPerTxn)
+	case cfg.OpsPerTxn > cfg.Keys:
+		return nil, fmt.Errorf("ycsbt: %d distinct keys per transaction but only %d keys", cfg.OpsPerTxn, cfg.Keys)
+	case !inUnit(cfg.WriteRatio) || !inUnit(cfg.ReadOnlyRatio) || !inUnit(cfg.CrossRegionRatio):
+		return nil, fmt.Errorf("ycsbt: write, read-only and cross-region ratios must be in [0, 1]")
+	case cfg.ValueBytes < 8 || cfg.ValueBytes > client.MaxValueBytes:
+		return nil, fmt.Errorf("ycsbt: value size must be 8..%d bytes, got %d", client.MaxValueBytes, cfg.ValueBytes)
+	case cfg.PartitionsPerTxn < 0 || cfg.PartitionsPerTxn > len(t.Shards):
+		return nil, fmt.Errorf("ycsbt: %d partitions per transaction with %d shards", cfg.PartitionsPerTxn, len(t.Shards))
+	case cfg.PartitionsPerTxn > 0 && cfg.RegionLocal:
+		return nil, errors.New("ycsbt: partitions per transaction and region-local choice exclude each other")
+	}
+	w := &Workload{cfg: cfg, t: t, nShards: len(t.Shards)}
+	var err error
+	if w.global, err = newGen(cfg, uint64(cfg.Keys)); err != nil {
+		return nil, err
+	}
+	rowCount := cfg.Keys / w.nShards
+	if cfg.PartitionsPerTxn > 0 {
+		if rowCount < 1 {
+			return nil, fmt.Errorf("ycsbt: %d keys do not fill one row of %d shards", cfg.Keys, w.nShards)
+		}
+		if w.rows, err = newGen(cfg, uint64(rowCount)); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.RegionLocal {
+		for r := range t.Regions {
+			shards := t.ShardsHomedIn(topo.RegionID(r))
+			w.localOf = append(w.localOf, shards)
+			n := rowCount * len(shards)
+			if n < cfg.OpsPerTxn {
+				return nil, fmt.Errorf("ycsbt: region %s has %d local keys, fewer than %d per transaction", t.Regions[r].Name, n, cfg.OpsPerTxn)
+			}
+			g, err := newGen(cfg, uint64(n))
+			if err != nil {
+				return nil, err
+			}
+			w.local = append(w.local, g)
+		}
+	}
+	return w, nil
+}
+
+func inUnit(x float64) bool { return x >= 0 && x <= 1 }
+
+func newGen(cfg Config, n uint64) (zipf.Generator, error) {
+	if n == 1 {
+		return zipf.NewUniform(1)
+	}
+	g, err := zipf.New(cfg.Distribution, n, cfg.Theta)
+	if err != nil {
+		return nil, fmt.Errorf("ycsbt: %w", err)
+	}
+	return g, nil
+}
+
+// Name is "ycsbt".
+func (w *Workload) Name() string { return "ycsbt" }
+
+// Config returns the configuration in use.
+func (w *Workload) Config() Config { return w.cfg }
+
+// KeyName is the storage key of key i.
+func (w *Workload) KeyName(i uint64) string {
+	return topo.PinnedKey(topo.ShardID(i%uint64(w.nShards)), "u"+strconv.FormatUint(i, 10))
+}
+
+// Rows enumerates the initial database: every key with counter 0.
+func (w *Workload) Rows(emit func(key string, value []byte) error) error {
+	for i := 0; i < w.cfg.Keys; i++ {
+		if err := emit(w.KeyName(uint64(i)), w.value(0)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Load writes every key. It may be skipped: missing keys read as counter 0.
+func (w *Workload) Load(db *client.DB) error {
+	return workload.LoadRows(db, w.Rows, 100)
+}
+
+func (w *Workload) value(counter uint64) []byte {
+	v := make([]byte, w.cfg.ValueBytes)
+	binary.LittleEndian.PutUint64(v, counter)
+	for i := 8; i < len(v); i++ {
+		v[i] = 'a' + byte(i%26)
+	}
+	return v
+}
+
+// localKey maps region r's local index j to a key.
+func (w *Workload) localKey(r int, j uint64) uint64 {
+	shards := w.localOf[r]
+	m := uint64(len(shards))
+	return (j/m)*uint64(w.nShards) + uint64(shards[j%m])
+}
+
+// NewClient returns client id's generator. A region outside the topology counts as region 0.
+func (w *Workload) NewClient(id int, region topo.RegionID, rng *rand.Rand) workload.Client {
+	r := int(region)
+	if r < 0 || r >= len(w.t.Regions) {
+		r = 0
+	}
+	return &gen{w: w, region: r, rng: rng}
+}
+
+type gen struct {
+	w      *Workload
+	region int
+	rng    *rand.Rand
+}
+
+type op struct {
+	key   string
+	write bool
+}
+
+// Next draws a transaction.
+func (g *gen) Next() workload.Txn {
+	w, cfg, rng := g.w, g.w.cfg, g.rng
+	n := cfg.OpsPerTxn
+	readOnly := cfg.ReadOnlyRatio > 0 && rng.Float64() < cfg.ReadOnlyRatio
+	writes := make([]bool, n)
+	if !readOnly {
+		if cfg.FixedMix {
+			k := int(math.Round(float64(n) * cfg.WriteRatio))
+			for _, i := range rng.Perm(n)[:k] {
+				writes[i] = true
+			}
+		} else {
+			for i := range writes {
+				writes[i] = rng.Float64() < cfg.WriteRatio
+			}
+		}
+	}
+	keys := g.keys(n)
+	ops := make([]op, n)
+	anyWrite := false
+	for i := range ops {
+		ops[i] = op{key: w.KeyName(keys[i]), write: writes[i]}
+		anyWrite = anyWrite || writes[i]
+	}
+	if cfg.ReadsFirst {
+		sort.SliceStable(ops, func(a, b int) bool { return !ops[a].write && ops[b].write })
+	}
+	typ := "ycsbt"
+	if !anyWrite {
+		typ = "ycsbt-ro"
+	}
+	return workload.Txn{Type: typ, ReadOnly: !anyWrite, Run: func(tx *client.Txn) error { return g.w.run(tx, ops) }}
+}
+
+// keys draws n distinct keys by the configured placement.
+func (g *gen) keys(n int) []uint64 {
+	w, cfg, rng := g.w, g.w.cfg, g.rng
+	out := make([]uint64, 0, n)
+	seen := make(map[uint64]bool, n)
+	var startShard int
+	if cfg.PartitionsPerTxn > 0 {
+		startShard = rng.IntN(w.nShards)
+	}
+	cross := cfg.RegionLocal && len(w.t.Regions) > 1 && rng.Float64() < cfg.CrossRegionRatio
+	for i := 0; i < n; i++ {
+		var k uint64
+		for try := 0; try < 16; try++ {
+			switch {
+			case cfg.PartitionsPerTxn > 0:
+				shard := (startShard + i%cfg.PartitionsPerTxn) % w.nShards
+				k = w.rows.Next(rng)*uint64(w.nShards) + uint64(shard)
+			case cfg.RegionLocal && cross && i == 0:
+				other := rng.IntN(len(w.t.Regions) - 1)
+				if other >= g.region {
+					other++
+				}
+				k = w.localKey(other, w.local[other].Next(rng))
+			case cfg.RegionLocal && (!cross || i == 1):
+				k = w.localKey(g.region, w.local[g.region].Next(rng))
+			default:
+				k = w.global.Next(rng)
+			}
+			if !seen[k] {
+				break
+			}
+		}
+		seen[k] = true
+		out = append(out, k)
+	}
+	return out
+}
+
+func (w *Workload) run(tx *client.Txn, ops []op) error {
+	for _, o := range ops {
+		if o.write && !w.cfg.RMW {
+			if err := tx.Put(o.key, w.value(0)); err != nil {
+				return err
+			}
+			continue
+		}
+		v, err := tx.Get(o.key)
+		var counter uint64
+		switch {
+		case err == nil && len(v) >= 8:
+			counter = binary.LittleEndian.Uint64(v)
+		case err == nil:
+			return fmt.Errorf("ycsbt: key %q holds %d bytes, want at least 8", o.key, len(v))
+		case !errors.Is(err, client.ErrNotFound):
+			return err
+		}
+		if o.write {
+			if err := tx.Put(o.key, w.value(counter+1)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,294 @@
+package ycsbt
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
+	"github.com/meridiandb/meridian/internal/workload/memdb"
+)
+
+// recorder is a Transport that answers every request at once and remembers what was asked.
+type recorder struct{ reqs []wire.ClientRequest }
+
+func (r *recorder) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	r.reqs = append(r.reqs, *req)
+	return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq}, nil
+}
+func (r *recorder) Sleep(time.Duration) {}
+func (r *recorder) Now() int64          { return 0 }
+
+type access struct {
+	key   string
+	write bool
+}
+
+// runTrace runs one transaction against a recorder and returns its accesses (a
+// read-modify-write shows as a read then a write of the same key).
+func runTrace(t *testing.T, run func(*client.Txn) error, readOnly bool) []access {
+	t.Helper()
+	r := &recorder{}
+	db := client.Open(r)
+	tx := db.Begin(client.TxnOptions{ReadOnly: readOnly})
+	if err := run(tx); err != nil {
+		t.Fatal(err)
+	}
+	var out []access
+	for _, q := range r.reqs {
+		switch q.Op {
+		case wire.OpGet:
+			out = append(out, access{q.Key, false})
+		case wire.OpPut:
+			out = append(out, access{q.Key, true})
+		}
+	}
+	return out
+}
+
+func testTopo(t *testing.T) *topo.Topology {
+	t.Helper()
+	tp, err := topo.FromPreset("k2-3region", topo.DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp
+}
+
+func mustNew(t *testing.T, cfg Config) *Workload {
+	t.Helper()
+	w, err := New(testTopo(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func within(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s = %.4f, want %.4f ± %.4f", what, got, want, tol)
+	}
+}
+
+func TestPresets(t *testing.T) {
+	for _, name := range []string{"k2", "rls", "wren", "fwkv"} {
+		cfg, err := Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "rls" || name == "k2" {
+			cfg.Keys = 120_000 // the shape is what matters here, not the size
+		}
+		w := mustNew(t, cfg)
+		c := w.NewClient(0, 1, rand.New(rand.NewPCG(1, 2)))
+		for i := 0; i < 200; i++ {
+			tx := c.Next()
+			acc := runTrace(t, tx.Run, tx.ReadOnly)
+			reads, writes := 0, 0
+			for _, a := range acc {
+				if a.write {
+					writes++
+				} else {
+					reads++
+				}
+			}
+			switch name {
+			case "rls": // 5 reads + 5 read-modify-writes
+				if reads != 10 || writes != 5 {
+					t.Fatalf("rls: %d gets, %d puts; want 10, 5", reads, writes)
+				}
+			case "wren": // 19 reads, then 1 write
+				if reads != 19 || writes != 1 || !acc[19].write {
+					t.Fatalf("wren: %d reads, %d writes, last write? %v", reads, writes, acc[len(acc)-1].write)
+				}
+			case "fwkv": // 2 keys read (and written unless read-only)
+				if reads != 2 || (writes != 0 && writes != 2) || tx.ReadOnly != (writes == 0) {
+					t.Fatalf("fwkv: %d reads, %d writes, read-only %v", reads, writes, tx.ReadOnly)
+				}
+			case "k2":
+				if reads+writes != 3 {
+					t.Fatalf("k2: %d operations, want 3", reads+writes)
+				}
+			}
+		}
+	}
+	if _, err := Preset("tatp"); err == nil {
+		t.Error("unknown preset accepted")
+	}
+}
+
+func TestRatios(t *testing.T) {
+	const txns = 20_000
+	cases := []struct {
+		name                      string
+		cfg                       Config
+		writeShare, readOnlyShare float64
+	}{
+		{"per-op-50%", Config{Keys: 10_000, OpsPerTxn: 3, WriteRatio: 0.5, Theta: 0.8}, 0.5, 0.125},
+		{"per-op-10%-ro-30%", Config{Keys: 10_000, OpsPerTxn: 4, WriteRatio: 0.1, ReadOnlyRatio: 0.3, Distribution: "uniform"},
+			0.7 * 0.1, 0.3 + 0.7*math.Pow(0.9, 4)},
+	}
+	for _, c := range cases {
+		w := mustNew(t, c.cfg)
+		g := w.NewClient(3, 0, rand.New(rand.NewPCG(4, 4)))
+		ops, writes, ro := 0, 0, 0
+		for i := 0; i < txns; i++ {
+			tx := g.Next()
+			acc := runTrace(t, tx.Run, tx.ReadOnly)
+			ops += len(acc)
+			for _, a := range acc {
+				if a.write {
+					writes++
+				}
+			}
+			if tx.ReadOnly {
+				ro++
+			}
+		}
+		within(t, c.name+" write share", float64(writes)/float64(ops), c.writeShare, 0.01)
+		within(t, c.name+" read-only share", float64(ro)/txns, c.readOnlyShare, 0.01)
+	}
+}
+
+func TestRegionLocality(t *testing.T) {
+	tp := testTopo(t)
+	w := mustNew(t, Config{Keys: 12_000, OpsPerTxn: 10, WriteRatio: 0.5, RMW: true, Theta: 0.75, RegionLocal: true, CrossRegionRatio: 0.1})
+	const txns = 20_000
+	for region := topo.RegionID(0); region < 3; region++ {
+		g := w.NewClient(int(region), region, rand.New(rand.NewPCG(uint64(region), 8)))
+		crossTxns := 0
+		for i := 0; i < txns; i++ {
+			tx := g.Next()
+			acc := runTrace(t, tx.Run, tx.ReadOnly)
+			remote, local, keys := 0, 0, map[string]bool{}
+			for _, a := range acc {
+				if a.write {
+					continue
+				}
+				keys[a.key] = true
+				if tp.HomeOf(a.key) == region {
+					local++
+				} else {
+					remote++
+				}
+			}
+			if len(keys) != 10 {
+				t.Fatalf("%d distinct keys, want 10", len(keys))
+			}
+			if remote > 0 {
+				crossTxns++
+				if local == 0 || tp.HomeOf(acc[0].key) == region {
+					t.Fatalf("cross-region transaction must start with a remote key and touch a local one: %v", acc)
+				}
+			}
+		}
+		within(t, "cross-region share", float64(crossTxns)/txns, 0.1, 0.01)
+	}
+}
+
+// The arithmetic local-key mapping is a bijection onto the keys of the region's shards.
+func TestLocalKeyMapping(t *testing.T) {
+	tp := testTopo(t)
+	w := mustNew(t, Config{Keys: 1205, OpsPerTxn: 2, RegionLocal: true, Distribution: "uniform"})
+	for r := 0; r < 3; r++ {
+		seen := map[uint64]bool{}
+		n := w.local[r].N()
+		if n != 1200/3 {
+			t.Fatalf("region %d: %d local keys, want 400", r, n)
+		}
+		for j := uint64(0); j < n; j++ {
+			k := w.localKey(r, j)
+			if k >= 1205 || seen[k] || tp.HomeOf(w.KeyName(k)) != topo.RegionID(r) {
+				t.Fatalf("region %d: index %d maps to key %d (seen %v, home %d)", r, j, k, seen[k], tp.HomeOf(w.KeyName(k)))
+			}
+			seen[k] = true
+		}
+	}
+}
+
+func TestPartitionsPerTxn(t *testing.T) {
+	tp := testTopo(t)
+	w := mustNew(t, Config{Keys: 12_000, OpsPerTxn: 20, WriteRatio: 0.05, FixedMix: true, Distribution: "zipfian", Theta: 0.99, PartitionsPerTxn: 4})
+	g := w.NewClient(0, 0, rand.New(rand.NewPCG(2, 2)))
+	for i := 0; i < 2000; i++ {
+		tx := g.Next()
+		shards := map[topo.ShardID]int{}
+		for _, a := range runTrace(t, tx.Run, tx.ReadOnly) {
+			shards[tp.ShardOf(a.key)]++
+		}
+		if len(shards) != 4 {
+			t.Fatalf("transaction touched %d shards, want 4: %v", len(shards), shards)
+		}
+	}
+}
+
+func TestRMWCountsAgainstSerialStore(t *testing.T) {
+	w := mustNew(t, Config{Keys: 50, OpsPerTxn: 2, WriteRatio: 1, RMW: true, Distribution: "uniform", ValueBytes: 12})
+	s := memdb.New()
+	if err := w.Load(client.Open(s.Transport())); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 50 {
+		t.Fatalf("loaded %d keys, want 50", s.Len())
+	}
+	db := client.Open(s.Transport())
+	g := w.NewClient(0, 0, rand.New(rand.NewPCG(6, 6)))
+	const txns = 300
+	for i := 0; i < txns; i++ {
+		tx := g.Next()
+		if err := client.RunTxn(db, client.TxnOptions{ReadOnly: tx.ReadOnly}, tx.Run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := uint64(0)
+	for i := uint64(0); i < 50; i++ {
+		v, _ := s.Get(w.KeyName(i))
+		if len(v) != 12 {
+			t.Fatalf("key %d: %d bytes, want 12", i, len(v))
+		}
+		total += binary.LittleEndian.Uint64(v)
+	}
+	if total != 2*txns {
+		t.Fatalf("counters sum to %d after %d two-key read-modify-writes, want %d", total, txns, 2*txns)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	w := mustNew(t, Config{Keys: 100_000, OpsPerTxn: 5, WriteRatio: 0.5, Theta: 0.99, RegionLocal: true, CrossRegionRatio: 0.3})
+	draw := func() [][]access {
+		g := w.NewClient(1, 2, rand.New(rand.NewPCG(77, 1)))
+		var out [][]access
+		for i := 0; i < 200; i++ {
+			tx := g.Next()
+			out = append(out, runTrace(t, tx.Run, tx.ReadOnly))
+		}
+		return out
+	}
+	if a, b := draw(), draw(); !reflect.DeepEqual(a, b) {
+		t.Fatal("equal seeds gave different transactions")
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, c := range []Config{
+		{Keys: 1, OpsPerTxn: 1},
+		{Keys: 100, OpsPerTxn: 0},
+		{Keys: 100, OpsPerTxn: 1, WriteRatio: 1.5},
+		{Keys: 100, OpsPerTxn: 1, Theta: 1},
+		{Keys: 100, OpsPerTxn: 1, Distribution: "gauss"},
+		{Keys: 100, OpsPerTxn: 1, ValueBytes: 4},
+		{Keys: 100, OpsPerTxn: 1, PartitionsPerTxn: 99},
+		{Keys: 100, OpsPerTxn: 1, PartitionsPerTxn: 2, RegionLocal: true},
+		{Keys: 20, OpsPerTxn: 10, RegionLocal: true},
+	} {
+		if _, err := New(testTopo(t), c); err == nil {
+			t.Errorf("accepted %+v", c)
+		}
+	}
+}
