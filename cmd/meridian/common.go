@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/sim"
+	"github.com/meridiandb/meridian/internal/topo"
+)
+
+// simFlags are the flags that describe a simulated deployment, shared by sim and repro.
+type simFlags struct {
+	protocol       string
+	topology       string
+	nodesPerRegion int
+	shardsPerNode  int
+	seed           uint64
+	opts           []string
+	jitter         time.Duration
+	serviceTime    time.Duration
+	flushLatency   time.Duration
+	cores          int
+	epsilon        time.Duration
+	maxDrift       float64
+	maxOffset      time.Duration
+}
+
+func (f *simFlags) register(fs *pflag.FlagSet) {
+	d := sim.DefaultConfig()
+	fs.StringVar(&f.protocol, "protocol", "k2", "transaction protocol ("+strings.Join(protocol.Names(), ", ")+")")
+	fs.StringVar(&f.topology, "topology", "k2-5region", "latency preset or .toml file (see `meridian topologies`)")
+	fs.IntVar(&f.nodesPerRegion, "nodes-per-region", 1, "data nodes per region")
+	fs.IntVar(&f.shardsPerNode, "shards-per-node", 4, "primary shards per data node")
+	fs.Uint64Var(&f.seed, "seed", 1, "random seed: the same seed gives the same trace")
+	fs.StringArrayVar(&f.opts, "opt", nil, "protocol option key=value (repeatable)")
+	fs.DurationVar(&f.jitter, "jitter", d.Jitter, "extra one-way network delay, uniform in [0, jitter)")
+	fs.DurationVar(&f.serviceTime, "service-time", d.ServiceTime, "CPU time per message on a node")
+	fs.DurationVar(&f.flushLatency, "flush-latency", d.FlushLatency, "disk flush latency")
+	fs.IntVar(&f.cores, "cores", d.Cores, "cores per node")
+	fs.DurationVar(&f.epsilon, "epsilon", d.Epsilon, "TrueTime uncertainty ε")
+	fs.Float64Var(&f.maxDrift, "max-drift", d.MaxDrift, "maximum clock drift rate (200e-6 = 200 ppm)")
+	fs.DurationVar(&f.maxOffset, "max-offset", d.MaxOffset, "maximum local clock offset")
+}
+
+func parseOpts(kvs []string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--opt %q: want key=value", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// config builds the simulator configuration the flags describe.
+func (f *simFlags) config() (sim.Config, error) {
+	p, err := protocol.Lookup(f.protocol)
+	if err != nil {
+		return sim.Config{}, err
+	}
+	if f.nodesPerRegion <= 0 {
+		return sim.Config{}, fmt.Errorf("--nodes-per-region must be positive, got %d", f.nodesPerRegion)
+	}
+	if f.shardsPerNode <= 0 {
+		return sim.Config{}, fmt.Errorf("--shards-per-node must be positive, got %d", f.shardsPerNode)
+	}
+	l := topo.DefaultLayout()
+	l.NodesPerRegion, l.ShardsPerNode = f.nodesPerRegion, f.shardsPerNode
+	l = p.Layout(l)
+	tp, err := topo.Resolve(f.topology, l)
+	if err != nil {
+		return sim.Config{}, err
+	}
+	opts, err := parseOpts(f.opts)
+	if err != nil {
+		return sim.Config{}, err
+	}
+	cfg := sim.DefaultConfig()
+	cfg.Topology, cfg.Protocol, cfg.Options, cfg.Seed = tp, p, opts, f.seed
+	cfg.Jitter, cfg.ServiceTime, cfg.FlushLatency, cfg.Cores = f.jitter, f.serviceTime, f.flushLatency, f.cores
+	cfg.Epsilon, cfg.MaxDrift, cfg.MaxOffset = f.epsilon, f.maxDrift, f.maxOffset
+	if err := cfg.Validate(); err != nil {
+		return sim.Config{}, err
+	}
+	return cfg, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func writeHistory(path string, ops []history.Op) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	if err := history.Write(f, ops); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var topologiesCmd = &cobra.Command{
+	Use:   "topologies",
+	Short: "List the built-in topology presets",
+	Args:  cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		for _, p := range topo.Presets() {
+			fmt.Fprintln(cmd.OutOrStdout(), p)
+		}
+		return nil
+	},
+}
+
+func init() { rootCmd.AddCommand(topologiesCmd) }

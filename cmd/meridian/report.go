@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/meridiandb/meridian/internal/bench"
+)
+
+// printResult prints a run's result for people.
+func printResult(w io.Writer, r *bench.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "protocol\t%s\n", r.Protocol)
+	fmt.Fprintf(tw, "workload\t%s on %s, %d clients\n", r.Workload, r.Topology, r.Clients)
+	if r.TraceDigest != "" {
+		fmt.Fprintf(tw, "seed / digest\t%d / %s\n", r.Seed, r.TraceDigest)
+		fmt.Fprintf(tw, "time\t%.1f virtual s in %.2f wall s (%d events, %.0f events/s)\n", r.VirtualSeconds, r.WallSeconds, r.Events, r.EventsPerSec)
+	} else {
+		fmt.Fprintf(tw, "time\t%.2f wall s\n", r.WallSeconds)
+	}
+	fmt.Fprintf(tw, "throughput\t%.1f txn/s (%d committed, %d aborted attempts, abort rate %.1f%%)\n", r.Throughput, r.Committed, r.Aborted, 100*r.AbortRate)
+	fmt.Fprintf(tw, "latency ms\tp50 %.2f  p90 %.2f  p99 %.2f  mean %.2f\n", r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Mean)
+	for _, c := range sortedKeys(r.AbortsByCause) {
+		fmt.Fprintf(tw, "aborts: %s\t%d\n", c, r.AbortsByCause[c])
+	}
+	for _, t := range sortedKeys(r.PerType) {
+		s := r.PerType[t]
+		fmt.Fprintf(tw, "type %s\t%d committed, p50 %.2f p90 %.2f p99 %.2f ms\n", t, s.Committed, s.Latency.P50, s.Latency.P90, s.Latency.P99)
+	}
+	if r.Failed > 0 {
+		fmt.Fprintf(tw, "failed\t%d (%d with unknown outcome)\n", r.Failed, r.Unknown)
+	}
+	if r.Consistency != "" {
+		fmt.Fprintf(tw, "consistency\t%s\n", r.Consistency)
+	}
+	if c, ok := r.Check.(checkSummary); ok {
+		fmt.Fprintf(tw, "check\t%s: %s (%d anomalies)\n", c.Model, c.Verdict, len(c.Anomalies))
+	}
+	tw.Flush()
+}
