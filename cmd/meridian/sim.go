@@ -1,7 +1,6 @@
 package main
 
 import (
-
 	"fmt"
 	"time"
 
@@ -91,4 +90,3 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	printResult(out, res)
 	return nil
 }
-

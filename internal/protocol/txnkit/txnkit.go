@@ -1,0 +1,137 @@
+// Package txnkit holds the small pieces every protocol's coordinator needs and would otherwise
+// write again: naming a client's transaction, validating client requests, answering clients,
+// and reading typed protocol options.
+package txnkit
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// ClientTxn names a client's transaction: the client endpoint and its per-client counter.
+type ClientTxn struct {
+	Client topo.NodeID
+	Txn    uint64
+}
+
+// Validate checks a client request against the limits every protocol enforces, returning a
+// reply to send back if the request is bad (nil if it is fine).
+func Validate(req *wire.ClientRequest) *wire.ClientReply {
+	bad := func(format string, args ...any) *wire.ClientReply {
+		return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeBadArgument, Error: fmt.Sprintf(format, args...)}
+	}
+	switch req.Op {
+	case wire.OpGet, wire.OpPut, wire.OpDelete:
+		if req.Key == "" {
+			return bad("empty key")
+		}
+	case wire.OpScan, wire.OpCommit, wire.OpAbort:
+	default:
+		return bad("unknown operation %d", req.Op)
+	}
+	if len(req.Key) > client.MaxKeyBytes || len(req.EndKey) > client.MaxKeyBytes {
+		return bad("key longer than %d bytes", client.MaxKeyBytes)
+	}
+	if len(req.Value) > client.MaxValueBytes {
+		return bad("value longer than %d bytes", client.MaxValueBytes)
+	}
+	if req.ReadOnly && (req.Op == wire.OpPut || req.Op == wire.OpDelete) {
+		return bad("write in a read-only transaction")
+	}
+	return nil
+}
+
+// Reply sends r to the client that sent req, stamping it with the request's ids.
+func Reply(env node.Env, to topo.NodeID, req *wire.ClientRequest, r *wire.ClientReply) {
+	r.Txn, r.Seq = req.Txn, req.Seq
+	env.Send(to, r)
+}
+
+// OK answers a request successfully with no payload.
+func OK(env node.Env, to topo.NodeID, req *wire.ClientRequest) {
+	Reply(env, to, req, &wire.ClientReply{Code: wire.CodeOK})
+}
+
+// Aborted answers that the transaction aborted for cause.
+func Aborted(env node.Env, to topo.NodeID, req *wire.ClientRequest, cause string) {
+	Reply(env, to, req, &wire.ClientReply{Code: wire.CodeAborted, Cause: cause})
+}
+
+// Options reads typed protocol options, remembering the first error.
+type Options struct {
+	Protocol string
+	M        map[string]string
+	Err      error
+}
+
+func (o *Options) fail(key, val, want string) {
+	if o.Err == nil {
+		o.Err = &protocol.OptionError{Protocol: o.Protocol, Key: key, Value: val, Want: want}
+	}
+}
+
+// Duration reads a non-negative duration option.
+func (o *Options) Duration(key string, def time.Duration) time.Duration {
+	v, ok := o.M[key]
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		o.fail(key, v, "a non-negative duration such as 10ms")
+		return def
+	}
+	return d
+}
+
+// Bool reads an on/off option (on, off, true, false, 1, 0).
+func (o *Options) Bool(key string, def bool) bool {
+	v, ok := o.M[key]
+	if !ok {
+		return def
+	}
+	switch v {
+	case "on", "true", "1", "yes":
+		return true
+	case "off", "false", "0", "no":
+		return false
+	}
+	o.fail(key, v, "on or off")
+	return def
+}
+
+// Int reads an integer option within [min, max].
+func (o *Options) Int(key string, def, min, max int) int {
+	v, ok := o.M[key]
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min || n > max {
+		o.fail(key, v, fmt.Sprintf("an integer in %d..%d", min, max))
+		return def
+	}
+	return n
+}
+
+// Enum reads an option that must be one of choices ("" allowed if it is the default).
+func (o *Options) Enum(key, def string, choices ...string) string {
+	v, ok := o.M[key]
+	if !ok {
+		return def
+	}
+	for _, c := range choices {
+		if v == c {
+			return v
+		}
+	}
+	o.fail(key, v, fmt.Sprintf("one of %v", choices))
+	return def
+}
