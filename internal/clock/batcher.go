@@ -198,7 +198,9 @@ func (b *Batcher) Last() ts.Timestamp { return b.last }
 // Batching: the current batch must still be usable (local elapsed since its request was sent
 // below LocalExpiry(TTL, D), and not exhausted); txnStartLocal only has to be ≤ localNow.
 // Strawman: it takes the oldest unused reply whose request was sent no earlier than
-// txnStartLocal, since the strawman's proof needs the transaction to precede the oracle's reading.
+// txnStartLocal, since the strawman's proof needs the transaction to precede the oracle's reading;
+// older replies are useless to this and every younger transaction and are dropped, so call Take
+// for waiting transactions oldest first (calling out of order costs extra requests, never safety).
 func (b *Batcher) Take(txnStartLocal, localNow int64) (t ts.Timestamp, commitWait time.Duration, ok bool) {
 	if txnStartLocal > localNow {
 		return ts.Zero, 0, false
@@ -211,15 +213,18 @@ func (b *Batcher) Take(txnStartLocal, localNow int64) (t ts.Timestamp, commitWai
 		wall = b.cur.up + int64(b.cfg.TTL) + b.used*b.step
 		b.used++
 	} else {
+		// A reply whose request was sent before this transaction began cannot serve it, nor
+		// any transaction that began later; callers serve waiters oldest first, so drop it.
 		i := 0
 		for i < len(b.unused) && b.unused[i].sentLocal < txnStartLocal {
 			i++
 		}
-		if i == len(b.unused) {
+		b.unused = append(b.unused[:0], b.unused[i:]...)
+		if len(b.unused) == 0 {
 			return ts.Zero, 0, false
 		}
-		wall = b.unused[i].up
-		b.unused = append(b.unused[:i], b.unused[i+1:]...)
+		wall = b.unused[0].up
+		b.unused = append(b.unused[:0], b.unused[1:]...)
 	}
 	t = ts.Timestamp{Wall: wall, Origin: b.cfg.CoordinatorID}
 	if !b.last.Less(t) {
