@@ -20,8 +20,12 @@ type Mem struct{ t *btree.BTreeG[item] }
 // NewMem returns an empty store.
 func NewMem() *Mem { return &Mem{t: btree.NewG(16, less)} }
 
-// Apply applies a batch atomically (it cannot fail in memory).
+// Apply applies a batch atomically. It fails only on a batch ValidateBatch rejects, and then
+// applies nothing.
 func (m *Mem) Apply(batch []node.Write) error {
+	if err := ValidateBatch(batch); err != nil {
+		return err
+	}
 	for _, w := range batch {
 		k := append([]byte(nil), w.Key...)
 		if w.Delete {
@@ -46,3 +50,6 @@ func (m *Mem) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 
 // Len returns the number of keys.
 func (m *Mem) Len() int { return m.t.Len() }
+
+// Close implements Backend; a Mem has nothing to release.
+func (m *Mem) Close() error { return nil }

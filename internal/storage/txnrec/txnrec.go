@@ -1,0 +1,333 @@
+// Package txnrec keeps transaction records: the durable decision point of a transaction (K2's
+// recorder, CRDB's transaction record, a 2PC coordinator's log) and the requests waiting for that
+// decision (K2's PUSHWS, CRDB's push).
+//
+// A decision becomes visible only once it is durable. Decide records it and produces the persist
+// write; until the protocol reports the persist complete with Decided, Status still answers
+// InProgress (or Staging) and new waiters queue. This is what lets a recorder answer PUSHWS
+// without ever exposing a decision a crash could undo. A record's fate is final: a transaction
+// decided committed can never be aborted and vice versa (K2 §3.5: a recorder that suspects a dead
+// coordinator aborts the transaction and "promises they will not be committed in the future").
+//
+// Like mvcc, the Table is protocol-side code: one logical thread, no I/O, deterministic. Waiters
+// are opaque callbacks run by Decided in FIFO order on the caller's thread.
+package txnrec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/ts"
+)
+
+// Status is a transaction's state.
+type Status uint8
+
+// Statuses. Staging is CRDB's parallel-commit state: committed once all its in-flight writes
+// (listed by the protocol in Meta) are durable, which the protocol checks.
+const (
+	InProgress Status = iota + 1
+	Staging
+	Committed
+	Aborted
+)
+
+func (s Status) String() string {
+	switch s {
+	case InProgress:
+		return "in-progress"
+	case Staging:
+		return "staging"
+	case Committed:
+		return "committed"
+	case Aborted:
+		return "aborted"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// Final reports whether s is a decision.
+func (s Status) Final() bool { return s == Committed || s == Aborted }
+
+// Record is a transaction record.
+type Record struct {
+	Txn      storage.TxnID
+	Status   Status
+	CommitTS ts.Timestamp // commit timestamp (CRDB, Spanner) or zero
+	Epoch    uint64       // K2-VCR's commit epoch epoch_C, or zero
+	Meta     []byte       // per-protocol: coordinator id, in-flight writes, participants
+}
+
+// Waiter is called once with the durable decision.
+type Waiter func(Record)
+
+type entry struct {
+	durable Record   // what is known to be persisted (what Status reports)
+	latest  Record   // the newest state handed to TakeWrites, possibly not yet persisted
+	waiters []Waiter // FIFO
+}
+
+// Errors.
+var (
+	ErrUnknown    = errors.New("txnrec: unknown transaction")
+	ErrFinal      = errors.New("txnrec: transaction already decided otherwise")
+	ErrBadStatus  = errors.New("txnrec: not a decision")
+	ErrMetaTooBig = fmt.Errorf("txnrec: metadata longer than %d bytes", storage.MaxMetaBytes)
+	ErrCorrupt    = errors.New("txnrec: corrupt record")
+)
+
+// Table holds the transaction records of one node.
+type Table struct {
+	recs   map[storage.TxnID]*entry
+	writes []node.Write
+}
+
+// New returns an empty table.
+func New() *Table { return &Table{recs: make(map[storage.TxnID]*entry)} }
+
+// TakeWrites returns the persist writes recorded since the last call and clears the buffer.
+func (t *Table) TakeWrites() []node.Write {
+	w := t.writes
+	t.writes = nil
+	return w
+}
+
+// Len returns the number of records.
+func (t *Table) Len() int { return len(t.recs) }
+
+// Create makes an InProgress record (K2: at the first write, piggybacked on it). Creating an
+// existing record is a no-op that returns its current durable state.
+func (t *Table) Create(txn storage.TxnID, meta []byte) (Record, error) {
+	if len(meta) > storage.MaxMetaBytes {
+		return Record{}, ErrMetaTooBig
+	}
+	if e := t.recs[txn]; e != nil {
+		return e.durable, nil
+	}
+	r := Record{Txn: txn, Status: InProgress, Meta: meta}
+	// An InProgress record is durable-equivalent at once: answering "in progress" is always safe.
+	t.recs[txn] = &entry{durable: r, latest: r}
+	t.record(r)
+	return r, nil
+}
+
+// Get returns the durable state of txn's record.
+func (t *Table) Get(txn storage.TxnID) (Record, bool) {
+	if e := t.recs[txn]; e != nil {
+		return e.durable, true
+	}
+	return Record{}, false
+}
+
+// Stage moves an InProgress record to Staging with the given commit timestamp and metadata
+// (CRDB's parallel commit). It is persisted like a decision, and visible after Decided.
+func (t *Table) Stage(txn storage.TxnID, commitTS ts.Timestamp, meta []byte) error {
+	if len(meta) > storage.MaxMetaBytes {
+		return ErrMetaTooBig
+	}
+	e := t.recs[txn]
+	if e == nil {
+		return fmt.Errorf("%w: %v", ErrUnknown, txn)
+	}
+	if e.latest.Status.Final() {
+		return fmt.Errorf("%w: %v is %v", ErrFinal, txn, e.latest.Status)
+	}
+	e.latest.Status, e.latest.CommitTS, e.latest.Meta = Staging, commitTS, meta
+	t.record(e.latest)
+	return nil
+}
+
+// Decide records txn's decision (Committed or Aborted), creating the record if needed (a recorder
+// aborting a transaction whose first write never arrived). Deciding the same way twice is a no-op;
+// deciding otherwise returns ErrFinal. The decision is not visible until Decided is called after
+// the returned writes (TakeWrites) are persisted.
+func (t *Table) Decide(txn storage.TxnID, status Status, commitTS ts.Timestamp, epoch uint64) error {
+	if !status.Final() {
+		return fmt.Errorf("%w: %v", ErrBadStatus, status)
+	}
+	e := t.recs[txn]
+	if e == nil {
+		e = &entry{durable: Record{Txn: txn, Status: InProgress}}
+		e.latest = e.durable
+		t.recs[txn] = e
+	}
+	if e.latest.Status.Final() {
+		if e.latest.Status != status {
+			return fmt.Errorf("%w: %v is %v", ErrFinal, txn, e.latest.Status)
+		}
+		return nil
+	}
+	e.latest.Status, e.latest.CommitTS, e.latest.Epoch = status, commitTS, epoch
+	t.record(e.latest)
+	return nil
+}
+
+// Decided is called when the writes carrying txn's latest state are durable. It publishes that
+// state and, if it is a decision, wakes every waiter in FIFO order with it. It returns the number
+// of waiters woken.
+func (t *Table) Decided(txn storage.TxnID) int {
+	e := t.recs[txn]
+	if e == nil {
+		return 0
+	}
+	e.durable = e.latest
+	if !e.durable.Status.Final() {
+		return 0
+	}
+	ws := e.waiters
+	e.waiters = nil
+	for _, w := range ws {
+		w(e.durable)
+	}
+	return len(ws)
+}
+
+// Wait asks for txn's decision. If it is durably decided, w is not kept and the record is returned
+// with decided = true (the caller answers at once). Otherwise w is queued and called by Decided.
+// An unknown txn gets an InProgress placeholder (K2 §3.5: a PUSHWS can overtake the first write);
+// the protocol bounds the wait with a timer that aborts the transaction through Decide.
+func (t *Table) Wait(txn storage.TxnID, w Waiter) (rec Record, decided bool) {
+	e := t.recs[txn]
+	if e == nil {
+		r := Record{Txn: txn, Status: InProgress}
+		e = &entry{durable: r, latest: r}
+		t.recs[txn] = e
+	}
+	if e.durable.Status.Final() {
+		return e.durable, true
+	}
+	e.waiters = append(e.waiters, w)
+	return e.durable, false
+}
+
+// Waiting returns how many waiters txn has.
+func (t *Table) Waiting(txn storage.TxnID) int {
+	if e := t.recs[txn]; e != nil {
+		return len(e.waiters)
+	}
+	return 0
+}
+
+// Forget drops a decided record once no one can ask about it any more (all intents resolved).
+// The deletion is persisted. Forgetting an undecided record is refused.
+func (t *Table) Forget(txn storage.TxnID) error {
+	e := t.recs[txn]
+	if e == nil {
+		return nil
+	}
+	if !e.durable.Status.Final() || len(e.waiters) > 0 {
+		return fmt.Errorf("txnrec: forget %v: not decided or still has waiters", txn)
+	}
+	delete(t.recs, txn)
+	t.writes = append(t.writes, node.Write{Key: recordKey(txn), Delete: true})
+	return nil
+}
+
+func (t *Table) record(r Record) {
+	t.writes = append(t.writes, node.Write{Key: recordKey(r.Txn), Value: encodeRecord(r)})
+}
+
+// Persistence encoding. Key: 't' | txn id (8 bytes, big endian). Value: format (1) | status (1) |
+// commit ts (16) | epoch (uvarint) | uvarint len(meta) | meta | CRC-32C over key and body.
+
+const formatV1 byte = 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func recordKey(txn storage.TxnID) []byte {
+	return storage.EncodeTxnID([]byte{storage.PrefixTxnRec}, txn)
+}
+
+func encodeRecord(r Record) []byte {
+	b := make([]byte, 0, 2+ts.EncodedLen+2*binary.MaxVarintLen64+len(r.Meta)+4)
+	b = append(b, formatV1, byte(r.Status))
+	b = r.CommitTS.Encode(b)
+	b = binary.AppendUvarint(b, r.Epoch)
+	b = binary.AppendUvarint(b, uint64(len(r.Meta)))
+	b = append(b, r.Meta...)
+	c := crc32.Update(crc32.Checksum(recordKey(r.Txn), castagnoli), castagnoli, b)
+	return binary.BigEndian.AppendUint32(b, c)
+}
+
+func decodeRecord(k, v []byte) (Record, error) {
+	if len(k) != 9 || k[0] != storage.PrefixTxnRec {
+		return Record{}, fmt.Errorf("%w: key %x", ErrCorrupt, k)
+	}
+	txn, _ := storage.DecodeTxnID(k[1:])
+	bad := func(why string) (Record, error) {
+		return Record{}, fmt.Errorf("%w: %v: %s", ErrCorrupt, txn, why)
+	}
+	if len(v) < 2+ts.EncodedLen+2+4 {
+		return bad(fmt.Sprintf("value truncated to %d bytes", len(v)))
+	}
+	body, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
+	if got := crc32.Update(crc32.Checksum(k, castagnoli), castagnoli, body); got != sum {
+		return bad(fmt.Sprintf("checksum mismatch (stored %08x, computed %08x)", sum, got))
+	}
+	if body[0] != formatV1 {
+		return bad(fmt.Sprintf("unknown format %d", body[0]))
+	}
+	r := Record{Txn: txn, Status: Status(body[1])}
+	if r.Status < InProgress || r.Status > Aborted {
+		return bad(fmt.Sprintf("bad status %d", body[1]))
+	}
+	r.CommitTS, _ = ts.Decode(body[2:])
+	rest := body[2+ts.EncodedLen:]
+	epoch, w := binary.Uvarint(rest)
+	if w <= 0 {
+		return bad("bad epoch")
+	}
+	r.Epoch, rest = epoch, rest[w:]
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || n > storage.MaxMetaBytes || n != uint64(len(rest)-w) {
+		return bad("bad metadata length")
+	}
+	if n > 0 {
+		r.Meta = append([]byte(nil), rest[w:]...)
+	}
+	return r, nil
+}
+
+// Recover rebuilds a Table from the records persisted in d. It fails on the first corrupt record.
+// Waiters are not persisted: after a restart, waiting requests are re-sent by their senders.
+func Recover(d node.Durable) (*Table, error) {
+	t := New()
+	var derr error
+	err := d.Scan([]byte{storage.PrefixTxnRec}, []byte{storage.PrefixTxnRec + 1}, func(k, v []byte) bool {
+		r, err := decodeRecord(k, v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		t.recs[r.Txn] = &entry{durable: r, latest: r}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("txnrec: recover: scan: %w", err)
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("txnrec: recover: %w", derr)
+	}
+	return t, nil
+}
+
+// Records calls fn for every record in ascending txn order (recovery: find undecided ones).
+func (t *Table) Records(fn func(Record) bool) {
+	ids := make([]storage.TxnID, 0, len(t.recs))
+	for id := range t.recs {
+		ids = append(ids, id)
+	}
+	sortIDs(ids)
+	for _, id := range ids {
+		if !fn(t.recs[id].durable) {
+			return
+		}
+	}
+}
+
+func sortIDs(ids []storage.TxnID) { slices.Sort(ids) }
