@@ -8,6 +8,7 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/workload"
@@ -59,8 +60,9 @@ type Result struct {
 	TraceDigest    string  `json:"trace_digest,omitempty"`
 	LoadSeconds    float64 `json:"load_seconds"`
 	Summary
-	Consistency string `json:"consistency,omitempty"` // workload's own post-run verification
-	Check       any    `json:"check,omitempty"`       // checker report, filled by the caller
+	ProtocolMetrics *protocol.Snapshot `json:"protocol_metrics,omitempty"` // merged node metrics of the window
+	Consistency     string             `json:"consistency,omitempty"`      // workload's own post-run verification
+	Check           any                `json:"check,omitempty"`            // checker report, filled by the caller
 
 	History []history.Op `json:"-"`
 }
@@ -106,6 +108,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		now := db.Transport().Now()
 		window = Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}
 		res.LoadSeconds = float64(now) / 1e9
+		s.At(window.MeasureFrom, func() { resetNodeMetrics(s) })
 		process := 0
 		for r := range tp.Regions {
 			region := topo.RegionID(r)
@@ -167,6 +170,10 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		}
 	}
 	res.Summary = m.Summarize(window.Seconds())
+	if nm := mergeNodeMetrics(s); nm != nil {
+		snap := nm.Snapshot()
+		res.ProtocolMetrics = &snap
+	}
 	res.VirtualSeconds = float64(s.Now()) / 1e9
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	res.Events = s.Stats().Events
@@ -178,4 +185,25 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		res.History = rec.Ops()
 	}
 	return res, nil
+}
+
+func resetNodeMetrics(s *sim.Sim) {
+	for _, n := range s.Topology().Nodes {
+		if ms, ok := s.Handler(n.ID).(protocol.MetricsSource); ok {
+			ms.Metrics().Reset()
+		}
+	}
+}
+
+func mergeNodeMetrics(s *sim.Sim) *protocol.Metrics {
+	var out *protocol.Metrics
+	for _, n := range s.Topology().Nodes {
+		if ms, ok := s.Handler(n.ID).(protocol.MetricsSource); ok {
+			if out == nil {
+				out = protocol.NewMetrics()
+			}
+			out.Merge(ms.Metrics())
+		}
+	}
+	return out
 }
