@@ -1,0 +1,318 @@
+package check
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/meridiandb/meridian/internal/history"
+)
+
+// Transaction outcomes.
+type status uint8
+
+const (
+	stOK status = iota
+	stFail
+	stInfo
+)
+
+func (s status) String() string {
+	switch s {
+	case stOK:
+		return "ok"
+	case stFail:
+		return "aborted"
+	default:
+		return "outcome unknown"
+	}
+}
+
+// neverCompleted is the completion time of an info (or never-completed) transaction: it may take
+// effect at any later time, so nothing is real-time after it.
+const neverCompleted = math.MaxInt64
+
+// txn is one transaction: an invocation and its completion.
+type txn struct {
+	id           int64 // index of the invoke line
+	process      int
+	region       int
+	st           status
+	invokeTime   int64
+	completeTime int64
+	// readsKnown is false when the completion does not carry read results (info, or a fail
+	// without values).
+	readsKnown bool
+	ops        []history.MicroOp
+	keys       []keySum
+}
+
+// keySum is what one transaction did to one key, the unit edges are inferred from.
+type keySum struct {
+	key  int64
+	list bool
+	// hasExt is set when the transaction observed the key's committed state: its first read,
+	// with the transaction's own earlier appends removed (registers: a read before any own write).
+	hasExt bool
+	// extList is the external read of a list key; extVal/extNil that of a register.
+	extList []int64
+	extVal  int64
+	extNil  bool
+	// writes are the values appended or written, in order.
+	writes []int64
+	// incompatible marks a list read that is not a prefix of the key's version order.
+	incompatible bool
+}
+
+func (t *txn) sum(key int64) *keySum {
+	for i := range t.keys {
+		if t.keys[i].key == key {
+			return &t.keys[i]
+		}
+	}
+	return nil
+}
+
+// final is the last value the transaction wrote to the key.
+func (s *keySum) final() int64 { return s.writes[len(s.writes)-1] }
+
+// hist is a history assembled into transactions.
+type hist struct {
+	txns              []*txn
+	nOK, nFail, nInfo int
+	// nReads counts external reads by committed transactions: with none, nothing can be inferred.
+	nReads     int
+	keyRegions map[int64]int
+	listKey    map[int64]bool // key → is a list (absent: register or unknown)
+	notes      []string
+	// internal collects internal-consistency violations found while assembling.
+	internal []Anomaly
+	// internalFail marks which internal anomalies came from aborted transactions.
+	internalFail []bool
+}
+
+// build pairs invocations with completions and summarises each transaction per key.
+func build(ops []history.Op) (*hist, error) {
+	h := &hist{listKey: map[int64]bool{}}
+	pending := map[int]*txn{}
+	kinds := map[int64]byte{} // 'l' list, 'r' register
+	for i := range ops {
+		op := &ops[i]
+		where := fmt.Sprintf("history op %d (index %d)", i+1, op.Index)
+		switch op.Type {
+		case history.Meta:
+			if op.KeyRegions != nil {
+				if h.keyRegions == nil {
+					h.keyRegions = map[int64]int{}
+				}
+				for ks, r := range op.KeyRegions {
+					k, err := strconv.ParseInt(ks, 10, 64)
+					if err != nil {
+						return nil, fmt.Errorf("%s: key_regions key %q is not an integer", where, ks)
+					}
+					h.keyRegions[k] = r
+				}
+			}
+			continue
+		case history.Invoke:
+			if p, ok := pending[op.Process]; ok {
+				return nil, fmt.Errorf("%s: process %d invoked a transaction while its transaction %d was still running", where, op.Process, p.id)
+			}
+			pending[op.Process] = &txn{id: op.Index, process: op.Process, region: op.Region, st: stInfo,
+				invokeTime: op.Time, completeTime: neverCompleted, ops: op.Value}
+		case history.OK, history.Fail, history.Info:
+			t, ok := pending[op.Process]
+			if !ok {
+				return nil, fmt.Errorf("%s: %s completion for process %d, which has no transaction running", where, op.Type, op.Process)
+			}
+			delete(pending, op.Process)
+			if op.Time < t.invokeTime {
+				return nil, fmt.Errorf("%s: completion time %d is before its invocation time %d", where, op.Time, t.invokeTime)
+			}
+			switch op.Type {
+			case history.OK:
+				t.st, t.completeTime = stOK, op.Time
+				t.readsKnown = true
+				if len(op.Value) > 0 || len(t.ops) == 0 {
+					t.ops = op.Value
+				} else {
+					t.readsKnown = false
+				}
+			case history.Fail:
+				t.st, t.completeTime = stFail, op.Time
+				if len(op.Value) > 0 {
+					t.ops, t.readsKnown = op.Value, true
+				}
+			case history.Info:
+				if len(op.Value) > 0 {
+					t.ops = op.Value
+				}
+			}
+			h.txns = append(h.txns, t)
+		default:
+			return nil, fmt.Errorf("%s: unknown type %q", where, op.Type)
+		}
+		for _, m := range op.Value {
+			var kind byte
+			switch {
+			case m.F == history.FAppend:
+				kind = 'l'
+				if m.Value.Kind != history.Int {
+					return nil, fmt.Errorf("%s: append to key %d needs an integer value", where, m.Key)
+				}
+			case m.F == history.FWrite:
+				kind = 'r'
+				if m.Value.Kind != history.Int {
+					return nil, fmt.Errorf("%s: write to key %d needs an integer value", where, m.Key)
+				}
+			case m.Value.Kind == history.List:
+				kind = 'l'
+			case m.Value.Kind == history.Int:
+				kind = 'r'
+			default:
+				continue
+			}
+			if prev, ok := kinds[m.Key]; ok && prev != kind {
+				return nil, fmt.Errorf("%s: key %d is used both as a list (append) and as a register (w)", where, m.Key)
+			}
+			kinds[m.Key] = kind
+		}
+	}
+	// A transaction still running when the history ends has an unknown outcome.
+	procs := make([]int, 0, len(pending))
+	for p := range pending {
+		procs = append(procs, p)
+	}
+	sort.Ints(procs)
+	for _, p := range procs {
+		h.txns = append(h.txns, pending[p])
+	}
+	sort.SliceStable(h.txns, func(i, j int) bool { return h.txns[i].id < h.txns[j].id })
+	for k, v := range kinds {
+		if v == 'l' {
+			h.listKey[k] = true
+		}
+	}
+	for _, t := range h.txns {
+		switch t.st {
+		case stOK:
+			h.nOK++
+		case stFail:
+			h.nFail++
+		default:
+			h.nInfo++
+		}
+		h.summarise(t)
+	}
+	return h, nil
+}
+
+// summarise fills t.keys and checks internal consistency: within a transaction a read must show
+// the transaction's own earlier writes and agree with its earlier reads.
+func (h *hist) summarise(t *txn) {
+	type state struct {
+		known bool // cur is the key's full value as the transaction sees it
+		cur   []int64
+		val   int64
+		isNil bool
+		own   []int64 // own appends since cur was last known
+		wrote bool
+	}
+	states := make([]state, 0, len(t.ops))
+	for _, m := range t.ops {
+		ki := -1
+		for i := range t.keys {
+			if t.keys[i].key == m.Key {
+				ki = i
+				break
+			}
+		}
+		if ki < 0 {
+			t.keys = append(t.keys, keySum{key: m.Key, list: h.listKey[m.Key]})
+			states = append(states, state{})
+			ki = len(t.keys) - 1
+		}
+		s, st := &t.keys[ki], &states[ki]
+		switch m.F {
+		case history.FAppend:
+			s.writes = append(s.writes, m.Value.Int)
+			st.wrote = true
+			if st.known {
+				st.cur = append(st.cur, m.Value.Int)
+			} else {
+				st.own = append(st.own, m.Value.Int)
+			}
+		case history.FWrite:
+			s.writes = append(s.writes, m.Value.Int)
+			st.wrote, st.known, st.val, st.isNil = true, true, m.Value.Int, false
+		case history.FRead:
+			if !t.readsKnown {
+				continue
+			}
+			if s.list {
+				var l []int64
+				if m.Value.Kind == history.List {
+					l = m.Value.List
+				}
+				if st.known {
+					if !equal(l, st.cur) {
+						h.addInternal(t, m.Key, fmt.Sprintf("read key %d as %s, but its own earlier operations imply %s", m.Key, fmtList(l), fmtList(st.cur)))
+					}
+				} else {
+					if !hasSuffix(l, st.own) {
+						h.addInternal(t, m.Key, fmt.Sprintf("read key %d as %s, which does not end with its own appends %s", m.Key, fmtList(l), fmtList(st.own)))
+					} else if !s.hasExt {
+						s.hasExt, s.extList = true, l[:len(l)-len(st.own)]
+					}
+				}
+				st.known, st.cur, st.own = true, append([]int64(nil), l...), nil
+			} else {
+				isNil := m.Value.Kind == history.None
+				v := m.Value.Int
+				if st.known {
+					if isNil != st.isNil || (!isNil && v != st.val) {
+						h.addInternal(t, m.Key, fmt.Sprintf("read key %d = %s, but its own earlier operations imply %s", m.Key, fmtReg(v, isNil), fmtReg(st.val, st.isNil)))
+					}
+				} else if !st.wrote {
+					s.hasExt, s.extVal, s.extNil = true, v, isNil
+				}
+				st.known, st.val, st.isNil = true, v, isNil
+			}
+		}
+	}
+	if t.st == stOK {
+		for i := range t.keys {
+			if t.keys[i].hasExt {
+				h.nReads++
+			}
+		}
+	}
+}
+
+func (h *hist) addInternal(t *txn, key int64, what string) {
+	k := key
+	h.internal = append(h.internal, Anomaly{
+		Type:        "internal",
+		Explanation: fmt.Sprintf("%s %s.", txnName(t), what),
+		Txns:        []int64{t.id},
+		Key:         &k,
+	})
+	h.internalFail = append(h.internalFail, t.st == stFail)
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func hasSuffix(l, suf []int64) bool {
+	return len(l) >= len(suf) && equal(l[len(l)-len(suf):], suf)
+}
