@@ -100,10 +100,10 @@ func Check(ops []history.Op, model string) (*Report, error) {
 
 // checker holds one run's state.
 type checker struct {
-	h      *hist
-	m      *model
-	v      *versions
-	g      *graph
+	h *hist
+	m *model
+	v *versions
+	g *graph
 	// comp is each graph node's strongly connected component; loc maps the nodes of the
 	// component being searched to their local index (-1 otherwise).
 	comp   []int32

@@ -11,7 +11,7 @@ type kv struct{ k, v int64 }
 
 // versions is what the checker inferred about each key's versions.
 type versions struct {
-	writer map[kv]int32     // who appended or wrote each value
+	writer map[kv]int32      // who appended or wrote each value
 	order  map[int64][]int64 // list keys: the version order (the longest committed read)
 	pos    map[kv]int32      // list keys: a value's position in order
 	// succ maps a register version (nil: the initial one, key-only kv with v ignored) to the
