@@ -387,3 +387,25 @@ func TestRowCodecs(t *testing.T) {
 		t.Fatal("row with trailing bytes decoded")
 	}
 }
+
+// BenchmarkMixOnSerialStore runs the standard mix on a Small(4) database in memory: the cost
+// of generating and executing a transaction without any protocol.
+func BenchmarkMixOnSerialStore(b *testing.B) {
+	tp, _ := topo.FromPreset("k2-3region", topo.DefaultLayout())
+	w, err := New(tp, Small(4))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := memdb.New()
+	db := client.Open(s.Transport())
+	if err := w.Load(db); err != nil {
+		b.Fatal(err)
+	}
+	g := w.NewClient(0, 0, rand.New(rand.NewPCG(1, 1)))
+	for b.Loop() {
+		tx := g.Next()
+		if err := client.RunTxn(db, client.TxnOptions{ReadOnly: tx.ReadOnly}, tx.Run); err != nil && !errors.Is(err, workload.ErrUserAbort) {
+			b.Fatal(err)
+		}
+	}
+}
