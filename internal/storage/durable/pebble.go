@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/meridiandb/meridian/internal/node"
@@ -19,8 +20,9 @@ import (
 // Apply and Scan may be called from different goroutines (Pebble is safe for concurrent use);
 // Close must be called once, after every other call has returned.
 type Pebble struct {
-	db  *pebble.DB
-	dir string
+	db     *pebble.DB
+	dir    string
+	closed atomic.Bool
 }
 
 // formatKey marks a directory as a Meridian store; its value names the layout version. The key
@@ -144,8 +146,11 @@ func (p *Pebble) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 // Flush forces the memtable into sstables (tests use it to exercise the sstable read path).
 func (p *Pebble) Flush() error { return p.db.Flush() }
 
-// Close closes the store.
+// Close closes the store. Closing twice is a no-op (Pebble itself panics on it).
 func (p *Pebble) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
 	if err := p.db.Close(); err != nil {
 		return fmt.Errorf("durable: close %s: %w", filepath.Base(p.dir), err)
 	}

@@ -1,0 +1,177 @@
+package locks
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/ts"
+)
+
+// step is one Acquire or Release in a scenario, with what the table must answer.
+type step struct {
+	release bool
+	txn     storage.TxnID
+	key     string
+	mode    Mode
+	policy  Policy
+	age     int64 // smaller is older
+
+	want      Outcome
+	reason    string
+	wound     []storage.TxnID
+	conflicts []storage.TxnID
+	grants    []Grant // for release
+}
+
+func acq(txn storage.TxnID, key string, mode Mode, p Policy, age int64, want Outcome) step {
+	return step{txn: txn, key: key, mode: mode, policy: p, age: age, want: want}
+}
+
+func rel(txn storage.TxnID, grants ...Grant) step {
+	return step{release: true, txn: txn, grants: grants}
+}
+
+func (s step) because(r string) step                   { s.reason = r; return s }
+func (s step) wounds(ids ...storage.TxnID) step        { s.wound = ids; return s }
+func (s step) conflictsWith(ids ...storage.TxnID) step { s.conflicts = ids; return s }
+
+func TestPolicies(t *testing.T) {
+	const a, b, c, d = 1, 2, 3, 4
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"shared locks are compatible", []step{
+			acq(a, "k", Shared, NoWait, 1, Granted),
+			acq(b, "k", Shared, NoWait, 2, Granted),
+			acq(a, "k", Shared, NoWait, 1, Granted), // re-entrant
+		}},
+		{"no-wait aborts on any conflict", []step{
+			acq(a, "k", Exclusive, NoWait, 2, Granted),
+			acq(b, "k", Shared, NoWait, 1, Aborted).because(ReasonNoWait).conflictsWith(a),
+			acq(b, "k", Exclusive, NoWait, 3, Aborted).because(ReasonNoWait),
+		}},
+		{"wait-die: older waits, younger dies", []step{
+			acq(b, "k", Exclusive, WaitDie, 2, Granted),
+			acq(a, "k", Shared, WaitDie, 1, Waiting).conflictsWith(b),
+			acq(c, "k", Shared, WaitDie, 3, Aborted).because(ReasonWaitDie),
+			rel(b, Grant{Txn: a, Key: "k", Mode: Shared}),
+		}},
+		{"wait-die judges waiters ahead too", []step{
+			acq(b, "k", Exclusive, WaitDie, 5, Granted),
+			acq(c, "k", Exclusive, WaitDie, 3, Waiting),
+			// d is older than the holder b but younger than the waiter c it would queue behind.
+			acq(d, "k", Exclusive, WaitDie, 4, Aborted).because(ReasonWaitDie).conflictsWith(b, c),
+			acq(a, "k", Exclusive, WaitDie, 1, Waiting).conflictsWith(b, c),
+			rel(b, Grant{Txn: c, Key: "k", Mode: Exclusive}),
+			rel(c, Grant{Txn: a, Key: "k", Mode: Exclusive}),
+		}},
+		{"wound-wait: older wounds younger holders and waits", []step{
+			acq(b, "k", Shared, WoundWait, 2, Granted),
+			acq(c, "k", Shared, WoundWait, 3, Granted),
+			acq(a, "k", Exclusive, WoundWait, 1, Waiting).wounds(b, c).conflictsWith(b, c),
+			acq(d, "k", Shared, WoundWait, 4, Waiting).conflictsWith(a), // younger waits, wounds no one
+			rel(b),
+			rel(c, Grant{Txn: a, Key: "k", Mode: Exclusive}),
+			rel(a, Grant{Txn: d, Key: "k", Mode: Shared}),
+		}},
+		{"wound-wait: younger requester waits without wounding", []step{
+			acq(a, "k", Exclusive, WoundWait, 1, Granted),
+			acq(b, "k", Exclusive, WoundWait, 2, Waiting).conflictsWith(a),
+		}},
+		{"FIFO: shared behind a queued exclusive waits (no barging)", []step{
+			acq(a, "k", Shared, Wait, 1, Granted),
+			acq(b, "k", Exclusive, Wait, 2, Waiting),
+			acq(c, "k", Shared, Wait, 3, Waiting).conflictsWith(b),
+			acq(d, "k", Shared, Wait, 4, Waiting),
+			rel(a, Grant{Txn: b, Key: "k", Mode: Exclusive}),
+			rel(b, Grant{Txn: c, Key: "k", Mode: Shared}, Grant{Txn: d, Key: "k", Mode: Shared}),
+		}},
+		{"upgrade granted to sole holder, queued ahead otherwise", []step{
+			acq(a, "k", Shared, Wait, 1, Granted),
+			acq(a, "k", Exclusive, Wait, 1, Granted),
+			acq(b, "k", Shared, NoWait, 2, Aborted).because(ReasonNoWait),
+			rel(a),
+			acq(a, "k", Shared, Wait, 1, Granted),
+			acq(b, "k", Shared, Wait, 2, Granted),
+			acq(c, "k", Exclusive, Wait, 3, Waiting),
+			acq(a, "k", Exclusive, Wait, 1, Waiting).conflictsWith(b),
+			rel(b, Grant{Txn: a, Key: "k", Mode: Exclusive}),
+			rel(a, Grant{Txn: c, Key: "k", Mode: Exclusive}),
+		}},
+		{"upgrade deadlock resolved by wait-die", []step{
+			acq(a, "k", Shared, WaitDie, 1, Granted),
+			acq(b, "k", Shared, WaitDie, 2, Granted),
+			acq(a, "k", Exclusive, WaitDie, 1, Waiting),
+			acq(b, "k", Exclusive, WaitDie, 2, Aborted).because(ReasonWaitDie),
+			rel(b, Grant{Txn: a, Key: "k", Mode: Exclusive}),
+		}},
+		{"release grants across keys in first-touch order", []step{
+			acq(a, "x", Exclusive, Wait, 1, Granted),
+			acq(a, "y", Exclusive, Wait, 1, Granted),
+			acq(b, "y", Shared, Wait, 2, Waiting),
+			acq(c, "x", Shared, Wait, 3, Waiting),
+			rel(a, Grant{Txn: c, Key: "x", Mode: Shared}, Grant{Txn: b, Key: "y", Mode: Shared}),
+		}},
+		{"a released waiter leaves the queue", []step{
+			acq(a, "k", Exclusive, Wait, 1, Granted),
+			acq(b, "k", Exclusive, Wait, 2, Waiting),
+			acq(c, "k", Shared, Wait, 3, Waiting),
+			rel(b),
+			rel(a, Grant{Txn: c, Key: "k", Mode: Shared}),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runSteps(t, New(), tt.steps)
+		})
+	}
+}
+
+func runSteps(t *testing.T, tab *Table, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		if s.release {
+			got := tab.Release(s.txn)
+			if !slices.Equal(got, s.grants) {
+				t.Fatalf("step %d: Release(%v) granted %v, want %v", i, s.txn, got, s.grants)
+			}
+			continue
+		}
+		r := tab.Acquire(s.txn, s.key, s.mode, s.policy, ts.New(s.age))
+		if r.Outcome != s.want || r.Reason != s.reason {
+			t.Fatalf("step %d: Acquire(%v %s %v %v) = %v %q, want %v %q", i, s.txn, s.key, s.mode, s.policy, r.Outcome, r.Reason, s.want, s.reason)
+		}
+		if !slices.Equal(r.Wound, s.wound) {
+			t.Fatalf("step %d: wound %v, want %v", i, r.Wound, s.wound)
+		}
+		if s.conflicts != nil && !slices.Equal(r.Conflicts, s.conflicts) {
+			t.Fatalf("step %d: conflicts %v, want %v", i, r.Conflicts, s.conflicts)
+		}
+	}
+}
+
+func TestQueueBound(t *testing.T) {
+	tab := New()
+	tab.MaxWaitersPerKey = 1
+	runSteps(t, tab, []step{
+		acq(1, "k", Exclusive, Wait, 1, Granted),
+		acq(2, "k", Exclusive, Wait, 2, Waiting),
+		acq(3, "k", Exclusive, Wait, 3, Aborted).because(ReasonQueueFull),
+	})
+}
+
+// TestReleaseEmptiesTable checks that no state leaks once every transaction has released.
+func TestReleaseEmptiesTable(t *testing.T) {
+	tab := New()
+	for i := storage.TxnID(1); i <= 20; i++ {
+		tab.Acquire(i, string(rune('a'+i%3)), Mode(1+i%2), Wait, ts.New(int64(i)))
+	}
+	for i := storage.TxnID(1); i <= 20; i++ {
+		tab.Release(i)
+	}
+	if tab.Len() != 0 || len(tab.txns) != 0 {
+		t.Fatalf("after releasing everything: %d keys, %d txns left", tab.Len(), len(tab.txns))
+	}
+}
