@@ -123,8 +123,9 @@ func (c *checker) duplicate(k, v int64, a, b *txn) Anomaly {
 func (c *checker) listOrders() {
 	h := c.h
 	longest := map[int64]int32{}
+	// Under opacity, aborted transactions' reads are observations of committed state too.
 	for i, t := range h.txns {
-		if t.st != stOK || !t.readsKnown {
+		if !c.reader(t) {
 			continue
 		}
 		for _, s := range t.keys {
@@ -199,6 +200,9 @@ func (c *checker) listOrders() {
 // fullRead is the transaction's longest read of a list key: its external read followed by its own
 // appends that it then read back. Internally inconsistent transactions fall back to the external read.
 func (c *checker) fullRead(t *txn, s *keySum) []int64 {
+	if t.st != stOK {
+		return s.extList // an aborted transaction's own appends never took effect
+	}
 	for i := len(t.ops) - 1; i >= 0; i-- {
 		m := t.ops[i]
 		if m.Key == s.key && m.F == "r" && t.readsKnown {
