@@ -255,6 +255,10 @@ func Read(r io.Reader) ([]Op, error) {
 		if err := dec.Decode(&op); err != nil {
 			return nil, fmt.Errorf("history line %d: %w", line, err)
 		}
+		if dec.InputOffset() != int64(len(b)) {
+			// Without this, a line holding two objects would silently lose the second.
+			return nil, fmt.Errorf("history line %d: unexpected text after the JSON object", line)
+		}
 		switch op.Type {
 		case Invoke, OK, Fail, Info, Meta:
 		default:
