@@ -138,6 +138,9 @@ func (c *checker) report() *Report {
 		r.AnomalyTypes = append(r.AnomalyTypes, t)
 	}
 	sort.Strings(r.AnomalyTypes)
+	if r.AnomalyTypes == nil {
+		r.AnomalyTypes = []string{}
+	}
 	r.Anomalies = c.anomalies
 	if len(r.Anomalies) > maxAnomalies {
 		r.Omitted = len(r.Anomalies) - maxAnomalies

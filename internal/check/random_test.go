@@ -3,7 +3,10 @@ package check
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/meridiandb/meridian/internal/history"
 )
 
 // TestSerialHistoriesValid: histories of serial executions (with failed and unknown-outcome
@@ -80,5 +83,30 @@ func TestCheckErrors(t *testing.T) {
 	}
 	if _, err := Check(bad, "serializable"); err == nil {
 		t.Error("completion without invocation accepted")
+	}
+}
+
+// TestMalformedInput: every kind of broken input is a one-line error naming where it is.
+func TestMalformedInput(t *testing.T) {
+	cases := []struct{ name, text, want string }{
+		{"bad json", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]}` + "\n" + `{"index":1,"type":"ok",`, "line 2"},
+		{"unknown type", `{"index":0,"type":"begin","process":1}`, "line 1"},
+		{"unknown micro-op", `{"index":0,"type":"invoke","process":1,"value":[["cas",1,2]]}`, "line 1"},
+		{"trailing text", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]} x`, "line 1"},
+		{"orphan completion", `{"index":0,"type":"ok","process":1,"value":[["r",1,[]]]}`, "op 1 (index 0)"},
+		{"list and register", `{"index":0,"type":"invoke","process":1,"value":[["append",1,1],["w",1,2]]}`, "key 1"},
+		{"append of a list", `{"index":0,"type":"invoke","process":1,"value":[["append",1,[1]]]}`, "op 1 (index 0)"},
+		{"double invoke", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]}` + "\n" + `{"index":1,"type":"invoke","process":1,"value":[["r",1,null]]}`, "op 2 (index 1)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := history.Read(strings.NewReader(tc.text))
+			if err == nil {
+				_, err = Check(ops, "serializable")
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %v, want a one-line error mentioning %q", err, tc.want)
+			}
+		})
 	}
 }
