@@ -15,6 +15,8 @@ type genConfig struct {
 	failPct, infoPct                      int
 	// mutant breaks the execution on purpose (see the mutant constants); "" runs it serially.
 	mutant string
+	// mutateAll applies the mutant wherever it can, not just once.
+	mutateAll bool
 }
 
 // Mutants: deliberately broken executions the checker must flag.
@@ -136,7 +138,7 @@ func generate(rng *rand.Rand, cfg genConfig) (ops []history.Op, mutated bool) {
 				}
 				l := slices.Clone(getList(m.Key))
 				_, own := myLists[m.Key]
-				if !own && !mutated && outcome == history.OK {
+				if !own && (!mutated || cfg.mutateAll) && outcome == history.OK {
 					if lw, ok := lastWriter[m.Key]; ok && cfg.mutant == mutantStale && readOnly && lw.complete < invoke && lw.before < len(l) {
 						l = l[:lw.before]
 						mutated = true

@@ -110,3 +110,26 @@ func TestMalformedInput(t *testing.T) {
 		})
 	}
 }
+
+// TestWidelyBrokenHistory: when a mutant strikes everywhere the graph has large strongly connected
+// components; every model that forbids the mutant still reports it, with a cycle per component.
+func TestWidelyBrokenHistory(t *testing.T) {
+	ops, _ := generate(rand.New(rand.NewPCG(3, 3)), genConfig{txns: 3000, procs: 10, keys: 16, opsPerTxn: 4, regions: 2, failPct: 5,
+		mutant: mutantLostUpdate, mutateAll: true})
+	for _, m := range Models() {
+		r, err := Check(ops, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != Invalid || len(r.Anomalies) < 10 {
+			t.Errorf("%s: verdict %s with %d anomalies, want invalid with many", m, r.Verdict, len(r.Anomalies))
+		}
+		for _, a := range r.Anomalies {
+			for i, e := range a.Cycle {
+				if next := a.Cycle[(i+1)%len(a.Cycle)]; e.To != next.From {
+					t.Fatalf("%s: %s cycle does not close: %+v", m, a.Type, a.Cycle)
+				}
+			}
+		}
+	}
+}
