@@ -34,8 +34,8 @@ func printResult(w io.Writer, r *bench.Result) {
 	if r.Consistency != "" {
 		fmt.Fprintf(tw, "consistency\t%s\n", r.Consistency)
 	}
-	if c, ok := r.Check.(checkSummary); ok {
-		fmt.Fprintf(tw, "check\t%s: %s (%d anomalies)\n", c.Model, c.Verdict, len(c.Anomalies))
+	if model, verdict, n := checkVerdict(r); model != "" {
+		fmt.Fprintf(tw, "check\t%s: %s (%d anomalies)\n", model, verdict, n)
 	}
 	tw.Flush()
 }

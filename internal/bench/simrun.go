@@ -43,7 +43,46 @@ func (s Spec) Validate() error {
 // Verifier is implemented by workloads that can check the database after a run (TPC-C's
 // consistency conditions).
 type Verifier interface {
-	Verify(db *client.DB) error
+	Check(db *client.DB) error
+}
+
+// RowLister is implemented by workloads that can enumerate their initial database; the driver
+// then loads it with parallel loaders in each row's home region.
+type RowLister interface {
+	Rows(emit func(key string, value []byte) error) error
+}
+
+const (
+	loadersPerRegion = 8
+	loadBatchRows    = 100
+)
+
+type row struct {
+	k string
+	v []byte
+}
+
+func rowsByRegion(tp *topo.Topology, rl RowLister) ([][]row, error) {
+	out := make([][]row, len(tp.Regions))
+	err := rl.Rows(func(k string, v []byte) error {
+		r := tp.HomeOf(k)
+		out[r] = append(out[r], row{k, v})
+		return nil
+	})
+	return out, err
+}
+
+// everyNth returns the batches of rows (loadBatchRows each) numbered i mod n.
+func everyNth(rows []row, i, n int) []row {
+	var out []row
+	for b := i * loadBatchRows; b < len(rows); b += n * loadBatchRows {
+		end := b + loadBatchRows
+		if end > len(rows) {
+			end = len(rows)
+		}
+		out = append(out, rows[b:end]...)
+	}
+	return out
 }
 
 // Result is one run's report. The JSON shape is shared by `meridian sim` and `meridian bench`.
@@ -98,14 +137,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		loadErr error
 		running int
 	)
-	// The loader runs first; when it is done it starts the closed-loop clients.
-	s.AddClient(0, tp.DataNodes(0)[0], 0, func(db *client.DB) {
-		loadErr = spec.Workload.Load(db)
-		loaded = true
-		if loadErr != nil {
-			return
-		}
-		now := db.Transport().Now()
+	startClients := func(now int64) {
 		window = Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}
 		res.LoadSeconds = float64(now) / 1e9
 		s.At(window.MeasureFrom, func() { resetNodeMetrics(s) })
@@ -127,7 +159,58 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 				})
 			}
 		}
-	})
+	}
+	if rl, ok := spec.Workload.(RowLister); ok {
+		// Load each region's rows through loaders in that region, so loading costs intra-region
+		// round trips instead of one client's WAN round trips.
+		loadersLeft := 0
+		byRegion, err := rowsByRegion(tp, rl)
+		if err != nil {
+			return nil, err
+		}
+		for r, rows := range byRegion {
+			coords := tp.DataNodes(topo.RegionID(r))
+			for l := 0; l < loadersPerRegion && l < len(rows); l++ {
+				mine := everyNth(rows, l, loadersPerRegion)
+				loadersLeft++
+				loader := s.AddClient(topo.RegionID(r), coords[l%len(coords)], 0, func(db *client.DB) {
+					err := workload.LoadRows(db, func(emit func(string, []byte) error) error {
+						for _, kv := range mine {
+							if err := emit(kv.k, kv.v); err != nil {
+								return err
+							}
+						}
+						return nil
+					}, loadBatchRows)
+					if err != nil && loadErr == nil {
+						loadErr = err
+					}
+					loadersLeft--
+					if loadersLeft == 0 {
+						loaded = true
+						if loadErr == nil {
+							startClients(db.Transport().Now())
+						}
+					}
+				})
+				// Loaders queue behind each other under one-at-a-time protocols: let them wait.
+				loader.SetTimeout(24 * time.Hour)
+			}
+		}
+		if loadersLeft == 0 {
+			loaded = true
+			startClients(0)
+		}
+	} else {
+		loader := s.AddClient(0, tp.DataNodes(0)[0], 0, func(db *client.DB) {
+			loadErr = spec.Workload.Load(db)
+			loaded = true
+			if loadErr == nil {
+				startClients(db.Transport().Now())
+			}
+		})
+		loader.SetTimeout(24 * time.Hour)
+	}
 	// Load, then run the window, then drain in-flight transactions (bounded).
 	const step = 100 * time.Millisecond
 	for !loaded {
@@ -154,7 +237,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		done := false
 		var verr error
 		s.AddClient(0, tp.DataNodes(0)[0], s.Now(), func(db *client.DB) {
-			verr = v.Verify(db)
+			verr = v.Check(db)
 			done = true
 		})
 		for !done && s.Now() < drainUntil+int64(time.Hour) {

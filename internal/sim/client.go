@@ -35,12 +35,16 @@ type Client struct {
 	reply     *wire.ClientReply
 	timedOut  bool
 	finished  bool
+	timeout   time.Duration
 }
+
+// SetTimeout changes how long this client waits for a reply (default Config.ClientTimeout).
+func (c *Client) SetTimeout(d time.Duration) { c.timeout = d }
 
 // AddClient registers a client in a region, attached to coordinator coord, starting at virtual
 // time start. body runs as a coroutine; it returns when its work is done.
 func (s *Sim) AddClient(region topo.RegionID, coord topo.NodeID, start int64, body func(db *client.DB)) *Client {
-	c := &Client{sim: s, id: int32(len(s.nodes) + len(s.cls)), region: region, coord: coord, body: body}
+	c := &Client{sim: s, id: int32(len(s.nodes) + len(s.cls)), region: region, coord: coord, body: body, timeout: s.cfg.ClientTimeout}
 	c.db = client.Open(c)
 	s.cls = append(s.cls, c)
 	s.schedule(event{at: start, kind: evClientStart, to: c.id})
@@ -135,7 +139,7 @@ func (c *Client) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
 	c.reply = nil
 	c.timedOut = false
 	c.sim.send(c.id, int32(c.coord), req, c.sim.now)
-	c.sleepToken(c.sim.cfg.ClientTimeout)
+	c.sleepToken(c.timeout)
 	c.block()
 	if c.timedOut {
 		return nil, errTimeout

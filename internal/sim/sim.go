@@ -36,7 +36,7 @@ type Config struct {
 	MaxDrift      float64       // local oscillators drift within ±MaxDrift (200e-6 = 200 ppm)
 	Epsilon       time.Duration // TrueTime uncertainty ε; synced sources stay within it
 	SyncPeriod    time.Duration // TrueTime sources resync this often (0: 62.5 ms, K2's 1/2^4 s)
-	ClientTimeout time.Duration // a client gives up on a reply after this (0: 10 s)
+	ClientTimeout time.Duration // a client gives up on a reply after this (0: 60 s)
 }
 
 // DefaultConfig returns K2's clock parameters (ε = 100 µs, D = 200 ppm), 5 µs per message on one
@@ -114,7 +114,7 @@ func New(cfg Config) (*Sim, error) {
 		cfg.SyncPeriod = 62500 * time.Microsecond
 	}
 	if cfg.ClientTimeout == 0 {
-		cfg.ClientTimeout = 10 * time.Second
+		cfg.ClientTimeout = 60 * time.Second
 	}
 	t := cfg.Topology
 	s := &Sim{
