@@ -46,6 +46,12 @@ func OpenPebble(dir string) (*Pebble, error) {
 	opts := &pebble.Options{
 		ErrorIfNotExists: !fresh,
 		Logger:           quietLogger{},
+		// Pebble's default reaction to a bad block checksum is Logger.Fatalf (exit). The read
+		// still returns an error, which Recover reports, so log and let the caller refuse to
+		// start with a clear message.
+		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+			slog.Error("pebble: on-disk corruption", "path", info.Path, "err", info.Details)
+		}},
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {

@@ -128,7 +128,7 @@ type Store struct {
 	opts      Options
 	byKey     map[string]*entry
 	tree      *btree.BTreeG[*entry]
-	byTxn     map[storage.TxnID][]string // keys holding an undecided intent of the txn, write order
+	byTxn     map[storage.TxnID][]string // keys holding an undecided intent of the txn
 	readFloor ts.Timestamp
 	tracked   int // entries with a per-key read watermark above the floor
 	writes    []node.Write
@@ -412,8 +412,13 @@ func (s *Store) AbortIntent(key string, txn storage.TxnID) bool {
 	return true
 }
 
-// IntentKeys returns, in write order, the keys holding an undecided intent of txn.
-func (s *Store) IntentKeys(txn storage.TxnID) []string { return slices.Clone(s.byTxn[txn]) }
+// IntentKeys returns, in key order, the keys holding an undecided intent of txn. (Key order, not
+// write order, so that a recovered store answers exactly like the one that crashed.)
+func (s *Store) IntentKeys(txn storage.TxnID) []string {
+	keys := slices.Clone(s.byTxn[txn])
+	slices.Sort(keys)
+	return keys
+}
 
 // CommitTxn commits every intent of txn at commitTS and returns how many it committed.
 func (s *Store) CommitTxn(txn storage.TxnID, commitTS ts.Timestamp) (int, error) {
