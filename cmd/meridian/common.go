@@ -137,3 +137,5 @@ var topologiesCmd = &cobra.Command{
 }
 
 func init() { rootCmd.AddCommand(topologiesCmd) }
+
+func newFlagSet() *pflag.FlagSet { return pflag.NewFlagSet("defaults", pflag.ContinueOnError) }
