@@ -69,13 +69,18 @@ func (b *graphBuilder) newNode() int32 {
 }
 
 func (b *graphBuilder) finish() *graph {
-	slices.SortStableFunc(b.edges, func(x, y edge) int { return int(x.from) - int(y.from) })
-	g := &graph{n: b.n, nTxn: b.nTxn, edges: b.edges, off: make([]int32, b.n+1)}
+	// A counting sort by source: linear, and stable so edge order stays deterministic.
+	g := &graph{n: b.n, nTxn: b.nTxn, edges: make([]edge, len(b.edges)), off: make([]int32, b.n+1)}
 	for _, e := range b.edges {
 		g.off[e.from+1]++
 	}
 	for i := 0; i < b.n; i++ {
 		g.off[i+1] += g.off[i]
+	}
+	fill := slices.Clone(g.off[:b.n])
+	for _, e := range b.edges {
+		g.edges[fill[e.from]] = e
+		fill[e.from]++
 	}
 	return g
 }
