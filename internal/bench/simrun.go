@@ -23,6 +23,9 @@ type Spec struct {
 	Record           bool // keep a history of checkable transactions
 	// Progress, if set, is called now and then with the fraction of the run done.
 	Progress func(done float64)
+	// Faults, if set, is called once the load is done and the window is known, before any
+	// client starts: it scripts crashes, restarts, clock skew or partitions with s.At.
+	Faults func(s *sim.Sim, w Window)
 }
 
 // Validate rejects specs that cannot run.
@@ -141,6 +144,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		window = Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}
 		res.LoadSeconds = float64(now) / 1e9
 		s.At(window.MeasureFrom, func() { resetNodeMetrics(s) })
+		if spec.Faults != nil {
+			spec.Faults(s, window)
+		}
 		process := 0
 		for r := range tp.Regions {
 			region := topo.RegionID(r)
