@@ -28,14 +28,22 @@ const (
 // commits, fails for good, or the window ends, retrying retryable aborts with exponential backoff
 // (each retry is a fresh transaction, hence a fresh timestamp). Every attempt of a transaction
 // that carries micro-ops is recorded in rec (if not nil) as an invoke and a completion.
+//
+// After a transaction whose outcome is unknown the client continues under a new process id, as
+// Jepsen clients do: the unknown transaction may still take effect later, so it must not be
+// ordered before the client's next transaction by session order.
 func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Window, m *Metrics, rec *history.Recorder) {
 	t := db.Transport()
+	histProcess := process
 	for t.Now() < w.End {
 		txn := gen.Next()
 		start := t.Now()
 		backoff := minBackoff
 		for attempt := 1; ; attempt++ {
-			err := runAttempt(db, txn, attempt, process, region, rec)
+			err := runAttempt(db, txn, attempt, histProcess, region, rec)
+			if isUnknown(err) {
+				histProcess += processStride
+			}
 			measured := start >= w.MeasureFrom && t.Now() <= w.End
 			switch {
 			case err == nil:
@@ -70,6 +78,15 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 			break
 		}
 	}
+}
+
+// processStride separates the history process ids a client takes after unknown outcomes from
+// every other client's ids.
+const processStride = 1 << 20
+
+func isUnknown(err error) bool {
+	var u *client.UnknownError
+	return errors.As(err, &u) || errors.Is(err, client.ErrUnavailable)
 }
 
 // jittered spreads retries of clients that aborted together, deterministically.

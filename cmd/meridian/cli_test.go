@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "meridian-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "meridian")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run executes the built binary and returns stdout, stderr and the exit code.
+func run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func simJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	out, errs, code := run(t, append([]string{"sim", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("sim %v: exit %d: %s", args, code, errs)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("sim output is not JSON: %v\n%s", err, out)
+	}
+	return m
+}
+
+func TestSimSameSeedSameDigest(t *testing.T) {
+	a := simJSON(t, "--protocol", "serial", "--seed", "7")
+	b := simJSON(t, "--protocol", "serial", "--seed", "7")
+	c := simJSON(t, "--protocol", "serial", "--seed", "8")
+	if a["trace_digest"] != b["trace_digest"] {
+		t.Fatalf("seed 7 twice: digests %v and %v", a["trace_digest"], b["trace_digest"])
+	}
+	if a["trace_digest"] == c["trace_digest"] {
+		t.Fatalf("seeds 7 and 8 gave the same digest %v", a["trace_digest"])
+	}
+	for _, f := range []string{"protocol", "seed", "virtual_seconds", "wall_seconds", "events", "committed", "aborted",
+		"throughput_tps", "latency_ms", "trace_digest", "workload", "abort_rate", "aborts_by_cause", "per_type", "check"} {
+		if _, ok := a[f]; !ok {
+			t.Errorf("sim --json lacks %q", f)
+		}
+	}
+	lat := a["latency_ms"].(map[string]any)
+	for _, p := range []string{"p50", "p90", "p99", "mean"} {
+		if _, ok := lat[p]; !ok {
+			t.Errorf("latency_ms lacks %q", p)
+		}
+	}
+	if ch := a["check"].(map[string]any); ch["verdict"] != "valid" || ch["model"] != "strict-serializable" {
+		t.Errorf("serial's history: check %v, want strict-serializable valid", ch)
+	}
+}
+
+func TestSimTPCCJSON(t *testing.T) {
+	m := simJSON(t, "--protocol", "serial", "--workload", "tpcc", "--warehouses", "10", "--clients", "1", "--duration", "20s", "--warmup", "0s")
+	if m["workload"] != "tpcc" || m["consistency"] != "ok" {
+		t.Fatalf("tpcc run: workload %v consistency %v", m["workload"], m["consistency"])
+	}
+	if m["committed"].(float64) == 0 {
+		t.Fatal("no TPC-C transaction committed")
+	}
+	if _, ok := m["per_type"].(map[string]any)["new-order"]; !ok {
+		t.Fatalf("per_type lacks new-order: %v", m["per_type"])
+	}
+}
+
+func TestMutantIsCaught(t *testing.T) {
+	m := simJSON(t, "--protocol", "serial", "--opt", "mutant=no-lock", "--clients", "4")
+	if v := m["check"].(map[string]any)["verdict"]; v != "invalid" {
+		t.Fatalf("serial without its lock: verdict %v, want invalid", v)
+	}
+}
+
+func TestBadInputOneLineError(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(bad, []byte("[[region]]\nname = \"A\"\nrtt_ms = { B = 3 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "--protocol", "nope"}, "unknown protocol"},
+		{[]string{"sim", "--protocol", "serial", "--topology", bad}, "bad.toml:3"},
+		{[]string{"sim", "--protocol", "serial", "--topology", "mars-3region"}, "unknown topology"},
+		{[]string{"sim", "--duration", "-3s"}, "--duration must be positive"},
+		{[]string{"sim", "--clients", "0"}, "--clients must be positive"},
+		{[]string{"sim", "--protocol", "serial", "--opt", "colour=blue"}, "unknown option"},
+		{[]string{"sim", "--protocol", "serial", "--workload", "nope"}, "unknown workload"},
+		{[]string{"sim", "--protocol", "serial", "--check", "nope"}, "--check"},
+		{[]string{"nope"}, "unknown command"},
+	}
+	for _, c := range cases {
+		_, errs, code := run(t, c.args...)
+		if code == 0 {
+			t.Errorf("%v: exit 0, want an error", c.args)
+			continue
+		}
+		line := strings.TrimSpace(errs)
+		if strings.Contains(line, "\n") || strings.Contains(errs, "panic") || strings.Contains(errs, "goroutine") {
+			t.Errorf("%v: want one line, got:\n%s", c.args, errs)
+		}
+		if !strings.Contains(line, c.want) {
+			t.Errorf("%v: error %q, want it to mention %q", c.args, line, c.want)
+		}
+	}
+}
