@@ -1,0 +1,413 @@
+package k2
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+type txnState uint8
+
+const (
+	stWaitTS     txnState = iota + 1 // queued for a K2-TB timestamp
+	stIdle                           // waiting for the client's next request
+	stBusy                           // a read or write is out at a data node
+	stCommitWait                     // waiting out the commit wait
+	stCommitting                     // the commit is out at the recorder
+	stFinalizing                     // synchronous-finalization ablation: waiting for acks
+	stDone
+)
+
+// ctxn is a transaction at its coordinator. The coordinator is stateless in the paper's sense:
+// losing it loses nothing durable, because the recorder owns the decision.
+type ctxn struct {
+	key      txnkit.ClientTxn
+	id       storage.TxnID
+	ts       ts.Timestamp
+	readOnly bool
+	state    txnState
+
+	arrivedLocal    int64 // first request arrived: the transaction's start for K2-TB
+	cwDeadlineLocal int64 // local time before which the transaction must not end
+	lastClientLocal int64
+
+	req       wire.ClientRequest // the request being served
+	reqID     uint64
+	sentLocal int64
+	timer     node.TimerID
+	tries     int
+
+	recorder        topo.NodeID
+	hasRecorder     bool
+	firstWriteOut   bool // the current write creates the record
+	participants    []topo.NodeID // nodes holding intents, ascending
+	acked           []topo.NodeID // synchronous finalization: participants that acknowledged
+	commitSentLocal int64
+}
+
+func (n *Node) nextReqID(t *ctxn) uint64 {
+	n.reqSeq++
+	t.reqID = n.reqSeq
+	n.byReq[t.reqID] = t
+	return t.reqID
+}
+
+func (n *Node) clearReq(t *ctxn) {
+	if t.reqID != 0 {
+		delete(n.byReq, t.reqID)
+		t.reqID = 0
+	}
+	n.env.Cancel(t.timer)
+	t.timer = 0
+}
+
+func (n *Node) reply(t *ctxn, r *wire.ClientReply) {
+	txnkit.Reply(n.env, t.key.Client, &t.req, r)
+}
+
+func (n *Node) onClient(from node.ID, req *wire.ClientRequest) {
+	if bad := txnkit.Validate(req); bad != nil {
+		n.env.Send(from, bad)
+		return
+	}
+	if req.Op == wire.OpScan {
+		txnkit.Reply(n.env, from, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "scan not supported"})
+		return
+	}
+	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
+	now := n.env.Now()
+	t := n.txns[k]
+	if t == nil {
+		switch req.Op {
+		case wire.OpCommit:
+			// Aborted already (idle timeout) or never began here.
+			txnkit.Aborted(n.env, from, req, "unknown-transaction")
+			return
+		case wire.OpAbort:
+			txnkit.OK(n.env, from, req)
+			return
+		}
+		t = &ctxn{key: k, readOnly: req.ReadOnly, state: stWaitTS, arrivedLocal: now, lastClientLocal: now, req: *req}
+		n.txns[k] = t
+		n.tsQueue = append(n.tsQueue, t)
+		n.pumpTS()
+		return
+	}
+	if t.state != stIdle || req.Seq <= t.req.Seq {
+		return // a duplicate, or a client that did not wait for its previous answer
+	}
+	t.lastClientLocal = now
+	n.exec(t, *req)
+}
+
+// pumpTS hands timestamps to queued transactions in arrival order and keeps exactly one oracle
+// request in flight while any wait (K2-TB: one batch per coordinator).
+func (n *Node) pumpTS() {
+	if !n.ready {
+		return
+	}
+	now := n.env.Now()
+	for len(n.tsQueue) > 0 {
+		t := n.tsQueue[0]
+		if t.state != stWaitTS {
+			n.tsQueue = n.tsQueue[1:]
+			continue
+		}
+		stamp, cw, ok := n.batcher.Take(t.arrivedLocal, now)
+		if !ok {
+			break
+		}
+		n.tsQueue = n.tsQueue[1:]
+		n.txnSeq++
+		t.id = storage.MakeTxnID(int32(n.self), n.incarnation<<32|n.txnSeq&(1<<32-1))
+		t.ts = stamp
+		t.cwDeadlineLocal = now + int64(cw)
+		t.state = stIdle
+		n.m.Observe("phase.get-ts", now-t.arrivedLocal)
+		n.exec(t, t.req)
+	}
+	if len(n.tsQueue) == 0 {
+		n.tsQueue = nil
+		return
+	}
+	for n.batcher.NeedRequest(now, len(n.tsQueue)) {
+		n.env.Send(n.oracle, n.batcher.StartRequest(now))
+	}
+	if !n.tsTimer {
+		n.tsTimer = true
+		n.env.After(n.batcher.RequestTimeout(), func() {
+			n.tsTimer = false
+			n.pumpTS()
+		})
+	}
+}
+
+func (n *Node) exec(t *ctxn, req wire.ClientRequest) {
+	t.req = req
+	switch req.Op {
+	case wire.OpGet:
+		t.state = stBusy
+		id := n.nextReqID(t)
+		n.sendOp(t, n.tp.PrimaryOf(req.Key), &ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: req.Key})
+	case wire.OpPut, wire.OpDelete:
+		t.state = stBusy
+		if !t.hasRecorder {
+			// The recorder is the primary of the first written key, and the record is created
+			// by that write (notes/k2.md §3.5, recommended placement).
+			t.recorder, t.hasRecorder, t.firstWriteOut = n.tp.PrimaryOf(req.Key), true, true
+		}
+		id := n.nextReqID(t)
+		w := &WriteReq{ReqID: id, Txn: t.id, TS: t.ts, Key: req.Key, Tombstone: req.Op == wire.OpDelete,
+			Recorder: t.recorder, CreateRecord: t.firstWriteOut}
+		if req.Op == wire.OpPut {
+			w.Value = slices.Clone(req.Value)
+			if w.Value == nil {
+				w.Value = []byte{}
+			}
+		}
+		n.sendOp(t, n.tp.PrimaryOf(req.Key), w)
+	case wire.OpCommit:
+		n.commit(t)
+	case wire.OpAbort:
+		n.abort(t, "", false)
+		txnkit.OK(n.env, t.key.Client, &req)
+	default:
+		n.reply(t, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "unknown operation"})
+	}
+}
+
+func (n *Node) sendOp(t *ctxn, to topo.NodeID, m wire.Msg) {
+	t.sentLocal = n.env.Now()
+	id := t.reqID
+	n.env.Send(to, m)
+	t.timer = n.env.After(n.cfg.opTimeout, func() {
+		if t.reqID == id && t.state == stBusy {
+			n.abort(t, "timeout", true)
+		}
+	})
+}
+
+func (n *Node) onReadResp(r *ReadResp) {
+	t := n.byReq[r.ReqID]
+	if t == nil || t.state != stBusy {
+		return
+	}
+	n.clearReq(t)
+	if r.Aborted {
+		n.abort(t, r.Cause, true)
+		return
+	}
+	total := n.env.Now() - t.sentLocal
+	if r.PushNanos > 0 {
+		n.m.Observe("phase.pushws", r.PushNanos)
+		total -= r.PushNanos
+	}
+	n.m.Observe("phase.read", total)
+	t.state = stIdle
+	n.reply(t, &wire.ClientReply{Code: wire.CodeOK, Found: r.Found, Value: r.Value})
+}
+
+func (n *Node) onWriteResp(r *WriteResp) {
+	t := n.byReq[r.ReqID]
+	if t == nil || t.state != stBusy {
+		return
+	}
+	n.clearReq(t)
+	first := t.firstWriteOut
+	t.firstWriteOut = false
+	if r.Aborted {
+		if first {
+			// The record was not created (the write was refused before it), so no recorder
+			// holds anything of this transaction yet.
+			t.hasRecorder = false
+		}
+		n.abort(t, r.Cause, true)
+		return
+	}
+	n.m.Observe("phase.write", n.env.Now()-t.sentLocal)
+	p := n.tp.PrimaryOf(t.req.Key)
+	if i, found := slices.BinarySearch(t.participants, p); !found {
+		t.participants = slices.Insert(t.participants, i, p)
+	}
+	t.state = stIdle
+	n.reply(t, &wire.ClientReply{Code: wire.CodeOK})
+}
+
+// commit waits out the commit wait, counted from the moment the timestamp was taken, and only
+// then commits at the recorder: the commit point follows the wait, so any version a reader can
+// see was committed after true time passed its timestamp (notes/k2.md §3.4).
+func (n *Node) commit(t *ctxn) {
+	t.state = stCommitWait
+	wait := t.cwDeadlineLocal - n.env.Now()
+	if len(t.participants) == 0 && !n.cfg.roCommitWait {
+		wait = 0
+	}
+	n.m.Observe("commit-wait", max(wait, 0))
+	if wait <= 0 {
+		n.commitNow(t)
+		return
+	}
+	t.timer = n.env.After(time.Duration(wait), func() {
+		if t.state == stCommitWait {
+			n.commitNow(t)
+		}
+	})
+}
+
+func (n *Node) commitNow(t *ctxn) {
+	if len(t.participants) == 0 {
+		// Read-only (or nothing written): no recorder, no commit round.
+		n.m.Add("commit.read-only", 1)
+		n.reply(t, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.ts})
+		n.finish(t)
+		return
+	}
+	t.state = stCommitting
+	t.commitSentLocal = n.env.Now()
+	n.sendCommit(t)
+}
+
+func (n *Node) sendCommit(t *ctxn) {
+	n.clearReq(t)
+	id := n.nextReqID(t)
+	n.env.Send(t.recorder, &CommitReq{ReqID: id, Txn: t.id, TS: t.ts})
+	t.timer = n.env.After(n.cfg.opTimeout, func() {
+		if t.reqID != id || t.state != stCommitting {
+			return
+		}
+		// Commit is idempotent at the recorder: ask again. After a few tries the outcome is
+		// unknown to us; the recorder's lease will settle it (abort unless already committed).
+		if t.tries++; t.tries < 3 {
+			n.sendCommit(t)
+			return
+		}
+		n.m.Add("commit.unknown", 1)
+		n.reply(t, &wire.ClientReply{Code: wire.CodeUnknown, Error: "recorder did not answer the commit"})
+		n.finish(t)
+	})
+}
+
+func (n *Node) onCommitResp(r *CommitResp) {
+	t := n.byReq[r.ReqID]
+	if t == nil || t.state != stCommitting {
+		return
+	}
+	n.clearReq(t)
+	if !r.Committed {
+		n.abort(t, r.Cause, true)
+		return
+	}
+	if n.cfg.asyncFinalize {
+		n.m.Observe("phase.commit", n.env.Now()-t.commitSentLocal)
+		n.m.Add("commit", 1)
+		n.reply(t, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.ts})
+		n.finalize(t, true, 0)
+		n.finish(t)
+		return
+	}
+	// Ablation: the client hears of the commit only once every participant has installed it.
+	t.state = stFinalizing
+	id := n.nextReqID(t)
+	n.finalize(t, true, id)
+	t.timer = n.env.After(n.cfg.opTimeout, func() {
+		if t.reqID == id && t.state == stFinalizing {
+			n.finishCommit(t) // the decision is durable; finalization will happen lazily
+		}
+	})
+}
+
+func (n *Node) onFinalizeResp(from node.ID, r *FinalizeResp) {
+	t := n.byReq[r.ReqID]
+	if t == nil || t.state != stFinalizing {
+		return
+	}
+	if !slices.Contains(t.acked, from) {
+		t.acked = append(t.acked, from)
+	}
+	if len(t.acked) == len(t.participants) {
+		n.finishCommit(t)
+	}
+}
+
+func (n *Node) finishCommit(t *ctxn) {
+	n.m.Observe("phase.commit", n.env.Now()-t.commitSentLocal)
+	n.m.Add("commit", 1)
+	n.reply(t, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.ts})
+	n.finish(t)
+}
+
+// finalize tells every participant the decision (Fig. 9, Phase 3), ascending by node id.
+func (n *Node) finalize(t *ctxn, commit bool, ackID uint64) {
+	for _, p := range t.participants {
+		n.env.Send(p, &FinalizeReq{ReqID: ackID, Txn: t.id, Commit: commit, TS: t.ts, Ack: ackID != 0})
+	}
+}
+
+// abort ends t as aborted. The client is told (with cause, counted by the driver) unless it
+// asked for the abort itself or has gone away.
+func (n *Node) abort(t *ctxn, cause string, tell bool) {
+	if t.state == stDone {
+		return
+	}
+	if t.hasRecorder {
+		n.env.Send(t.recorder, &AbortReq{Txn: t.id})
+	}
+	n.finalize(t, false, 0)
+	if cause != "" {
+		n.m.Add("abort."+cause, 1)
+	}
+	if tell {
+		n.reply(t, &wire.ClientReply{Code: wire.CodeAborted, Cause: cause})
+	}
+	n.finish(t)
+}
+
+func (n *Node) finish(t *ctxn) {
+	n.clearReq(t)
+	t.state = stDone
+	delete(n.txns, t.key)
+}
+
+// coordinatorTick renews the leases of live transactions at their recorders and aborts the
+// transactions of clients that went silent.
+func (n *Node) coordinatorTick() {
+	keys := make([]txnkit.ClientTxn, 0, len(n.txns))
+	for k := range n.txns {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Client != keys[j].Client {
+			return keys[i].Client < keys[j].Client
+		}
+		return keys[i].Txn < keys[j].Txn
+	})
+	now := n.env.Now()
+	beats := map[topo.NodeID][]storage.TxnID{}
+	for _, k := range keys {
+		t := n.txns[k]
+		if t.state == stIdle && now-t.lastClientLocal > int64(n.cfg.idleTimeout) {
+			n.abort(t, "idle-timeout", false)
+			continue
+		}
+		if t.hasRecorder {
+			beats[t.recorder] = append(beats[t.recorder], t.id)
+		}
+	}
+	recorders := make([]topo.NodeID, 0, len(beats))
+	for r := range beats {
+		recorders = append(recorders, r)
+	}
+	slices.Sort(recorders)
+	for _, r := range recorders {
+		ids := beats[r]
+		slices.Sort(ids)
+		n.env.Send(r, &Heartbeat{Txns: ids})
+	}
+}

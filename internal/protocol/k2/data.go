@@ -1,0 +1,294 @@
+package k2
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
+	"github.com/meridiandb/meridian/internal/storage/txnrec"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+)
+
+// readOp is a read being served at a data node, possibly parked behind a PUSHWS.
+type readOp struct {
+	from      topo.NodeID
+	req       ReadReq
+	waitLocal int64 // when the current PUSHWS wait began (0: not waiting)
+	pushNanos int64 // total PUSHWS wait so far
+	done      bool
+	timer     node.TimerID
+}
+
+// push is one outstanding PUSHWS from this node: every read waiting for the same writer shares it.
+type push struct {
+	txn      storage.TxnID
+	ts       ts.Timestamp // the writer's timestamp (its intents' version)
+	recorder topo.NodeID
+	waiters  []*readOp
+	timer    node.TimerID
+}
+
+// Intent metadata: the recorder's node id, so a reader knows where to send PUSHWS.
+func encodeMeta(recorder topo.NodeID) []byte {
+	return binary.BigEndian.AppendUint32(nil, uint32(recorder))
+}
+
+func decodeMeta(b []byte) (topo.NodeID, bool) {
+	if len(b) != 4 {
+		return 0, false
+	}
+	return topo.NodeID(binary.BigEndian.Uint32(b)), true
+}
+
+// onRead is Fig. 10's READ: register the read in the key's watermark first (so no lower write
+// can land afterwards), then pick the version.
+func (n *Node) onRead(from topo.NodeID, r *ReadReq) {
+	n.store.BumpReadWatermark(r.Key, r.TS)
+	n.serveRead(&readOp{from: from, req: *r})
+}
+
+func (n *Node) serveRead(op *readOp) {
+	if op.done {
+		return
+	}
+	r := &op.req
+	vis := n.store.VisibleAt(r.Key, r.TS, r.Txn)
+	own := vis.Found && vis.Version.Txn == r.Txn && vis.Version.State == mvcc.Intent
+	var wait *mvcc.Version
+	if !n.cfg.mvReads && !own {
+		// Ablation "no MV for reads": any write stream on the key blocks the reader, whatever
+		// the writers' timestamps.
+		if all := n.store.VisibleAt(r.Key, ts.Max, r.Txn); len(all.Pending) > 0 {
+			wait = &all.Pending[0]
+			if r.TS.Less(wait.TS) && op.timer == 0 {
+				// Waiting on a younger writer can deadlock (it may wait on us); bound it.
+				op.timer = n.env.After(n.cfg.readBlockTimeout, func() {
+					if !op.done {
+						op.done = true
+						n.env.Send(op.from, &ReadResp{ReqID: r.ReqID, Aborted: true, Cause: "read-blocked"})
+					}
+				})
+			}
+		}
+	}
+	if wait == nil && len(vis.Pending) > 0 {
+		wait = &vis.Pending[0]
+	}
+	if wait != nil {
+		n.pushFor(*wait, op)
+		return
+	}
+	op.done = true
+	n.env.Cancel(op.timer)
+	resp := &ReadResp{ReqID: r.ReqID, PushNanos: op.pushNanos}
+	if vis.Found && !vis.Version.Tombstone {
+		resp.Found, resp.Value = true, vis.Version.Value
+	}
+	n.env.Send(op.from, resp)
+}
+
+// pushFor parks op until the writer of v is decided, sending PUSHWS to its recorder unless one
+// is already out.
+func (n *Node) pushFor(v mvcc.Version, op *readOp) {
+	op.waitLocal = n.env.Now()
+	p := n.pushes[v.Txn]
+	if p == nil {
+		rec, ok := decodeMeta(v.Meta)
+		if !ok {
+			// Cannot happen for intents this protocol wrote; refuse rather than wait forever.
+			op.done = true
+			n.env.Send(op.from, &ReadResp{ReqID: op.req.ReqID, Aborted: true, Cause: "corrupt-intent"})
+			return
+		}
+		p = &push{txn: v.Txn, ts: v.TS, recorder: rec}
+		n.pushes[v.Txn] = p
+		n.sendPush(p)
+	}
+	p.waiters = append(p.waiters, op)
+}
+
+// sendPush sends PUSHWS and repeats it while readers wait, since the recorder may have crashed
+// and restarted (waiters are not persisted, notes/k2.md §3.5).
+func (n *Node) sendPush(p *push) {
+	n.m.Add("pushws", 1)
+	n.env.Send(p.recorder, &PushReq{Txn: p.txn})
+	p.timer = n.env.After(n.cfg.lease, func() {
+		if n.pushes[p.txn] == p {
+			n.sendPush(p)
+		}
+	})
+}
+
+func (n *Node) onPushResp(r *PushResp) {
+	at := r.TS
+	if p := n.pushes[r.Txn]; p != nil {
+		at = p.ts
+	}
+	n.resolve(r.Txn, r.Committed, at)
+	n.persist(n.dataWrites(), nil)
+}
+
+// resolve applies a decision to this node's intents of txn (lazy finalization) and resumes the
+// reads that waited for it.
+func (n *Node) resolve(txn storage.TxnID, committed bool, at ts.Timestamp) {
+	if committed {
+		if _, err := n.store.CommitTxn(txn, at); err != nil {
+			n.m.Add("error.finalize", 1)
+		}
+	} else {
+		n.store.AbortTxn(txn)
+	}
+	p := n.pushes[txn]
+	if p == nil {
+		return
+	}
+	delete(n.pushes, txn)
+	n.env.Cancel(p.timer)
+	now := n.env.Now()
+	for _, op := range p.waiters {
+		if op.waitLocal != 0 {
+			op.pushNanos += now - op.waitLocal
+			op.waitLocal = 0
+		}
+		n.serveRead(op)
+	}
+}
+
+// onWrite is Fig. 10's WRITE. Its single abort rule: a write below the key's read watermark.
+// Otherwise it always adds an intent to the write stream, never waiting for other writers.
+func (n *Node) onWrite(from topo.NodeID, w *WriteReq) {
+	refuse := func(cause string) {
+		n.env.Send(from, &WriteResp{ReqID: w.ReqID, Aborted: true, Cause: cause})
+	}
+	if w.Recorder == n.self {
+		if r, ok := n.recs.Get(w.Txn); ok && r.Status == txnrec.Aborted {
+			refuse("coordinator-timeout")
+			return
+		}
+	}
+	// Strict: a write at the watermark is the transaction's own earlier read (timestamps are
+	// unique), which must not abort it.
+	if w.TS.Less(n.store.ReadWatermark(w.Key)) {
+		refuse("read-watermark")
+		return
+	}
+	err := n.store.PutIntent(w.Key, mvcc.Version{TS: w.TS, Txn: w.Txn, Tombstone: w.Tombstone, Value: w.Value, Meta: encodeMeta(w.Recorder)})
+	var ie *mvcc.IntentError
+	switch {
+	case errors.As(err, &ie):
+		refuse("write-intent") // ablation "one intent per key"
+		return
+	case err != nil:
+		refuse("storage")
+		return
+	}
+	if w.CreateRecord && w.Recorder == n.self {
+		if _, err := n.recs.Create(w.Txn, nil); err != nil {
+			n.store.AbortIntent(w.Key, w.Txn)
+			n.persist(n.dataWrites(), nil)
+			refuse("storage")
+			return
+		}
+		if _, ok := n.leases[w.Txn]; !ok {
+			n.leases[w.Txn] = n.env.Now()
+		}
+	}
+	// "All data and temporary write streams are persisted upon creation": answer only once
+	// the intent (and the record it may create) is durable.
+	id := w.ReqID
+	n.persist(n.dataWrites(), func() {
+		n.env.Send(from, &WriteResp{ReqID: id})
+	})
+}
+
+// onCommit is the recorder's one-phase commit: persist COMMITTED, then wake PUSHWS waiters and
+// answer. A transaction already aborted (lease expiry) stays aborted.
+func (n *Node) onCommit(from topo.NodeID, c *CommitReq) {
+	if r, ok := n.recs.Get(c.Txn); ok && r.Status == txnrec.Aborted {
+		n.env.Send(from, &CommitResp{ReqID: c.ReqID, Cause: "coordinator-timeout"})
+		return
+	}
+	if err := n.recs.Decide(c.Txn, txnrec.Committed, c.TS, 0); err != nil {
+		n.env.Send(from, &CommitResp{ReqID: c.ReqID, Cause: "coordinator-timeout"})
+		return
+	}
+	delete(n.leases, c.Txn)
+	id, txn := c.ReqID, c.Txn
+	n.persist(n.dataWrites(), func() {
+		n.recs.Decided(txn)
+		r, _ := n.recs.Get(txn)
+		n.env.Send(from, &CommitResp{ReqID: id, Committed: r.Status == txnrec.Committed})
+	})
+}
+
+func (n *Node) onAbort(a *AbortReq) { n.decideAbort(a.Txn) }
+
+// decideAbort records an abort at the recorder. Deciding a committed transaction aborted is
+// refused by the record table, so a late abort can never undo a commit.
+func (n *Node) decideAbort(txn storage.TxnID) bool {
+	delete(n.leases, txn)
+	if err := n.recs.Decide(txn, txnrec.Aborted, ts.Zero, 0); err != nil {
+		return false
+	}
+	n.persist(n.dataWrites(), func() { n.recs.Decided(txn) })
+	return true
+}
+
+// onPush is PUSHWS at the recorder: answer with the durable decision, now or once it exists. A
+// PUSHWS may overtake the record's creation (or follow a recorder restart that lost nothing but
+// its waiters): the unknown transaction gets a placeholder whose lease bounds the wait.
+func (n *Node) onPush(from topo.NodeID, p *PushReq) {
+	answer := func(r txnrec.Record) {
+		n.env.Send(from, &PushResp{Txn: r.Txn, Committed: r.Status == txnrec.Committed, TS: r.CommitTS})
+	}
+	r, decided := n.recs.Wait(p.Txn, answer)
+	if decided {
+		answer(r)
+		return
+	}
+	if _, ok := n.leases[p.Txn]; !ok {
+		n.leases[p.Txn] = n.env.Now()
+	}
+}
+
+func (n *Node) onHeartbeat(h *Heartbeat) {
+	now := n.env.Now()
+	for _, txn := range h.Txns {
+		if _, ok := n.leases[txn]; ok {
+			n.leases[txn] = now
+		}
+	}
+}
+
+// recorderTick aborts undecided transactions whose coordinator has been silent for a lease
+// (coordinator failure, §3.5): "the recorder marks these transactions as aborted and promises
+// they will not be committed in the future".
+func (n *Node) recorderTick() {
+	now := n.env.Now()
+	for _, txn := range sortedTxnIDs(n.leases) {
+		if r, ok := n.recs.Get(txn); ok && r.Status.Final() {
+			delete(n.leases, txn) // a PUSHWS re-armed it while the decision was being persisted
+			continue
+		}
+		if now-n.leases[txn] > int64(n.cfg.lease) && n.decideAbort(txn) {
+			n.m.Add("recorder.lease-abort", 1)
+		}
+	}
+}
+
+// onFinalize installs or discards a decided transaction's intents (Fig. 10, FINALIZE).
+func (n *Node) onFinalize(from topo.NodeID, f *FinalizeReq) {
+	n.resolve(f.Txn, f.Commit, f.TS)
+	if !f.Ack {
+		n.persist(n.dataWrites(), nil)
+		return
+	}
+	id := f.ReqID
+	n.persist(n.dataWrites(), func() { n.env.Send(from, &FinalizeResp{ReqID: id}) })
+}
+
+// pendingIntents reports the transactions with undecided intents on this node (tests).
+func (n *Node) pendingIntents() []storage.TxnID { return n.store.PendingTxns() }

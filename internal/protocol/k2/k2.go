@@ -1,0 +1,352 @@
+package k2
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/clock"
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
+	"github.com/meridiandb/meridian/internal/storage/txnrec"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+func init() { protocol.Register(proto{}) }
+
+type proto struct{}
+
+func (proto) Name() string  { return "k2" }
+func (proto) Model() string { return "strict-serializable" }
+
+func (proto) Options() map[string]string {
+	return map[string]string{
+		"ttl":                "K2-TB batch life and span, counted from the request's send (default 500µs; must exceed the oracle round trip)",
+		"step":               "K2-TB TBNanoSecStep, gap between a batch's timestamps (default 10ns)",
+		"epsilon":            "declared TrueTime uncertainty ε of the oracles (default: the runtime's TrueTime half-width, else 100µs)",
+		"max-drift":          "declared maximum clock drift D (default 200e-6)",
+		"ts-batching":        "on: K2-TB batches; off: the strawman, one oracle request per transaction (default on)",
+		"ro-commit-wait":     "read-only transactions also wait out the commit wait before answering (default on)",
+		"mv-reads":           "off: ablation, readers block on any write stream of the key (default on)",
+		"mv-writes":          "off: ablation, at most one write intent per key; a second writer aborts (default on)",
+		"async-finalize":     "off: ablation, intents are finalized before the client hears the commit (default on)",
+		"lease":              "a recorder aborts an undecided transaction whose coordinator is silent this long (default 1s)",
+		"op-timeout":         "a coordinator gives up on a read or write after this long and aborts (default 2s)",
+		"idle-timeout":       "a coordinator aborts a transaction whose client sends nothing for this long (default 5s)",
+		"read-block-timeout": "with mv-reads=off, a read blocked on a higher-timestamp intent aborts after this long (default 100ms)",
+		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait, ttl-wrong-drift",
+	}
+}
+
+// Layout keeps the caller's layout: K2-VCR's replicas are not implemented, so only primaries
+// matter.
+func (proto) Layout(l topo.Layout) topo.Layout { return l }
+
+// config is the parsed options.
+type config struct {
+	ttl, step        time.Duration
+	epsilon          time.Duration
+	maxDrift         float64
+	batching         bool
+	roCommitWait     bool
+	mvReads          bool
+	mvWrites         bool
+	asyncFinalize    bool
+	lease            time.Duration
+	opTimeout        time.Duration
+	idleTimeout      time.Duration
+	readBlockTimeout time.Duration
+	mutation         clock.BatcherMutation
+}
+
+func parseConfig(env node.Env, m map[string]string) (config, error) {
+	o := txnkit.Options{Protocol: "k2", M: m}
+	eps := time.Duration(env.TrueTime().Width() / 2)
+	if eps <= 0 {
+		eps = clock.K2TrueTime.Epsilon
+	}
+	c := config{
+		ttl:              o.Duration("ttl", 500*time.Microsecond),
+		step:             o.Duration("step", 10*time.Nanosecond),
+		epsilon:          o.Duration("epsilon", eps),
+		batching:         o.Bool("ts-batching", true),
+		roCommitWait:     o.Bool("ro-commit-wait", true),
+		mvReads:          o.Bool("mv-reads", true),
+		mvWrites:         o.Bool("mv-writes", true),
+		asyncFinalize:    o.Bool("async-finalize", true),
+		lease:            o.Duration("lease", time.Second),
+		opTimeout:        o.Duration("op-timeout", 2*time.Second),
+		idleTimeout:      o.Duration("idle-timeout", 5*time.Second),
+		readBlockTimeout: o.Duration("read-block-timeout", 100*time.Millisecond),
+		maxDrift:         clock.K2TrueTime.MaxDrift,
+	}
+	switch o.Enum("mutant", "", "", "no-commit-wait", "ttl-wrong-drift") {
+	case "no-commit-wait":
+		c.mutation = clock.MutationNoCommitWait
+	case "ttl-wrong-drift":
+		c.mutation = clock.MutationTTLWrongDrift
+	}
+	if v, ok := m["max-drift"]; ok {
+		d, err := strconv.ParseFloat(v, 64)
+		if err != nil || d < 0 || d > 0.01 {
+			return c, &protocol.OptionError{Protocol: "k2", Key: "max-drift", Value: v, Want: "a rate in [0, 0.01] such as 200e-6"}
+		}
+		c.maxDrift = d
+	}
+	if o.Err != nil {
+		return c, o.Err
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"ttl", c.ttl}, {"step", c.step}, {"lease", c.lease}, {"op-timeout", c.opTimeout}, {"idle-timeout", c.idleTimeout}, {"read-block-timeout", c.readBlockTimeout}} {
+		if d.v <= 0 {
+			return c, &protocol.OptionError{Protocol: "k2", Key: d.key, Value: m[d.key], Want: "a positive duration"}
+		}
+	}
+	return c, nil
+}
+
+func (c config) batcherConfig(self topo.NodeID) clock.BatcherConfig {
+	return clock.BatcherConfig{TTL: c.ttl, Step: c.step, Epsilon: c.epsilon, MaxDrift: c.maxDrift,
+		CoordinatorID: uint32(self), Batching: c.batching, Mutation: c.mutation}
+}
+
+func (proto) NewNode(cfg node.Config) (node.Handler, error) {
+	env := cfg.Env
+	c, err := parseConfig(env, cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	self := env.Self()
+	tp := env.Topology()
+	roles := tp.Nodes[self].Roles
+	if roles&topo.RoleData == 0 {
+		if roles&topo.RoleOracle != 0 {
+			return clock.NewOracleHandler(env, clock.Oracle{ID: uint32(self), Epsilon: c.epsilon}), nil
+		}
+		return nil, fmt.Errorf("k2: node %d has neither the data nor the oracle role", self)
+	}
+	return newNode(env, cfg.Durable, c)
+}
+
+// Durable key of the node's incarnation counter. The first byte must differ from the storage
+// engine's prefixes ('v', 't').
+var incarnationKey = []byte("k2/incarnation")
+
+// recoverReqID marks the oracle request a restarted data node makes to raise its read floor; the
+// Batcher numbers its own requests from 1, far below it.
+const recoverReqID = 1 << 63
+
+// Node is a K2 data node: coordinator of its clients' transactions, primary of its shards, and
+// recorder of the transactions whose first write it received.
+type Node struct {
+	env  node.Env
+	self topo.NodeID
+	tp   *topo.Topology
+	cfg  config
+	m    *protocol.Metrics
+
+	// Coordinator.
+	batcher     *clock.Batcher
+	oracle      topo.NodeID
+	incarnation uint64
+	ready       bool // the incarnation is durable: transaction ids may be handed out
+	txnSeq      uint64
+	reqSeq      uint64
+	txns        map[txnkit.ClientTxn]*ctxn
+	byReq       map[uint64]*ctxn
+	tsQueue     []*ctxn
+	tsTimer     bool
+
+	// Data node and recorder.
+	store      *mvcc.Store
+	recs       *txnrec.Table
+	leases     map[storage.TxnID]int64 // undecided records: local time their coordinator was last heard of
+	pushes     map[storage.TxnID]*push
+	recovering bool // waiting for the oracle before serving reads and writes (read floor)
+	held       []heldMsg
+}
+
+type heldMsg struct {
+	from topo.NodeID
+	m    wire.Msg
+}
+
+func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
+	self := env.Self()
+	tp := env.Topology()
+	b, err := clock.NewBatcher(c.batcherConfig(self))
+	if err != nil {
+		return nil, fmt.Errorf("k2: %w", err)
+	}
+	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(), batcher: b,
+		oracle: tp.Oracle(tp.RegionOf(self)),
+		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{},
+		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}}
+	if n.oracle < 0 {
+		return nil, fmt.Errorf("k2: region of node %d has no oracle (use a layout with OraclePerRegion)", self)
+	}
+	n.store, err = mvcc.Recover(d, mvcc.Options{SingleIntent: !c.mvWrites, ReadWatermarkLimit: 1 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("k2: node %d: %w", self, err)
+	}
+	n.recs, err = txnrec.Recover(d)
+	if err != nil {
+		return nil, fmt.Errorf("k2: node %d: %w", self, err)
+	}
+	var prevInc uint64
+	if err := d.Scan(incarnationKey, append(append([]byte(nil), incarnationKey...), 0), func(_, v []byte) bool {
+		if len(v) == 8 {
+			prevInc = binary.BigEndian.Uint64(v)
+		}
+		return false
+	}); err != nil {
+		return nil, fmt.Errorf("k2: node %d: %w", self, err)
+	}
+	// Transaction ids are (node, incarnation, counter): a restarted coordinator must never reuse
+	// an id a transaction of its previous life may still hold in some write stream.
+	n.incarnation = prevInc + 1
+	if n.incarnation >= 1<<16 {
+		return nil, fmt.Errorf("k2: node %d restarted %d times: transaction id space exhausted", self, prevInc)
+	}
+	now := env.Now()
+	n.recs.Records(func(r txnrec.Record) bool {
+		if !r.Status.Final() {
+			// Its coordinator gets one lease from our restart to show it is alive.
+			n.leases[r.Txn] = now
+		}
+		return true
+	})
+	if prevInc > 0 {
+		// Read watermarks are not persisted; until a fresh oracle reading bounds every timestamp
+		// a pre-crash reader could have used, no read or write is served (notes/k2.md §3.5).
+		n.recovering = true
+		n.askRecoverFloor()
+	}
+	incVal := binary.BigEndian.AppendUint64(nil, n.incarnation)
+	env.Persist([]node.Write{{Key: incarnationKey, Value: incVal}}, func() {
+		n.ready = true
+		n.pumpTS()
+	})
+	n.armTick()
+	return n, nil
+}
+
+// Metrics implements protocol.MetricsSource.
+func (n *Node) Metrics() *protocol.Metrics { return n.m }
+
+// Handle implements node.Handler.
+func (n *Node) Handle(from node.ID, m wire.Msg) {
+	switch m := m.(type) {
+	case *wire.ClientRequest:
+		n.onClient(from, m)
+	case *clock.TSBatchReply:
+		if m.ReqID == recoverReqID {
+			n.onRecoverFloor(m)
+			return
+		}
+		n.batcher.OnReply(n.env.Now(), m)
+		n.pumpTS()
+	case *ReadResp:
+		n.onReadResp(m)
+	case *WriteResp:
+		n.onWriteResp(m)
+	case *CommitResp:
+		n.onCommitResp(m)
+	case *FinalizeResp:
+		n.onFinalizeResp(from, m)
+	case *PushResp:
+		n.onPushResp(m)
+	case *ReadReq, *WriteReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat:
+		if n.recovering {
+			n.held = append(n.held, heldMsg{from, m})
+			return
+		}
+		n.onData(from, m)
+	}
+}
+
+func (n *Node) onData(from node.ID, m wire.Msg) {
+	switch m := m.(type) {
+	case *ReadReq:
+		n.onRead(from, m)
+	case *WriteReq:
+		n.onWrite(from, m)
+	case *CommitReq:
+		n.onCommit(from, m)
+	case *AbortReq:
+		n.onAbort(m)
+	case *PushReq:
+		n.onPush(from, m)
+	case *FinalizeReq:
+		n.onFinalize(from, m)
+	case *Heartbeat:
+		n.onHeartbeat(m)
+	}
+}
+
+func (n *Node) askRecoverFloor() {
+	n.env.Send(n.oracle, &clock.TSBatchRequest{ReqID: recoverReqID})
+	n.env.After(10*time.Millisecond, func() {
+		if n.recovering {
+			n.askRecoverFloor()
+		}
+	})
+}
+
+// onRecoverFloor raises the read floor above any timestamp a reader before the crash could have
+// used: such a timestamp is at most T_up(its batch) + 2·TTL, and its batch's T_up is at most
+// abs(now) + 2ε ≤ this reply's T_up + 2ε.
+func (n *Node) onRecoverFloor(r *clock.TSBatchReply) {
+	if !n.recovering {
+		return
+	}
+	floor := ts.Timestamp{Wall: r.Up + int64(2*n.cfg.ttl+2*n.cfg.epsilon) + 1}
+	n.store.RaiseReadFloor(floor)
+	n.recovering = false
+	held := n.held
+	n.held = nil
+	for _, h := range held {
+		n.onData(h.from, h.m)
+	}
+}
+
+// tick runs every lease/4: coordinators heartbeat their live transactions and drop idle ones,
+// recorders abort transactions whose lease ran out.
+func (n *Node) armTick() {
+	n.env.After(n.cfg.lease/4, func() {
+		n.coordinatorTick()
+		n.recorderTick()
+		n.armTick()
+	})
+}
+
+// persist hands a batch to the runtime. A batch with a callback always goes through Persist,
+// even when empty, because completions run in issue order and callers rely on that.
+func (n *Node) persist(batch []node.Write, done func()) {
+	if len(batch) == 0 && done == nil {
+		return
+	}
+	n.env.Persist(batch, done)
+}
+
+func (n *Node) dataWrites() []node.Write {
+	return append(n.store.TakeWrites(), n.recs.TakeWrites()...)
+}
+
+func sortedTxnIDs[V any](m map[storage.TxnID]V) []storage.TxnID {
+	out := make([]storage.TxnID, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

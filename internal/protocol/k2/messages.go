@@ -1,0 +1,122 @@
+package k2
+
+import (
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// ReadReq asks a key's primary for the value a transaction at TS sees (Fig. 10, READ).
+type ReadReq struct {
+	ReqID uint64
+	Txn   storage.TxnID
+	TS    ts.Timestamp
+	Key   string
+}
+
+// ReadResp answers a ReadReq. PushNanos is how long the read waited on PUSHWS at the data node
+// (its local clock), so the coordinator can report K2 Table 2's PushWS phase apart from Read.
+type ReadResp struct {
+	ReqID     uint64
+	Aborted   bool
+	Cause     string `cbor:",omitempty"`
+	Found     bool
+	Value     []byte `cbor:",omitempty"`
+	PushNanos int64  `cbor:",omitempty"`
+}
+
+// WriteReq lays down an intent of Txn at TS on Key (Fig. 10, WRITE). Recorder names the node
+// holding the transaction's record; CreateRecord asks this node (the recorder) to create it,
+// piggybacked on the transaction's first write.
+type WriteReq struct {
+	ReqID        uint64
+	Txn          storage.TxnID
+	TS           ts.Timestamp
+	Key          string
+	Value        []byte `cbor:",omitempty"`
+	Tombstone    bool   `cbor:",omitempty"`
+	Recorder     topo.NodeID
+	CreateRecord bool `cbor:",omitempty"`
+}
+
+// WriteResp answers a WriteReq once the intent (and the record, if created) is durable.
+type WriteResp struct {
+	ReqID   uint64
+	Aborted bool
+	Cause   string `cbor:",omitempty"`
+}
+
+// CommitReq is K2's one-phase commit, sent to the recorder after the commit wait.
+type CommitReq struct {
+	ReqID uint64
+	Txn   storage.TxnID
+	TS    ts.Timestamp
+}
+
+// CommitResp carries the recorder's durable decision.
+type CommitResp struct {
+	ReqID     uint64
+	Committed bool
+	Cause     string `cbor:",omitempty"`
+}
+
+// AbortReq asks the recorder to record an abort (no answer: an abort is never waited for).
+type AbortReq struct {
+	Txn storage.TxnID
+}
+
+// PushReq is PUSHWS: a data node whose reader met Txn's undecided intent asks Txn's recorder for
+// the decision; the recorder answers only once the decision is durable.
+type PushReq struct {
+	Txn storage.TxnID
+}
+
+// PushResp carries a decision to a PUSHWS sender. TS is the transaction's timestamp (its
+// version) when it committed.
+type PushResp struct {
+	Txn       storage.TxnID
+	Committed bool
+	TS        ts.Timestamp
+}
+
+// FinalizeReq installs (Commit) or discards a decided transaction's intents on a participant.
+// Ack asks for a FinalizeResp once durable (the synchronous-finalization ablation).
+type FinalizeReq struct {
+	ReqID  uint64
+	Txn    storage.TxnID
+	Commit bool
+	TS     ts.Timestamp
+	Ack    bool `cbor:",omitempty"`
+}
+
+// FinalizeResp acknowledges a FinalizeReq with Ack set.
+type FinalizeResp struct {
+	ReqID uint64
+}
+
+// Heartbeat tells a recorder that the sending coordinator still runs these transactions, which
+// renews their leases (notes/k2.md §3.5: heartbeats detect coordinator failure).
+type Heartbeat struct {
+	Txns []storage.TxnID
+}
+
+func (*ReadReq) Kind() wire.Kind      { return 200 }
+func (*ReadResp) Kind() wire.Kind     { return 201 }
+func (*WriteReq) Kind() wire.Kind     { return 202 }
+func (*WriteResp) Kind() wire.Kind    { return 203 }
+func (*CommitReq) Kind() wire.Kind    { return 204 }
+func (*CommitResp) Kind() wire.Kind   { return 205 }
+func (*AbortReq) Kind() wire.Kind     { return 206 }
+func (*PushReq) Kind() wire.Kind      { return 207 }
+func (*PushResp) Kind() wire.Kind     { return 208 }
+func (*FinalizeReq) Kind() wire.Kind  { return 209 }
+func (*FinalizeResp) Kind() wire.Kind { return 210 }
+func (*Heartbeat) Kind() wire.Kind    { return 211 }
+
+func init() {
+	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &CommitReq{}, &CommitResp{},
+		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}} {
+		wire.Register(m)
+	}
+}
