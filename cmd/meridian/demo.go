@@ -103,7 +103,7 @@ func (c *demoCommand) runOne(name string) (demoRow, error) {
 		return demoRow{}, err
 	}
 	row := demoRow{protocol: name, model: cfg.Protocol.Model()}
-	perfWl, err := (&workloadFlags{name: "ycsbt", preset: "k2", writeRatio: -1, zipf: -1, crtRatio: -1}).build(cfg.Topology)
+	perfWl, err := bench.BuildWorkload(cfg.Topology, bench.DefaultWorkloadParams("ycsbt"))
 	if err != nil {
 		return row, err
 	}
@@ -111,7 +111,7 @@ func (c *demoCommand) runOne(name string) (demoRow, error) {
 	if err != nil {
 		return row, err
 	}
-	checkWl, err := (&workloadFlags{name: "list-append", keys: 10, writeRatio: -1, zipf: -1, crtRatio: -1}).build(cfg.Topology)
+	checkWl, err := bench.BuildWorkload(cfg.Topology, bench.WorkloadParams{Name: "list-append", Keys: 10, WriteRatio: -1, Zipf: -1, CRTRatio: -1, RemoteItemRatio: -1})
 	if err != nil {
 		return row, err
 	}
