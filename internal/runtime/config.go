@@ -1,0 +1,418 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/meridiandb/meridian/configs"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/runtime/frame"
+	"github.com/meridiandb/meridian/internal/topo"
+)
+
+// Config is a cluster as its TOML file describes it, resolved into a topology whose nodes carry
+// their addresses. See configs/k2-3region.toml for the annotated format.
+type Config struct {
+	Name           string
+	Protocol       protocol.Protocol
+	Options        map[string]string // protocol options, checked against the protocol
+	Topology       *topo.Topology    // node i of the topology is Nodes[i]
+	Nodes          []NodeConfig      // indexed by topology node id
+	DataDir        string            // absolute, or relative to the working directory
+	Epsilon        time.Duration     // TrueTime ε
+	EmulateLatency bool
+	LatencyScale   float64
+	ClientTimeout  time.Duration
+	Source         string // the file it came from, or configs.DefaultName
+	Text           string // the TOML it was parsed from
+}
+
+// NodeConfig is one [[node]] table.
+type NodeConfig struct {
+	ID       topo.NodeID
+	Name     string
+	Region   topo.RegionID
+	Roles    topo.Role
+	Addr     string // host:port of the node's transport
+	GRPCAddr string // host:port of the node's gRPC client API; empty for none
+	DataDir  string // the node's own store
+}
+
+type fileConfig struct {
+	Name      string            `toml:"name"`
+	Protocol  string            `toml:"protocol"`
+	Topology  string            `toml:"topology"`
+	DataDir   string            `toml:"data_dir"`
+	Epsilon   string            `toml:"epsilon"`
+	Options   map[string]string `toml:"options"`
+	Placement struct {
+		ShardsPerNode int    `toml:"shards_per_node"`
+		Replication   string `toml:"replication"`
+		Backups       int    `toml:"backups"`
+	} `toml:"placement"`
+	Latency struct {
+		Emulate *bool    `toml:"emulate"`
+		Scale   *float64 `toml:"scale"`
+	} `toml:"latency"`
+	Client struct {
+		Timeout string `toml:"timeout"`
+	} `toml:"client"`
+	Nodes []fileNode `toml:"node"`
+}
+
+type fileNode struct {
+	Name     string   `toml:"name"`
+	Region   string   `toml:"region"`
+	Roles    []string `toml:"roles"`
+	Addr     string   `toml:"addr"`
+	GRPCAddr string   `toml:"grpc_addr"`
+	DataDir  string   `toml:"data_dir"`
+}
+
+// Load reads a cluster configuration; an empty path means the built-in default.
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return Parse(configs.DefaultName, configs.Default, "")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster config: %w", err)
+	}
+	return Parse(abs, string(data), filepath.Dir(abs))
+}
+
+// configError names the source, and the line when it is known.
+type configError struct {
+	source string
+	line   int
+	msg    string
+}
+
+func (e *configError) Error() string {
+	if e.line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.source, e.line, e.msg)
+	}
+	return e.source + ": " + e.msg
+}
+
+// Parse parses the TOML text of a configuration. Relative paths in it (data_dir, a topology
+// file) are resolved against baseDir; an empty baseDir leaves them relative to the working
+// directory. Errors name the line of the offending entry.
+func Parse(source, text, baseDir string) (*Config, error) {
+	fail := func(line int, format string, args ...any) error {
+		return &configError{source: source, line: line, msg: fmt.Sprintf(format, args...)}
+	}
+	var f fileConfig
+	md, err := toml.Decode(text, &f)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, fail(pe.Position.Line, "%s", pe.Message)
+		}
+		return nil, fail(0, "%v", err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		k := und[0]
+		return nil, fail(lineOfKey(text, k[len(k)-1]), "unknown setting %q", k.String())
+	}
+	c := &Config{Name: f.Name, Source: source, Text: text, Options: f.Options, EmulateLatency: true, LatencyScale: 1}
+	if c.Name == "" {
+		c.Name = "meridian"
+	}
+	if c.Options == nil {
+		c.Options = map[string]string{}
+	}
+	if f.Protocol == "" {
+		return nil, fail(0, "protocol is required (known: %s)", strings.Join(protocol.Names(), ", "))
+	}
+	if c.Protocol, err = protocol.Lookup(f.Protocol); err != nil {
+		return nil, fail(lineOfKey(text, "protocol"), "%v", err)
+	}
+	if err := protocol.CheckOptions(c.Protocol, c.Options); err != nil {
+		return nil, fail(lineOfKey(text, "options"), "%v", err)
+	}
+	if f.Epsilon != "" {
+		if c.Epsilon, err = time.ParseDuration(f.Epsilon); err != nil || c.Epsilon < 0 {
+			return nil, fail(lineOfKey(text, "epsilon"), "epsilon %q: want a non-negative duration such as 1ms", f.Epsilon)
+		}
+	} else {
+		c.Epsilon = time.Millisecond
+	}
+	if f.Latency.Emulate != nil {
+		c.EmulateLatency = *f.Latency.Emulate
+	}
+	if f.Latency.Scale != nil {
+		if *f.Latency.Scale < 0 || *f.Latency.Scale > 100 {
+			return nil, fail(lineOfKey(text, "scale"), "latency scale %v: want 0..100", *f.Latency.Scale)
+		}
+		c.LatencyScale = *f.Latency.Scale
+	}
+	c.ClientTimeout = 10 * time.Second
+	if f.Client.Timeout != "" {
+		if c.ClientTimeout, err = time.ParseDuration(f.Client.Timeout); err != nil || c.ClientTimeout <= 0 {
+			return nil, fail(lineOfKey(text, "timeout"), "client timeout %q: want a positive duration", f.Client.Timeout)
+		}
+	}
+	c.DataDir = f.DataDir
+	if c.DataDir == "" {
+		c.DataDir = "meridian-data"
+	}
+	if baseDir != "" && !filepath.IsAbs(c.DataDir) {
+		c.DataDir = filepath.Join(baseDir, c.DataDir)
+	}
+
+	// Regions and latencies come from the topology; nodes decide the layout.
+	if f.Topology == "" {
+		return nil, fail(0, "topology is required: a latency preset (%s) or a topology .toml file", strings.Join(topo.Presets(), ", "))
+	}
+	topoRef := f.Topology
+	if strings.HasSuffix(topoRef, ".toml") && baseDir != "" && !filepath.IsAbs(topoRef) {
+		topoRef = filepath.Join(baseDir, topoRef)
+	}
+	// A first pass with one node per region learns the region names.
+	probe, err := topo.Resolve(topoRef, topo.Layout{NodesPerRegion: 1, ShardsPerNode: 1})
+	if err != nil {
+		return nil, fail(lineOfKey(text, "topology"), "%v", err)
+	}
+	if len(f.Nodes) == 0 {
+		return nil, fail(0, "no [[node]] tables: a cluster needs at least one data node per region")
+	}
+	if len(f.Nodes) > frame.MaxHostNodes {
+		return nil, fail(0, "%d nodes: at most %d are supported", len(f.Nodes), frame.MaxHostNodes)
+	}
+	type placed struct {
+		fileNode
+		region topo.RegionID
+		roles  topo.Role
+		line   int
+	}
+	var (
+		dataIn   = make([][]placed, len(probe.Regions))
+		oracleIn = make([][]placed, len(probe.Regions))
+		names    = map[string]bool{}
+		addrs    = map[string]string{}
+	)
+	for i, n := range f.Nodes {
+		line := lineOfValue(text, "name", n.Name)
+		if n.Name == "" {
+			return nil, fail(0, "node %d has no name", i+1)
+		}
+		if names[n.Name] {
+			return nil, fail(line, "node name %q used twice", n.Name)
+		}
+		names[n.Name] = true
+		r, ok := probe.RegionByName(n.Region)
+		if !ok {
+			var known []string
+			for _, reg := range probe.Regions {
+				known = append(known, reg.Name)
+			}
+			return nil, fail(line, "node %s: unknown region %q (topology %s has %s)", n.Name, n.Region, probe.Name, strings.Join(known, ", "))
+		}
+		var roles topo.Role
+		for _, role := range n.Roles {
+			switch role {
+			case "data":
+				roles |= topo.RoleData
+			case "oracle":
+				roles |= topo.RoleOracle
+			default:
+				return nil, fail(line, "node %s: unknown role %q (want data or oracle)", n.Name, role)
+			}
+		}
+		if roles != topo.RoleData && roles != topo.RoleOracle {
+			return nil, fail(line, "node %s: roles must be [\"data\"] or [\"oracle\"]", n.Name)
+		}
+		for _, a := range []string{n.Addr, n.GRPCAddr} {
+			if a == "" {
+				continue
+			}
+			if err := checkAddr(a); err != nil {
+				return nil, fail(line, "node %s: address %q: %v", n.Name, a, err)
+			}
+			if other, dup := addrs[a]; dup {
+				return nil, fail(line, "node %s: address %s already used by node %s", n.Name, a, other)
+			}
+			addrs[a] = n.Name
+		}
+		if n.Addr == "" {
+			return nil, fail(line, "node %s: addr is required", n.Name)
+		}
+		p := placed{fileNode: n, region: r, roles: roles, line: line}
+		if roles == topo.RoleData {
+			dataIn[r] = append(dataIn[r], p)
+		} else {
+			oracleIn[r] = append(oracleIn[r], p)
+		}
+	}
+	perRegion := len(dataIn[0])
+	withOracles := len(oracleIn[0]) > 0
+	for r, reg := range probe.Regions {
+		if len(dataIn[r]) == 0 {
+			return nil, fail(0, "region %s has no data node", reg.Name)
+		}
+		if len(dataIn[r]) != perRegion {
+			return nil, fail(dataIn[r][0].line, "region %s has %d data nodes but %s has %d: every region needs the same number",
+				reg.Name, len(dataIn[r]), probe.Regions[0].Name, perRegion)
+		}
+		if len(oracleIn[r]) > 1 {
+			return nil, fail(oracleIn[r][1].line, "region %s has %d oracle nodes: at most one per region", reg.Name, len(oracleIn[r]))
+		}
+		if (len(oracleIn[r]) == 1) != withOracles {
+			return nil, fail(0, "region %s: either every region has an oracle node or none does", reg.Name)
+		}
+	}
+	l := topo.DefaultLayout()
+	l.NodesPerRegion = perRegion
+	l.OraclePerRegion = withOracles
+	if f.Placement.ShardsPerNode < 0 || f.Placement.ShardsPerNode > 1024 {
+		return nil, fail(lineOfKey(text, "shards_per_node"), "shards_per_node %d: want 1..1024", f.Placement.ShardsPerNode)
+	}
+	if f.Placement.ShardsPerNode > 0 {
+		l.ShardsPerNode = f.Placement.ShardsPerNode
+	}
+	if f.Placement.Replication != "" {
+		l.Replication = topo.Replication(f.Placement.Replication)
+	}
+	l.Backups = f.Placement.Backups
+	l = c.Protocol.Layout(l)
+	tp, err := topo.Resolve(topoRef, l)
+	if err != nil {
+		return nil, fail(lineOfKey(text, "placement"), "%v", err)
+	}
+	tp.Name = c.Name
+	c.Topology = tp
+	c.Nodes = make([]NodeConfig, len(tp.Nodes))
+	assign := func(id topo.NodeID, p placed) {
+		dir := p.DataDir
+		if dir == "" {
+			dir = filepath.Join(c.DataDir, p.Name)
+		} else if baseDir != "" && !filepath.IsAbs(dir) {
+			dir = filepath.Join(baseDir, dir)
+		}
+		c.Nodes[id] = NodeConfig{ID: id, Name: p.Name, Region: p.region, Roles: p.roles, Addr: p.Addr, GRPCAddr: p.GRPCAddr, DataDir: dir}
+		tp.Nodes[id].Addr = p.Addr
+	}
+	// topo.Build numbers data nodes region by region, then one oracle per region.
+	for r := range tp.Regions {
+		for i, p := range dataIn[r] {
+			assign(tp.DataNodes(topo.RegionID(r))[i], p)
+		}
+		if withOracles {
+			assign(tp.Oracle(topo.RegionID(r)), oracleIn[r][0])
+		}
+	}
+	for i, n := range c.Nodes {
+		if n.Name == "" || tp.Nodes[i].Roles != n.Roles {
+			return nil, fail(0, "internal: node %d of the topology has no matching [[node]] table", i)
+		}
+	}
+	return c, nil
+}
+
+func checkAddr(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return errors.New("want host:port")
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("port %q: want 1..65535", port)
+	}
+	return nil
+}
+
+// lineOfKey returns the first line that assigns key (or opens table [key]), or 0.
+func lineOfKey(text, key string) int {
+	for i, l := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "["+key+"]") {
+			return i + 1
+		}
+		if rest, ok := strings.CutPrefix(t, key); ok {
+			if r := strings.TrimSpace(rest); strings.HasPrefix(r, "=") {
+				return i + 1
+			}
+		}
+	}
+	return 0
+}
+
+// lineOfValue returns the line that sets key to the string value, or 0.
+func lineOfValue(text, key, value string) int {
+	for i, l := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(l)
+		rest, ok := strings.CutPrefix(t, key)
+		if !ok {
+			continue
+		}
+		rest = strings.TrimSpace(rest)
+		if rest, ok = strings.CutPrefix(rest, "="); !ok {
+			continue
+		}
+		rest = strings.TrimSpace(rest)
+		if strings.HasPrefix(rest, strconv.Quote(value)) || strings.HasPrefix(rest, "'"+value+"'") {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// NodeByName finds a node by name, or by its numeric topology id.
+func (c *Config) NodeByName(name string) (NodeConfig, error) {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	if id, err := strconv.Atoi(name); err == nil && id >= 0 && id < len(c.Nodes) {
+		return c.Nodes[id], nil
+	}
+	names := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		names[i] = n.Name
+	}
+	sort.Strings(names)
+	return NodeConfig{}, fmt.Errorf("%s: no node %q (nodes: %s)", c.Source, name, strings.Join(names, ", "))
+}
+
+// SetDataDir moves the cluster's data directory (and every node's default one under it).
+func (c *Config) SetDataDir(dir string) {
+	old := c.DataDir
+	c.DataDir = dir
+	for i, n := range c.Nodes {
+		if rel, err := filepath.Rel(old, n.DataDir); err == nil && !strings.HasPrefix(rel, "..") {
+			c.Nodes[i].DataDir = filepath.Join(dir, rel)
+		}
+	}
+}
+
+// Coordinator returns the data node a client of region r (the i-th client) should talk to.
+func (c *Config) Coordinator(r topo.RegionID, i int) NodeConfig {
+	d := c.Topology.DataNodes(r)
+	return c.Nodes[d[i%len(d)]]
+}
+
+// delay is the emulated one-way delay from region a to region b.
+func (c *Config) delay(a, b topo.RegionID) time.Duration {
+	if !c.EmulateLatency {
+		return 0
+	}
+	return time.Duration(float64(c.Topology.OneWay(a, b)) * c.LatencyScale)
+}

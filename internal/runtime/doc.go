@@ -1,0 +1,30 @@
+// Package runtime runs Meridian's sans-IO protocol handlers as real servers.
+//
+// A Server hosts one node of a cluster (Config, parsed from TOML): one goroutine runs the node's
+// event loop, and every call into the protocol handler — messages, timer callbacks, persist
+// completions — happens on it, one at a time, which is the contract of internal/node. The real
+// node.Env reads the wall clock (Now), answers TrueTime as [now−ε, now+ε] with the configured
+// ε, runs timers with time.AfterFunc posting back to the loop, and persists through the
+// on-disk Pebble backend behind a group Committer whose completions are posted back to the
+// loop as well. A persist error stops the node (fail-stop): its durability can no longer be
+// promised.
+//
+// Transport. Nodes and clients talk over TCP in length-prefixed frames (internal/runtime/frame)
+// carrying wire-encoded messages. Each node dials each peer lazily, one outbound connection per
+// peer used for sending only, and receives on the connections peers dial to it. A writer
+// goroutine per destination holds a FIFO delay queue: a message leaves after the emulated
+// one-way latency between the two regions (topology.OneWay, times the configured scale), so a
+// WAN can be emulated on loopback without netem. A lost connection is redialled on the next
+// message after a short back-off; messages that find no connection are dropped (protocols
+// tolerate loss). A frame that fails to decode is logged and dropped and the connection carries
+// on; only a corrupt length prefix (the stream cannot be resynchronised) closes it.
+//
+// Clients connect to a data node of their region and get an endpoint id that names the node
+// hosting the connection (frame.ClientID), so a protocol can answer a client from any node: the
+// reply is sent to the hosting node, which relays it down the client's connection. The same
+// endpoints serve gRPC streams (grpc.go) so that other languages can use the client API.
+//
+// Oracle nodes (topo.RoleOracle) answer K2-TB's clock.TSBatchRequest with an
+// internal/clock.OracleHandler over the wall clock and the configured ε, whatever protocol
+// runs: a protocol's own oracle handler, if NewNode returns one, takes precedence.
+package runtime

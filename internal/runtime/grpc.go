@@ -1,0 +1,124 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meridiandb/meridian/internal/runtime/frame"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+	"github.com/meridiandb/meridian/proto/meridianpb"
+)
+
+// grpcServer serves proto/meridian.proto on a data node: each Session stream is a client
+// endpoint whose requests enter the event loop exactly like those of a TCP client.
+type grpcServer struct {
+	meridianpb.UnimplementedMeridianServer
+	s   *Server
+	srv *grpc.Server
+	ln  net.Listener
+}
+
+func startGRPC(s *Server, addr string) (*grpcServer, error) {
+	if s.me.Roles&topo.RoleData == 0 {
+		return nil, fmt.Errorf("node %s: grpc_addr is set but only data nodes serve clients", s.me.Name)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: grpc: %w", s.me.Name, err)
+	}
+	g := &grpcServer{s: s, srv: grpc.NewServer(grpc.MaxRecvMsgSize(wire.MaxFrameBytes)), ln: ln}
+	meridianpb.RegisterMeridianServer(g.srv, g)
+	go func() { _ = g.srv.Serve(ln) }()
+	return g, nil
+}
+
+func (g *grpcServer) stop() { g.srv.Stop() }
+
+// streamSink queues replies for a stream's sending goroutine.
+type streamSink struct {
+	q    chan []byte
+	done chan struct{}
+	once sync.Once
+}
+
+func (k *streamSink) enqueue(_ topo.NodeID, payload []byte) {
+	select {
+	case k.q <- payload:
+	case <-k.done:
+	default:
+		// The client does not read its replies; dropping is what a full TCP link does too.
+	}
+}
+
+func (k *streamSink) close() { k.once.Do(func() { close(k.done) }) }
+
+// Session implements meridianpb.MeridianServer.
+func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
+	s := g.s
+	id := frame.ClientID(s.id, s.nextClient.Add(1))
+	sink := &streamSink{q: make(chan []byte, linkQueueLen), done: make(chan struct{})}
+	s.addClient(id, sink)
+	defer s.removeClient(id, sink)
+	sendErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case payload := <-sink.q:
+				m, err := wire.Decode(payload)
+				rep, ok := m.(*wire.ClientReply)
+				if err != nil || !ok {
+					continue // only client replies are addressed to a client
+				}
+				if err := stream.Send(replyToPB(rep)); err != nil {
+					sendErr <- err
+					return
+				}
+			case <-sink.done:
+				return
+			case <-stream.Context().Done():
+				return
+			}
+		}
+	}()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if req.Op < meridianpb.Op_OP_GET || req.Op > meridianpb.Op_OP_SCAN {
+			return status.Errorf(codes.InvalidArgument, "request txn %d seq %d: unknown op %v", req.Txn, req.Seq, req.Op)
+		}
+		select {
+		case err := <-sendErr:
+			return err
+		default:
+		}
+		s.received.Add(1)
+		s.post(event{from: id, msg: &wire.ClientRequest{Txn: req.Txn, Seq: req.Seq, Op: wire.Op(req.Op), Key: req.Key,
+			EndKey: req.EndKey, Limit: req.Limit, Value: req.Value, ReadOnly: req.ReadOnly, Attempt: req.Attempt}})
+	}
+}
+
+func replyToPB(r *wire.ClientReply) *meridianpb.Reply {
+	out := &meridianpb.Reply{Txn: r.Txn, Seq: r.Seq, Code: meridianpb.Code(r.Code), Found: r.Found, Value: r.Value,
+		Cause: r.Cause, Error: r.Error}
+	for _, kv := range r.Rows {
+		out.Rows = append(out.Rows, &meridianpb.KV{Key: kv.Key, Value: kv.Value})
+	}
+	if r.CommitTS != (ts.Timestamp{}) {
+		out.CommitTs = &meridianpb.Timestamp{Wall: r.CommitTS.Wall, Logical: r.CommitTS.Logical, Origin: r.CommitTS.Origin}
+	}
+	return out
+}

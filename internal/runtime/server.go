@@ -1,0 +1,517 @@
+package runtime
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/clock"
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/runtime/frame"
+	"github.com/meridiandb/meridian/internal/storage/durable"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Options tune a Server beyond what the cluster configuration says.
+type Options struct {
+	Logger *slog.Logger // default slog.Default()
+	// Seed seeds the node's Env.Rand; 0 derives one from the clock and the node id.
+	Seed uint64
+	// InMemory keeps the node's state in memory instead of Pebble: nothing survives the process.
+	// For benchmarks and tests that measure the transport, never for a real node.
+	InMemory bool
+	// NoGRPC skips the node's gRPC listener even if the configuration gives it an address.
+	NoGRPC bool
+}
+
+// Limits on queues, so that a slow or dead peer costs bounded memory.
+const (
+	inboxLen       = 8192          // events waiting for the event loop
+	linkQueueLen   = 16384         // frames waiting for one destination
+	helloTimeout   = 5 * time.Second
+	dialTimeout    = time.Second
+	redialBackoff  = 100 * time.Millisecond
+	writeBufBytes  = 64 << 10
+	readBufBytes   = 64 << 10
+	maxLoggedDrops = 20 // per link, so a dead peer does not flood the log
+)
+
+// Stats counts what a server's transport did.
+type Stats struct {
+	Received     uint64 // messages delivered to the handler from the network
+	Sent         uint64 // frames written to sockets
+	DecodeErrors uint64 // frames that failed to decode (dropped)
+	Dropped      uint64 // frames dropped for want of a connection or queue space
+	Clients      int64  // client connections open now
+}
+
+type event struct {
+	from topo.NodeID
+	msg  wire.Msg
+	fn   func()
+}
+
+// Server hosts one node: its protocol handler, event loop, transport and store.
+type Server struct {
+	cfg  *Config
+	id   topo.NodeID
+	me   NodeConfig
+	log  *slog.Logger
+	h    node.Handler
+	rng  *rand.Rand
+	ln   net.Listener
+	grpc *grpcServer
+
+	store     durable.Backend
+	committer *durable.Committer
+
+	inbox  chan event
+	selfQ  []event // messages a node sends itself, run after the current event
+	timers map[node.TimerID]*time.Timer
+	nextTm node.TimerID
+
+	peers      []*link // by node id; nil for self
+	clientsMu  sync.Mutex
+	clients    map[topo.NodeID]clientSink
+	nextClient atomic.Uint32
+	connsMu    sync.Mutex
+	conns      map[net.Conn]struct{}
+
+	received, sent, decodeErrs, dropped atomic.Uint64
+	clientCount                         atomic.Int64
+
+	stop      chan struct{}
+	stopOnce  sync.Once
+	loopDone  chan struct{}
+	errMu     sync.Mutex
+	err       error
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+// Start opens node id's store, starts its protocol handler, and listens on its address.
+func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
+	if int(id) < 0 || int(id) >= len(cfg.Nodes) {
+		return nil, fmt.Errorf("runtime: no node %d in %s", id, cfg.Source)
+	}
+	me := cfg.Nodes[id]
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("node", me.Name)
+	seed := opts.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	s := &Server{
+		cfg: cfg, id: id, me: me, log: log,
+		rng:      rand.New(rand.NewPCG(seed, uint64(id))),
+		inbox:    make(chan event, inboxLen),
+		timers:   map[node.TimerID]*time.Timer{},
+		clients:  map[topo.NodeID]clientSink{},
+		conns:    map[net.Conn]struct{}{},
+		stop:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	var err error
+	if opts.InMemory {
+		s.store = durable.NewMem()
+	} else if s.store, err = durable.OpenPebble(me.DataDir); err != nil {
+		return nil, fmt.Errorf("node %s: %w", me.Name, err)
+	}
+	h, err := cfg.Protocol.NewNode(node.Config{Env: (*env)(s), Durable: s.store, Options: cfg.Options})
+	if err != nil {
+		_ = s.store.Close()
+		return nil, fmt.Errorf("node %s: %w", me.Name, err)
+	}
+	if me.Roles&topo.RoleOracle != 0 {
+		if _, own := h.(*clock.OracleHandler); !own {
+			h = &oracleMux{oracle: clock.NewOracleHandler((*env)(s), clock.Oracle{ID: uint32(id), Epsilon: cfg.Epsilon}), proto: h}
+		}
+	}
+	s.h = h
+	if s.ln, err = net.Listen("tcp", me.Addr); err != nil {
+		_ = s.store.Close()
+		return nil, fmt.Errorf("node %s: %w", me.Name, err)
+	}
+	s.committer = durable.NewCommitter(s.store, 0)
+	s.peers = make([]*link, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		if n.ID != id {
+			s.peers[n.ID] = s.newLink(n.ID, n.Addr, cfg.delay(me.Region, n.Region), nil)
+		}
+	}
+	if me.GRPCAddr != "" && !opts.NoGRPC {
+		if s.grpc, err = startGRPC(s, me.GRPCAddr); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	go s.loop()
+	s.wg.Add(1)
+	go s.accept()
+	log.Info("node started", "addr", s.ln.Addr().String(), "roles", me.Roles.String(), "protocol", cfg.Protocol.Name())
+	return s, nil
+}
+
+// Addr is the address the node listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// ID is the node's topology id.
+func (s *Server) ID() topo.NodeID { return s.id }
+
+// Handler is the node's protocol handler (for tests and metrics; touch it only when the node is
+// idle or closed, since it belongs to the event loop).
+func (s *Server) Handler() node.Handler { return s.h }
+
+// Stats returns the transport's counters.
+func (s *Server) Stats() Stats {
+	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), DecodeErrors: s.decodeErrs.Load(),
+		Dropped: s.dropped.Load(), Clients: s.clientCount.Load()}
+}
+
+// Done is closed when the node stops, by Close or by a fatal error (see Err).
+func (s *Server) Done() <-chan struct{} { return s.loopDone }
+
+// Err returns the fatal error that stopped the node, if any.
+func (s *Server) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+func (s *Server) fail(err error) {
+	s.errMu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.errMu.Unlock()
+	s.log.Error("node stopping", "err", err)
+	s.stopOnce.Do(func() { close(s.stop) })
+}
+
+// Close stops the node: no new connections or messages, queued persists are finished, the store
+// is closed. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.stopOnce.Do(func() { close(s.stop) })
+		if s.grpc != nil {
+			s.grpc.stop()
+		}
+		_ = s.ln.Close()
+		s.connsMu.Lock()
+		for c := range s.conns {
+			_ = c.Close()
+		}
+		s.connsMu.Unlock()
+		s.wg.Wait()
+		if s.committer != nil {
+			s.committer.Close()
+		}
+		select {
+		case <-s.loopDone:
+		default:
+			// Start failed before the loop ran.
+			if s.committer == nil || s.h == nil {
+				close(s.loopDone)
+			} else {
+				<-s.loopDone
+			}
+		}
+		_ = s.store.Close()
+		s.log.Info("node stopped")
+	})
+}
+
+// post hands an event to the loop; it gives up once the node is stopping.
+func (s *Server) post(e event) {
+	select {
+	case s.inbox <- e:
+	case <-s.stop:
+	}
+}
+
+func (s *Server) loop() {
+	defer close(s.loopDone)
+	for {
+		select {
+		case e := <-s.inbox:
+			s.run(e)
+			for len(s.selfQ) > 0 {
+				q := s.selfQ[0]
+				s.selfQ[0] = event{}
+				s.selfQ = s.selfQ[1:]
+				s.run(q)
+			}
+		case <-s.stop:
+			for _, t := range s.timers {
+				t.Stop()
+			}
+			return
+		}
+	}
+}
+
+// run executes one event. A handler that panics on a message drops that message instead of
+// taking the node down: a hostile or buggy peer must not be able to crash a server.
+func (s *Server) run(e event) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("handler panicked; event dropped", "from", e.from, "msg", fmt.Sprintf("%T", e.msg), "panic", r)
+		}
+	}()
+	if e.fn != nil {
+		e.fn()
+		return
+	}
+	s.h.Handle(e.from, e.msg)
+}
+
+// route sends an encoded message (m is the same message, for self-delivery).
+func (s *Server) route(to topo.NodeID, payload []byte, m wire.Msg) {
+	switch {
+	case to == s.id:
+		s.selfQ = append(s.selfQ, event{from: s.id, msg: m})
+	case int(to) >= 0 && int(to) < len(s.peers):
+		s.peers[to].enqueue(to, payload)
+	default:
+		s.relay(to, payload)
+	}
+}
+
+// relay forwards a frame to a client endpoint, through the node that hosts it.
+func (s *Server) relay(to topo.NodeID, payload []byte) {
+	host, ok := frame.HostOf(to)
+	if !ok || int(host) >= len(s.peers) {
+		s.dropped.Add(1)
+		s.log.Warn("message for unknown endpoint dropped", "to", to)
+		return
+	}
+	if host != s.id {
+		s.peers[host].enqueue(to, payload)
+		return
+	}
+	s.clientsMu.Lock()
+	l := s.clients[to]
+	s.clientsMu.Unlock()
+	if l == nil {
+		// The client hung up; its transaction's reply has nowhere to go.
+		s.dropped.Add(1)
+		return
+	}
+	l.enqueue(to, payload)
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.stop:
+			default:
+				s.log.Error("accept failed; node stops listening", "err", err)
+			}
+			return
+		}
+		s.connsMu.Lock()
+		s.conns[c] = struct{}{}
+		s.connsMu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(c)
+			s.connsMu.Lock()
+			delete(s.conns, c)
+			s.connsMu.Unlock()
+			_ = c.Close()
+		}()
+	}
+}
+
+// serveConn reads one inbound connection: a Hello, then frames until it closes.
+func (s *Server) serveConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	r := bufio.NewReaderSize(c, readBufBytes)
+	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
+	_, payload, err := frame.Read(r)
+	if err != nil {
+		s.log.Debug("connection closed before its hello", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	m, err := wire.Decode(payload)
+	hello, ok := m.(*frame.Hello)
+	if err != nil || !ok {
+		s.decodeErrs.Add(1)
+		s.log.Error("connection did not open with a hello; closed", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	from := hello.From
+	var cl *link
+	switch {
+	case hello.Cluster != s.cfg.Name:
+		s.log.Error("connection from another cluster refused", "remote", c.RemoteAddr().String(), "cluster", hello.Cluster)
+		if hello.Client {
+			_ = frame.WriteMsg(c, 0, &frame.Welcome{Node: s.id, Error: fmt.Sprintf("this is cluster %q, not %q", s.cfg.Name, hello.Cluster)})
+		}
+		return
+	case hello.Client:
+		if s.me.Roles&topo.RoleData == 0 {
+			_ = frame.WriteMsg(c, 0, &frame.Welcome{Node: s.id, Error: "node " + s.me.Name + " is not a data node; clients connect to data nodes"})
+			return
+		}
+		from = frame.ClientID(s.id, s.nextClient.Add(1))
+		cl = s.newLink(from, "", s.cfg.delay(s.me.Region, s.me.Region), c)
+		s.addClient(from, cl)
+		defer s.removeClient(from, cl)
+		w, _ := wire.Encode(&frame.Welcome{Endpoint: from, Node: s.id})
+		cl.enqueue(from, w)
+	case int(from) < 0 || int(from) >= len(s.cfg.Nodes) || from == s.id:
+		s.log.Error("hello from an unknown node; closed", "remote", c.RemoteAddr().String(), "from", from)
+		return
+	}
+	for {
+		dest, payload, err := frame.Read(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.log.Warn("connection lost", "from", from, "err", err)
+			}
+			return
+		}
+		if cl == nil && dest != s.id {
+			// A peer relays a reply to one of our clients.
+			s.relay(dest, payload)
+			continue
+		}
+		m, err := wire.Decode(payload)
+		if err != nil {
+			s.decodeErrs.Add(1)
+			s.log.Error("undecodable message dropped", "from", from, "bytes", len(payload), "err", err)
+			continue
+		}
+		if cl != nil {
+			if _, ok := m.(*wire.ClientRequest); !ok {
+				s.log.Error("client sent a non-client message; dropped", "from", from, "type", wire.Name(m.Kind()))
+				continue
+			}
+		}
+		s.received.Add(1)
+		s.post(event{from: from, msg: m})
+	}
+}
+
+// clientSink is where replies to a client endpoint go: a TCP connection's link or a gRPC stream.
+type clientSink interface {
+	enqueue(dest topo.NodeID, payload []byte)
+	close()
+}
+
+func (s *Server) addClient(id topo.NodeID, c clientSink) {
+	s.clientsMu.Lock()
+	if old := s.clients[id]; old != nil {
+		old.close()
+	}
+	s.clients[id] = c
+	s.clientsMu.Unlock()
+	s.clientCount.Add(1)
+}
+
+func (s *Server) removeClient(id topo.NodeID, c clientSink) {
+	s.clientsMu.Lock()
+	if s.clients[id] == c {
+		delete(s.clients, id)
+	}
+	s.clientsMu.Unlock()
+	s.clientCount.Add(-1)
+	c.close()
+}
+
+// oracleMux serves TrueTime requests on an oracle node whose protocol has no oracle logic of
+// its own, and hands everything else to the protocol.
+type oracleMux struct {
+	oracle *clock.OracleHandler
+	proto  node.Handler
+}
+
+func (m *oracleMux) Handle(from node.ID, msg wire.Msg) {
+	if _, ok := msg.(*clock.TSBatchRequest); ok {
+		m.oracle.Handle(from, msg)
+		return
+	}
+	m.proto.Handle(from, msg)
+}
+
+// env is the real node.Env. Its methods are called only from the event loop.
+type env Server
+
+func (e *env) Self() topo.NodeID        { return e.id }
+func (e *env) Topology() *topo.Topology { return e.cfg.Topology }
+func (e *env) Now() int64               { return time.Now().UnixNano() }
+func (e *env) Rand() *rand.Rand         { return e.rng }
+
+// Charge is a no-op: real handlers spend real CPU.
+func (e *env) Charge(time.Duration) {}
+
+func (e *env) TrueTime() ts.Interval {
+	now := time.Now().UnixNano()
+	return ts.Interval{Earliest: now - int64(e.cfg.Epsilon), Latest: now + int64(e.cfg.Epsilon)}
+}
+
+func (e *env) Send(to node.ID, m wire.Msg) {
+	s := (*Server)(e)
+	payload, err := wire.Encode(m)
+	if err != nil {
+		s.log.Error("message could not be encoded; dropped", "to", to, "err", err)
+		return
+	}
+	s.route(to, payload, m)
+}
+
+func (e *env) After(d time.Duration, fn func()) node.TimerID {
+	s := (*Server)(e)
+	s.nextTm++
+	id := s.nextTm
+	s.timers[id] = time.AfterFunc(d, func() {
+		s.post(event{fn: func() {
+			if _, live := s.timers[id]; live {
+				delete(s.timers, id)
+				fn()
+			}
+		}})
+	})
+	return id
+}
+
+func (e *env) Cancel(id node.TimerID) {
+	if t, ok := e.timers[id]; ok {
+		t.Stop()
+		delete(e.timers, id)
+	}
+}
+
+func (e *env) Persist(batch []node.Write, done func()) {
+	s := (*Server)(e)
+	s.committer.Submit(batch, func(err error) {
+		if err != nil {
+			// Durability is gone: stop rather than acknowledge what may be lost.
+			s.fail(fmt.Errorf("persist: %w", err))
+			return
+		}
+		if done != nil {
+			s.post(event{fn: done})
+		}
+	})
+}
