@@ -1,0 +1,553 @@
+package spanner
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/locks"
+	"github.com/meridiandb/meridian/internal/storage/txnrec"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// coordPhase is where a transaction is at its coordinator.
+type coordPhase uint8
+
+const (
+	phaseActive    coordPhase = iota + 1 // executing client operations
+	phasePreparing                       // prepares sent, collecting votes
+	phaseCommitted                       // decided commit (persisting, waiting out commit wait, or done)
+)
+
+// participant is the coordinator's view of one participant of a transaction.
+type participant struct {
+	node    node.ID
+	granted uint32 // read locks it granted
+	writes  bool
+	voted   bool
+	acked   bool
+}
+
+// coordTxn is one transaction at its coordinator.
+type coordTxn struct {
+	key      txnkit.ClientTxn
+	id       storage.TxnID
+	age      locks.Age
+	readOnly bool
+	snapTS   ts.Timestamp // read-only transactions read at this TrueTime timestamp
+	phase    coordPhase
+
+	parts      []*participant // in first-touch order
+	writes     map[string]Write
+	writeOrder []string
+	maxRead    ts.Timestamp // newest version read: the commit timestamp must exceed it
+
+	pending   *wire.ClientRequest // the client request being served, if any
+	abortedBy string              // set when aborted with no request pending: the next one learns it
+	votes     int
+	prepMax   ts.Timestamp
+	commitTS  ts.Timestamp
+	start     int64 // local clock at the first request
+	prepStart int64
+	idleTimer node.TimerID
+}
+
+// firstAttempt remembers a client's current logical transaction so that retries keep its age.
+type firstAttempt struct {
+	age locks.Age
+}
+
+// Coordinator is the transaction-manager half of a data node: it runs the transactions of the
+// clients attached to it, buffers their writes, drives two-phase commit with commit timestamps
+// from TrueTime, and keeps the durable commit decisions (a presumed-abort 2PC log in txnrec).
+type Coordinator struct {
+	env     node.Env
+	cfg     Config
+	metrics *protocol.Metrics
+	recs    *txnrec.Table
+	self    uint32
+	inc     uint64
+	nextSeq uint64
+	isReady bool
+	queued  []queuedReq
+
+	txns   map[txnkit.ClientTxn]*coordTxn
+	byID   map[storage.TxnID]*coordTxn
+	ages   map[node.ID]firstAttempt
+	lastTS ts.Timestamp
+	// unacked holds committed decisions whose participants have not all acknowledged.
+	unacked map[storage.TxnID][]*participant
+}
+
+type queuedReq struct {
+	from node.ID
+	req  *wire.ClientRequest
+}
+
+// maxQueuedBeforeReady bounds the requests held while the incarnation is persisted.
+const maxQueuedBeforeReady = 10000
+
+func newCoordinator(env node.Env, c Config, m *protocol.Metrics, recs *txnrec.Table, inc uint64) *Coordinator {
+	return &Coordinator{env: env, cfg: c, metrics: m, recs: recs, self: uint32(env.Self()), inc: inc,
+		txns: map[txnkit.ClientTxn]*coordTxn{}, byID: map[storage.TxnID]*coordTxn{}, ages: map[node.ID]firstAttempt{},
+		unacked: map[storage.TxnID][]*participant{}}
+}
+
+// recover resends committed decisions whose acknowledgements were lost in a crash.
+func (c *Coordinator) recover() {
+	var committed []txnrec.Record
+	c.recs.Records(func(r txnrec.Record) bool {
+		if r.Status == txnrec.Committed {
+			committed = append(committed, r)
+		}
+		return true
+	})
+	for _, r := range committed {
+		parts := decodeParticipants(r.Meta)
+		c.unacked[r.Txn] = parts
+		c.lastTS = ts.MaxOf(c.lastTS, r.CommitTS)
+		for _, p := range parts {
+			c.env.Send(p.node, &DecideReq{Txn: r.Txn, Commit: true, TS: r.CommitTS})
+		}
+	}
+}
+
+func (c *Coordinator) ready() {
+	c.isReady = true
+	q := c.queued
+	c.queued = nil
+	for _, r := range q {
+		c.Request(r.from, r.req)
+	}
+}
+
+// Request handles one client request.
+func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
+	if bad := txnkit.Validate(m); bad != nil {
+		c.env.Send(from, bad)
+		return
+	}
+	if !c.isReady {
+		if len(c.queued) >= maxQueuedBeforeReady {
+			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeUnavailable, Error: "coordinator recovering"})
+			return
+		}
+		cp := *m
+		c.queued = append(c.queued, queuedReq{from, &cp})
+		return
+	}
+	key := txnkit.ClientTxn{Client: from, Txn: m.Txn}
+	t := c.txns[key]
+	if t == nil {
+		if m.Seq != 0 {
+			txnkit.Aborted(c.env, from, m, causeUnknownTxn)
+			return
+		}
+		if m.Op == wire.OpCommit || m.Op == wire.OpAbort {
+			txnkit.OK(c.env, from, m)
+			return
+		}
+		t = c.begin(key, m)
+	}
+	if t.pending != nil {
+		// The client sends one request at a time; a second one is a duplicate or a bug.
+		txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "request while another is in flight"})
+		return
+	}
+	if t.abortedBy != "" {
+		cause := t.abortedBy
+		c.forget(t)
+		if m.Op == wire.OpAbort {
+			txnkit.OK(c.env, from, m)
+		} else {
+			txnkit.Aborted(c.env, from, m, cause)
+		}
+		return
+	}
+	cp := *m
+	if t.phase != phaseActive {
+		txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "request after commit"})
+		return
+	}
+	c.armIdle(t)
+	switch m.Op {
+	case wire.OpGet:
+		c.get(t, &cp)
+	case wire.OpPut, wire.OpDelete:
+		if t.readOnly {
+			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "write in a read-only transaction"})
+			return
+		}
+		if _, seen := t.writes[m.Key]; !seen {
+			t.writeOrder = append(t.writeOrder, m.Key)
+		}
+		t.writes[m.Key] = Write{Key: m.Key, Value: slices.Clone(m.Value), Delete: m.Op == wire.OpDelete}
+		txnkit.OK(c.env, from, m)
+	case wire.OpScan:
+		txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "spanner: scans are not supported"})
+	case wire.OpCommit:
+		t.pending = &cp
+		c.commit(t)
+	case wire.OpAbort:
+		c.abort(t, causeClientAbort)
+		txnkit.OK(c.env, from, m)
+	}
+}
+
+// begin starts a transaction. Its lock age is the TrueTime start of the client's first attempt
+// of the same logical transaction, so a retried transaction grows older and cannot starve.
+func (c *Coordinator) begin(key txnkit.ClientTxn, m *wire.ClientRequest) *coordTxn {
+	c.nextSeq++
+	tt := c.env.TrueTime()
+	age := ts.Timestamp{Wall: tt.Earliest, Origin: c.self}
+	if fa, ok := c.ages[key.Client]; ok && m.Attempt > 0 {
+		age = fa.age
+	} else {
+		c.ages[key.Client] = firstAttempt{age: age}
+	}
+	t := &coordTxn{key: key, id: storage.MakeTxnID(int32(c.self), c.inc<<32|c.nextSeq&(1<<32-1)), age: age,
+		readOnly: m.ReadOnly, phase: phaseActive, writes: map[string]Write{}, start: c.env.Now()}
+	if t.readOnly {
+		// Spanner's snapshot read timestamp: TT.now().latest, no later than any transaction
+		// that finished before this one started committed.
+		t.snapTS = ts.Timestamp{Wall: tt.Latest, Origin: c.self}
+	}
+	c.txns[key] = t
+	c.byID[t.id] = t
+	return t
+}
+
+func (c *Coordinator) armIdle(t *coordTxn) {
+	c.env.Cancel(t.idleTimer)
+	t.idleTimer = c.env.After(c.cfg.IdleTimeout, func() {
+		if c.byID[t.id] == t && t.phase != phaseCommitted && t.pending == nil {
+			c.abort(t, causeIdle)
+			c.forget(t)
+		}
+	})
+}
+
+func (c *Coordinator) part(t *coordTxn, n node.ID) *participant {
+	for _, p := range t.parts {
+		if p.node == n {
+			return p
+		}
+	}
+	p := &participant{node: n}
+	t.parts = append(t.parts, p)
+	return p
+}
+
+func (c *Coordinator) get(t *coordTxn, m *wire.ClientRequest) {
+	if w, ok := t.writes[m.Key]; ok {
+		txnkit.Reply(c.env, t.key.Client, m, &wire.ClientReply{Code: wire.CodeOK, Found: !w.Delete, Value: w.Value})
+		return
+	}
+	primary := c.env.Topology().PrimaryOf(m.Key)
+	t.pending = m
+	if t.readOnly {
+		c.env.Send(primary, &SnapReadReq{Txn: t.id, Seq: m.Seq, Key: m.Key, At: t.snapTS})
+		return
+	}
+	p := c.part(t, primary)
+	c.env.Send(primary, &ReadReq{Txn: t.id, Age: t.age, Seq: m.Seq, Key: m.Key, Seen: p.granted})
+}
+
+func (c *Coordinator) onReadResp(m *ReadResp) {
+	t := c.byID[m.Txn]
+	if t == nil || t.pending == nil || t.pending.Seq != m.Seq || t.pending.Op != wire.OpGet {
+		return // the transaction was aborted meanwhile
+	}
+	if !m.OK {
+		c.abort(t, m.Cause)
+		return
+	}
+	primary := c.env.Topology().PrimaryOf(t.pending.Key)
+	c.part(t, primary).granted++
+	t.maxRead = ts.MaxOf(t.maxRead, m.Version)
+	req := t.pending
+	t.pending = nil
+	txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Found: m.Found, Value: m.Value})
+}
+
+func (c *Coordinator) onSnapReadResp(m *SnapReadResp) {
+	t := c.byID[m.Txn]
+	if t == nil || t.pending == nil || t.pending.Seq != m.Seq || t.pending.Op != wire.OpGet {
+		return
+	}
+	req := t.pending
+	t.pending = nil
+	txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Found: m.Found, Value: m.Value})
+}
+
+// commit starts two-phase commit (or finishes a read-only transaction).
+func (c *Coordinator) commit(t *coordTxn) {
+	if t.readOnly {
+		c.finishReadOnly(t)
+		return
+	}
+	tp := c.env.Topology()
+	for _, k := range t.writeOrder {
+		c.part(t, tp.PrimaryOf(k)).writes = true
+	}
+	if len(t.parts) == 0 {
+		req := t.pending
+		c.forget(t)
+		txnkit.OK(c.env, t.key.Client, req)
+		return
+	}
+	byNode := map[node.ID][]Write{}
+	keys := slices.Clone(t.writeOrder)
+	slices.Sort(keys)
+	for _, k := range keys {
+		n := tp.PrimaryOf(k)
+		byNode[n] = append(byNode[n], t.writes[k])
+	}
+	t.phase, t.prepStart = phasePreparing, c.env.Now()
+	for _, p := range t.parts {
+		c.env.Send(p.node, &PrepareReq{Txn: t.id, Age: t.age, Seen: p.granted, Writes: byNode[p.node]})
+	}
+}
+
+// finishReadOnly completes a snapshot transaction. With commit wait on it waits until its
+// snapshot is in the past everywhere (TT.now().earliest > snapshot), so any transaction that
+// starts after it gets a larger timestamp: the read-only half of strict serializability.
+func (c *Coordinator) finishReadOnly(t *coordTxn) {
+	req := t.pending
+	c.forget(t)
+	if !c.cfg.CommitWait || c.cfg.Mutant == MutantEarlyRelease {
+		c.metrics.Add("ro_commits", 1)
+		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.snapTS})
+		return
+	}
+	c.waitUntilPast(t.snapTS, func() {
+		c.metrics.Add("ro_commits", 1)
+		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.snapTS})
+	})
+}
+
+// waitUntilPast calls fn once TT.now().earliest > at: Spanner's commit wait. The local timer
+// drifts, so the wait re-reads TrueTime and sleeps again if it woke early.
+func (c *Coordinator) waitUntilPast(at ts.Timestamp, fn func()) {
+	start := c.env.Now()
+	var step func()
+	step = func() {
+		left := at.Wall - c.env.TrueTime().Earliest + 1
+		if left <= 0 {
+			c.metrics.Observe("commit_wait", c.env.Now()-start)
+			fn()
+			return
+		}
+		c.env.After(time.Duration(left), step)
+	}
+	step()
+}
+
+func (c *Coordinator) onPrepareResp(from node.ID, m *PrepareResp) {
+	t := c.byID[m.Txn]
+	if t == nil || t.phase != phasePreparing {
+		return
+	}
+	var p *participant
+	for _, q := range t.parts {
+		if q.node == from {
+			p = q
+		}
+	}
+	if p == nil || p.voted {
+		return
+	}
+	if !m.OK {
+		c.abort(t, m.Cause)
+		return
+	}
+	p.voted = true
+	t.votes++
+	t.prepMax = ts.MaxOf(t.prepMax, m.TS)
+	if t.votes < len(t.parts) {
+		return
+	}
+	c.metrics.Observe("prepare", c.env.Now()-t.prepStart)
+	c.decideCommit(t)
+}
+
+// decideCommit picks the commit timestamp — at least TT.now().latest, above every prepare
+// timestamp, every version read and every timestamp this coordinator issued — persists the
+// decision, waits out the commit wait, then releases the participants and answers the client.
+func (c *Coordinator) decideCommit(t *coordTxn) {
+	tt := c.env.TrueTime()
+	s := ts.Timestamp{Wall: tt.Latest, Origin: c.self}
+	for _, lower := range []ts.Timestamp{t.prepMax, t.maxRead, c.lastTS} {
+		if !lower.Less(s) {
+			s = tsAfter(lower, s.Wall, c.self)
+		}
+	}
+	c.lastTS = s
+	t.phase, t.commitTS = phaseCommitted, s
+	c.env.Cancel(t.idleTimer)
+	req := t.pending
+	t.pending = nil
+	release := func() {
+		for _, p := range t.parts {
+			c.env.Send(p.node, &DecideReq{Txn: t.id, Commit: true, TS: s})
+		}
+		c.metrics.Add("commits", 1)
+		c.metrics.Observe("commit_latency", c.env.Now()-t.start)
+		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, CommitTS: s})
+	}
+	if _, err := c.recs.Create(t.id, encodeParticipants(t.parts)); err != nil {
+		slog.Error("spanner: recording participants", "txn", t.id, "err", err)
+	}
+	if err := c.recs.Decide(t.id, txnrec.Committed, s, 0); err != nil {
+		slog.Error("spanner: recording a commit decision", "txn", t.id, "err", err)
+	}
+	c.unacked[t.id] = t.parts
+	c.forget(t)
+	if c.cfg.Mutant == MutantEarlyRelease {
+		// Broken on purpose: locks go and the client hears "committed" before the decision is
+		// durable and before TT.now().earliest has passed s.
+		release()
+		c.env.Persist(c.recs.TakeWrites(), func() { c.recs.Decided(t.id) })
+		return
+	}
+	c.env.Persist(c.recs.TakeWrites(), func() {
+		c.recs.Decided(t.id)
+		if !c.cfg.CommitWait {
+			release()
+			return
+		}
+		c.waitUntilPast(s, release)
+	})
+}
+
+func (c *Coordinator) onDecideAck(from node.ID, m *DecideAck) {
+	parts := c.unacked[m.Txn]
+	if parts == nil {
+		return
+	}
+	all := true
+	for _, p := range parts {
+		if p.node == from {
+			p.acked = true
+		}
+		all = all && p.acked
+	}
+	if !all {
+		return
+	}
+	if rec, ok := c.recs.Get(m.Txn); !ok || rec.Status != txnrec.Committed {
+		return // the decision itself is not durable yet; a later ack or resend finishes this
+	}
+	delete(c.unacked, m.Txn)
+	if err := c.recs.Forget(m.Txn); err == nil {
+		c.env.Persist(c.recs.TakeWrites(), nil)
+	}
+}
+
+// onWound aborts a transaction an older one wounded, unless it already decided to commit
+// (then the wounder simply waits: the locks go soon).
+func (c *Coordinator) onWound(m *WoundReq) {
+	if t := c.byID[m.Txn]; t != nil && t.phase != phaseCommitted {
+		c.abort(t, causeWoundWait)
+	}
+}
+
+// onStatusReq tells a participant the fate of a prepared transaction. A transaction this
+// coordinator neither runs nor has a commit record for was aborted (presumed abort): a commit
+// is always recorded durably before any participant hears of it.
+func (c *Coordinator) onStatusReq(from node.ID, m *StatusReq) {
+	if t := c.byID[m.Txn]; t != nil {
+		c.env.Send(from, &StatusResp{Txn: m.Txn, Status: statusInProgress})
+		return
+	}
+	if rec, ok := c.recs.Get(m.Txn); ok {
+		switch rec.Status {
+		case txnrec.Committed:
+			c.env.Send(from, &StatusResp{Txn: m.Txn, Status: statusCommitted, TS: rec.CommitTS})
+			return
+		case txnrec.InProgress, txnrec.Staging:
+			c.env.Send(from, &StatusResp{Txn: m.Txn, Status: statusInProgress})
+			return
+		}
+	}
+	if _, deciding := c.unacked[m.Txn]; deciding {
+		c.env.Send(from, &StatusResp{Txn: m.Txn, Status: statusInProgress})
+		return
+	}
+	c.env.Send(from, &StatusResp{Txn: m.Txn, Status: statusAborted})
+}
+
+// abort aborts an undecided transaction everywhere and tells the client if it is waiting.
+func (c *Coordinator) abort(t *coordTxn, cause string) {
+	if t.phase == phaseCommitted || c.byID[t.id] != t {
+		return
+	}
+	for _, p := range t.parts {
+		c.env.Send(p.node, &DecideReq{Txn: t.id, Commit: false})
+	}
+	t.parts = nil
+	if cause != causeClientAbort && cause != causeIdle {
+		c.metrics.Add("aborts/"+cause, 1)
+		if isLockPolicyCause(cause) {
+			c.metrics.Add("deadlocks", 1)
+		}
+	}
+	if t.pending != nil {
+		req := t.pending
+		c.forget(t)
+		txnkit.Aborted(c.env, t.key.Client, req, cause)
+		return
+	}
+	// No request in flight: the client learns of the abort at its next request.
+	t.abortedBy = cause
+	t.phase = phaseActive
+	delete(c.byID, t.id)
+}
+
+func (c *Coordinator) forget(t *coordTxn) {
+	c.env.Cancel(t.idleTimer)
+	if c.txns[t.key] == t {
+		delete(c.txns, t.key)
+	}
+	if c.byID[t.id] == t {
+		delete(c.byID, t.id)
+	}
+}
+
+// Participant lists are stored in the commit record's metadata: uvarint count, then uvarint
+// node ids.
+func encodeParticipants(ps []*participant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(ps)))
+	for _, p := range ps {
+		b = binary.AppendUvarint(b, uint64(p.node))
+	}
+	return b
+}
+
+func decodeParticipants(b []byte) []*participant {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil
+	}
+	b = b[k:]
+	out := make([]*participant, 0, n)
+	for i := uint64(0); i < n; i++ {
+		v, k := binary.Uvarint(b)
+		if k <= 0 {
+			return out
+		}
+		b = b[k:]
+		out = append(out, &participant{node: node.ID(topo.NodeID(v))})
+	}
+	return out
+}
+
+// Active returns the number of transactions the coordinator runs (tests).
+func (c *Coordinator) Active() int { return len(c.byID) }

@@ -1,0 +1,99 @@
+// Package spanner is Meridian's Spanner-style baseline: K2's d2PL-TTC (notes/k2.md §4) and RLS's
+// Spanner baseline (notes/rls.md §3.1) — distributed strict two-phase locking with a
+// fine-grained lock table, two-phase commit, commit timestamps from TrueTime, optional commit
+// wait, and lock-free snapshot read-only transactions.
+//
+// # Roles
+//
+// Every data node runs two halves that talk only through messages (even on one node), so that
+// Spanner-RLS can reuse them separately (per-region transaction managers, IRT/CRT paths):
+//
+//   - Coordinator (coordinator.go): the transaction manager of the clients attached to the node.
+//     It executes operations one at a time: a read goes to the key's primary, which takes a
+//     shared lock and returns the latest committed value; a write is buffered. At commit it
+//     runs 2PC over every participant (read-only participants too: they confirm they still
+//     hold the read locks), picks the commit timestamp, persists the decision in its txnrec
+//     table, waits out commit wait, then sends the decision and answers the client.
+//   - Participant (participant.go): owns the primaries' data (mvcc, single intent per key) and
+//     the lock table (internal/storage/locks). Prepare takes exclusive locks in key order,
+//     writes intents at a prepare timestamp, persists them and votes; the decision installs
+//     the intents at the commit timestamp (persisted, then acknowledged) and releases every
+//     lock of the transaction.
+//
+// # Timestamps and invariants
+//
+//   - prepare ts = max(TT.now().latest, maxTS+1) at the participant, where maxTS is every
+//     timestamp the participant has used (prepares, applied commits, snapshot reads served).
+//   - commit ts s ≥ TT.now().latest at the coordinator after all votes, > every prepare ts, >
+//     every version the transaction read, > every timestamp the coordinator issued.
+//   - With commit-wait=on the coordinator waits until TT.now().earliest > s before releasing any
+//     lock or replying, so s lies inside the transaction's real-time interval: timestamp order
+//     is a strict serialization (Spanner's external consistency).
+//   - Because maxTS advances on every decision a participant applies (read-only participants
+//     included), a transaction that locks a key after another released it gets a larger
+//     timestamp even with commit wait off: conflict order and timestamp order agree, so with
+//     commit-wait=off histories are still serializable (snapshot reads included) but not
+//     strictly serializable.
+//   - Read-only transactions read at s_read = TT.now().latest taken at their first request, at
+//     the primaries, without locks. A snapshot read raises the participant's maxTS to s_read (so
+//     nothing can later commit at or below it there) and waits while the key carries a prepared
+//     intent at or below s_read — Spanner's safe time, per key: everything that can commit at or
+//     below s_read is then installed. With commit wait on, a read-only transaction's commit
+//     also waits until TT.now().earliest > s_read, so a transaction that starts after it ends
+//     gets a larger timestamp.
+//
+// # Lock policies and the deadlock metric
+//
+// lock-policy picks NO_WAIT, WAIT_DIE or wound-wait (default, Spanner's). Reads take shared
+// locks as they execute; writes take exclusive locks at prepare (Spanner buffers writes), so an
+// RMW upgrades. Under wound-wait an older requester wounds younger conflicting transactions:
+// a participant aborts a wounded transaction at once if it has not prepared there, and always
+// tells its coordinator, which aborts it unless it already decided to commit (a committed
+// transaction waits for nothing, so the wounder's wait is short). This closes the cross-shard
+// cycle where a prepared younger transaction waits elsewhere for the older one.
+//
+// A transaction's age is the TrueTime (earliest) at the coordinator when the client's first
+// attempt of the logical transaction began; the coordinator remembers it per client endpoint
+// and reuses it while ClientRequest.Attempt > 0, so a retried transaction keeps its priority
+// and old transactions are not starved. We chose this over a client-carried priority because
+// the wire protocol already carries Attempt and a client always talks to one coordinator; after
+// a coordinator restart a retry simply gets a fresh age.
+//
+// "deadlocks" under protocol_metrics counts transactions aborted by the lock policy — causes
+// no-wait, wait-die and wound-wait, each victim once, counted at its coordinator. These
+// policies never let a deadlock form, so each of these aborts is a deadlock the policy avoided
+// (or, for NO_WAIT, a conflict it refused to wait on); this is how K2's Fig. 17d counts victims
+// for d2PL-TTC (notes/k2.md §4 recommends counting each victim). Per-cause counts are under
+// aborts/<cause>.
+//
+// # Faults
+//
+//   - Decisions follow presumed abort: only commits are recorded (before any participant hears
+//     of them); a coordinator asked about a transaction it neither runs nor has a record of
+//     answers "aborted". Records are forgotten once every participant acknowledged.
+//   - A participant polls the coordinator about a prepared transaction after decision-timeout,
+//     and after a restart re-locks its recovered intents and polls at once.
+//   - A participant aborts an unprepared transaction whose coordinator has been silent for
+//     idle-timeout. Each request carries how many read locks the participant granted the
+//     transaction before, so one that lost locks (restart, idle abort) votes no.
+//   - Transaction ids embed a persisted incarnation number, so they never repeat after a restart.
+//
+// # Deviations from the papers
+//
+//   - No Paxos: each shard has one primary that persists through env.Persist (the K2 setup:
+//     "same distribution, replication, and storage layer"). Snapshot reads are served by the
+//     primaries, not by replicas at safe time.
+//   - Read-only participants vote in 2PC (no persist) so a lost read lock is detected before
+//     commit; Spanner's client drives 2PC itself instead of a coordinator TM.
+//   - Scans are not supported (no range locks); TPC-C here uses point reads.
+//
+// # Options
+//
+//	lock-policy=no-wait|wait-die|wound-wait   default wound-wait
+//	commit-wait=on|off                        default on (K2's runs used off)
+//	idle-timeout=5s                           abort silent unprepared transactions
+//	decision-timeout=500ms                    prepared participants poll the coordinator
+//	mutant=early-release                      reply and release at the decision, before it is
+//	                                          durable and before commit wait: real-time order breaks
+//	mutant=no-read-lock                       reads take no shared lock: G-single / G2
+package spanner

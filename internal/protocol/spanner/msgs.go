@@ -1,0 +1,129 @@
+package spanner
+
+import (
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Messages between a coordinator (the transaction manager a client talks to) and the
+// participants (the primaries of the shards a transaction touches). Kinds 300–399.
+
+// ReadReq asks a participant for key under a shared lock (read-write transactions).
+type ReadReq struct {
+	Txn  storage.TxnID
+	Age  ts.Timestamp // lock priority: the first attempt's start, kept across retries
+	Seq  uint32       // the client request it serves, echoed back
+	Key  string
+	Seen uint32 // read locks this participant granted the transaction before (detects lost locks)
+}
+
+// ReadResp answers a ReadReq.
+type ReadResp struct {
+	Txn     storage.TxnID
+	Seq     uint32
+	OK      bool
+	Cause   string `cbor:",omitempty"` // abort cause when !OK
+	Found   bool   `cbor:",omitempty"`
+	Value   []byte `cbor:",omitempty"`
+	Version ts.Timestamp
+}
+
+// SnapReadReq reads key at a snapshot timestamp without locks (read-only transactions).
+type SnapReadReq struct {
+	Txn storage.TxnID
+	Seq uint32
+	Key string
+	At  ts.Timestamp
+}
+
+// SnapReadResp answers a SnapReadReq.
+type SnapReadResp struct {
+	Txn   storage.TxnID
+	Seq   uint32
+	Found bool   `cbor:",omitempty"`
+	Value []byte `cbor:",omitempty"`
+}
+
+// Write is one buffered write shipped with a prepare.
+type Write struct {
+	Key    string
+	Value  []byte `cbor:",omitempty"`
+	Delete bool   `cbor:",omitempty"`
+}
+
+// PrepareReq is 2PC's first phase: take exclusive locks on Writes, persist them as intents at a
+// prepare timestamp, and vote. A participant with no writes only checks that it still holds the
+// transaction's read locks (Seen of them) and votes.
+type PrepareReq struct {
+	Txn    storage.TxnID
+	Age    ts.Timestamp
+	Seen   uint32
+	Writes []Write `cbor:",omitempty"` // sorted by key
+}
+
+// PrepareResp is a participant's vote. TS is its prepare timestamp (zero for read-only votes).
+type PrepareResp struct {
+	Txn   storage.TxnID
+	OK    bool
+	Cause string `cbor:",omitempty"`
+	TS    ts.Timestamp
+}
+
+// DecideReq is 2PC's second phase (and an abort at any time before it): install the intents at
+// TS and release every lock, or drop everything.
+type DecideReq struct {
+	Txn    storage.TxnID
+	Commit bool
+	TS     ts.Timestamp
+}
+
+// DecideAck reports that a participant has persisted a commit (the coordinator may then forget
+// its record).
+type DecideAck struct {
+	Txn storage.TxnID
+}
+
+// WoundReq tells a coordinator that an older transaction wounded its transaction at a
+// participant (wound-wait); the coordinator aborts it unless it has already decided to commit.
+type WoundReq struct {
+	Txn storage.TxnID
+}
+
+// StatusReq asks a coordinator for the fate of a transaction prepared at the sender.
+type StatusReq struct {
+	Txn storage.TxnID
+}
+
+// Decision states in StatusResp.
+const (
+	statusInProgress uint8 = iota + 1
+	statusCommitted
+	statusAborted
+)
+
+// StatusResp answers a StatusReq.
+type StatusResp struct {
+	Txn    storage.TxnID
+	Status uint8
+	TS     ts.Timestamp
+}
+
+func (*ReadReq) Kind() wire.Kind      { return 300 }
+func (*ReadResp) Kind() wire.Kind     { return 301 }
+func (*SnapReadReq) Kind() wire.Kind  { return 302 }
+func (*SnapReadResp) Kind() wire.Kind { return 303 }
+func (*PrepareReq) Kind() wire.Kind   { return 304 }
+func (*PrepareResp) Kind() wire.Kind  { return 305 }
+func (*DecideReq) Kind() wire.Kind    { return 306 }
+func (*DecideAck) Kind() wire.Kind    { return 307 }
+func (*WoundReq) Kind() wire.Kind     { return 308 }
+func (*StatusReq) Kind() wire.Kind    { return 309 }
+func (*StatusResp) Kind() wire.Kind   { return 310 }
+
+func init() {
+	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &SnapReadReq{}, &SnapReadResp{}, &PrepareReq{},
+		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}} {
+		wire.Register(m)
+	}
+}

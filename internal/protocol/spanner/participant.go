@@ -1,0 +1,434 @@
+package spanner
+
+import (
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/locks"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
+	"github.com/meridiandb/meridian/internal/ts"
+)
+
+// partState is a transaction's lifecycle at one participant.
+type partState uint8
+
+const (
+	partActive   partState = iota + 1 // holds read locks, may be waiting, not prepared
+	partPrepared                      // intents written at prepTS; only the coordinator can abort it
+	partAborted                       // aborted here (lock policy, wound, idle); a tombstone for late requests
+)
+
+// partTxn is what a participant knows about one transaction.
+type partTxn struct {
+	id      storage.TxnID
+	coord   node.ID
+	age     locks.Age
+	state   partState
+	cause   string // why it was aborted here
+	granted uint32 // read locks granted here (matched against the coordinator's Seen)
+
+	// At most one request of a transaction waits here at a time: a read, or a prepare that is
+	// acquiring its exclusive locks one key at a time.
+	waitRead   *ReadReq
+	waitPrep   *PrepareReq
+	prepNext   int   // next write of waitPrep to lock
+	waitSince  int64 // local clock, for the lock-wait distribution
+	prepTS     ts.Timestamp
+	woundSent  bool
+	idleTimer  node.TimerID
+	pollTimer  node.TimerID
+	lastActive int64
+}
+
+// snapWaiter is a snapshot read blocked behind a prepared transaction's intent.
+type snapWaiter struct {
+	from node.ID
+	req  *SnapReadReq
+}
+
+// Participant is the lock-holding, data-owning half of a data node: it serves reads under shared
+// locks, prepares (exclusive locks + durable intents at a prepare timestamp), applies decisions,
+// and serves lock-free snapshot reads once no prepared transaction below the snapshot could still
+// commit there.
+type Participant struct {
+	env     node.Env
+	cfg     Config
+	metrics *protocol.Metrics
+	store   *mvcc.Store
+	locks   *locks.Table
+	txns    map[storage.TxnID]*partTxn
+	grants  []locks.Grant // granted waiters not yet resumed (drained by drain)
+	// maxTS is the largest timestamp this participant has used: commits applied, prepares
+	// issued, snapshot reads served. Every new prepare timestamp exceeds it, so a transaction
+	// serialized after another at this participant also gets a larger timestamp (Spanner's
+	// monotonicity rule for leaders) and no snapshot read served here is invalidated.
+	maxTS   ts.Timestamp
+	snapQ   map[string][]snapWaiter
+	self    uint32
+	pending int // persists in flight (tests)
+}
+
+func newParticipant(env node.Env, c Config, m *protocol.Metrics, store *mvcc.Store) *Participant {
+	return &Participant{env: env, cfg: c, metrics: m, store: store, locks: locks.New(),
+		txns: map[storage.TxnID]*partTxn{}, snapQ: map[string][]snapWaiter{}, self: uint32(env.Self())}
+}
+
+// recover re-locks the intents of transactions prepared before a crash and asks their
+// coordinators for the decisions. Timestamps restart above anything served before the crash.
+func (p *Participant) recover() {
+	tt := p.env.TrueTime()
+	// A snapshot read served before the crash used at most some coordinator's TT.latest, which
+	// is below our TT.latest plus the interval width.
+	p.maxTS = ts.Timestamp{Wall: tt.Latest + tt.Width()}
+	for _, id := range p.store.PendingTxns() {
+		t := &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared}
+		for _, k := range p.store.IntentKeys(id) {
+			p.locks.Acquire(id, k, locks.Exclusive, locks.Wait, ts.Zero)
+			for _, v := range p.store.Versions(k) {
+				if v.Txn == id && v.State == mvcc.Intent {
+					t.prepTS = ts.MaxOf(t.prepTS, v.TS)
+				}
+			}
+		}
+		p.maxTS = ts.MaxOf(p.maxTS, t.prepTS)
+		p.txns[id] = t
+		p.armPoll(t, time.Millisecond)
+	}
+}
+
+func (p *Participant) now() int64 { return p.env.Now() }
+
+// txn returns the state of id, creating an active one.
+func (p *Participant) txn(id storage.TxnID, coord node.ID, age locks.Age) *partTxn {
+	t := p.txns[id]
+	if t == nil {
+		t = &partTxn{id: id, coord: coord, age: age, state: partActive}
+		p.txns[id] = t
+	}
+	t.lastActive = p.now()
+	if t.state == partActive {
+		p.armIdle(t)
+	}
+	return t
+}
+
+// armIdle aborts an unprepared transaction whose coordinator stopped talking to us (crashed, or
+// the transaction is stuck): its locks must not be held forever.
+func (p *Participant) armIdle(t *partTxn) {
+	p.env.Cancel(t.idleTimer)
+	t.idleTimer = p.env.After(p.cfg.IdleTimeout, func() {
+		if p.txns[t.id] != t {
+			return
+		}
+		switch t.state {
+		case partActive:
+			p.abortLocal(t, causeIdle)
+			p.drain()
+		case partAborted:
+			delete(p.txns, t.id) // tombstone expired
+		}
+	})
+}
+
+// armPoll asks the coordinator about a prepared transaction after d, and keeps asking.
+func (p *Participant) armPoll(t *partTxn, d time.Duration) {
+	p.env.Cancel(t.pollTimer)
+	t.pollTimer = p.env.After(d, func() {
+		if p.txns[t.id] != t || t.state != partPrepared {
+			return
+		}
+		p.env.Send(t.coord, &StatusReq{Txn: t.id})
+		p.armPoll(t, p.cfg.DecisionTimeout)
+	})
+}
+
+func (p *Participant) onRead(from node.ID, m *ReadReq) {
+	t := p.txns[m.Txn]
+	if t == nil && m.Seen > 0 {
+		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostLocks})
+		return
+	}
+	t = p.txn(m.Txn, from, m.Age)
+	switch {
+	case t.state == partAborted:
+		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: t.cause})
+		return
+	case t.state != partActive || t.granted != m.Seen || t.waitRead != nil || t.waitPrep != nil:
+		p.abortLocal(t, causeLostLocks)
+		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostLocks})
+		p.drain()
+		return
+	}
+	if p.cfg.Mutant == MutantNoReadLock {
+		t.granted++
+		p.replyRead(t, m)
+		return
+	}
+	res := p.locks.Acquire(t.id, m.Key, locks.Shared, p.cfg.Policy, t.age)
+	switch res.Outcome {
+	case locks.Granted:
+		t.granted++
+		p.replyRead(t, m)
+	case locks.Waiting:
+		t.waitRead, t.waitSince = m, p.now()
+		p.wound(res.Wound)
+	case locks.Aborted:
+		p.abortLocal(t, res.Reason)
+		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: res.Reason})
+	}
+	p.drain()
+}
+
+func (p *Participant) replyRead(t *partTxn, m *ReadReq) {
+	r := &ReadResp{Txn: m.Txn, Seq: m.Seq, OK: true}
+	if v, ok := p.store.Latest(m.Key); ok {
+		r.Version = v.TS
+		if !v.Tombstone {
+			r.Found, r.Value = true, v.Value
+		}
+	}
+	p.env.Send(t.coord, r)
+}
+
+// wound hands each wounded transaction to its fate: an unprepared one is aborted here at once
+// (releasing its locks, which may grant the wounder); every one is reported to its coordinator,
+// which alone may abort a prepared transaction, and does so only before it decides to commit.
+func (p *Participant) wound(ids []storage.TxnID) {
+	for _, id := range ids {
+		w := p.txns[id]
+		if w == nil || w.state == partAborted {
+			continue
+		}
+		if !w.woundSent {
+			w.woundSent = true
+			p.env.Send(w.coord, &WoundReq{Txn: id})
+		}
+		if w.state == partActive {
+			p.abortLocal(w, causeWoundWait)
+		}
+	}
+}
+
+// abortLocal aborts an unprepared transaction at this participant: its waiting request is
+// answered, its locks are released, and a tombstone answers its later requests.
+func (p *Participant) abortLocal(t *partTxn, cause string) {
+	if t.state != partActive {
+		return
+	}
+	t.state, t.cause = partAborted, cause
+	if r := t.waitRead; r != nil {
+		p.env.Send(t.coord, &ReadResp{Txn: t.id, Seq: r.Seq, Cause: cause})
+	}
+	if t.waitPrep != nil {
+		p.env.Send(t.coord, &PrepareResp{Txn: t.id, Cause: cause})
+	}
+	t.waitRead, t.waitPrep = nil, nil
+	p.grants = append(p.grants, p.locks.Release(t.id)...)
+	p.armIdle(t) // expires the tombstone
+}
+
+// drain resumes the waiters that releases granted, until none is left. Resuming can release
+// more locks (a prepare that dies on its next key), so this is a loop, not a recursion.
+func (p *Participant) drain() {
+	for len(p.grants) > 0 {
+		g := p.grants[0]
+		p.grants = p.grants[1:]
+		t := p.txns[g.Txn]
+		if t == nil || t.state != partActive {
+			continue
+		}
+		p.metrics.Observe("lock_wait", p.now()-t.waitSince)
+		switch {
+		case t.waitRead != nil && t.waitRead.Key == g.Key:
+			r := t.waitRead
+			t.waitRead = nil
+			t.granted++
+			p.replyRead(t, r)
+		case t.waitPrep != nil:
+			t.prepNext++
+			p.continuePrepare(t)
+		}
+	}
+}
+
+func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
+	t := p.txns[m.Txn]
+	if t == nil && m.Seen > 0 {
+		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: causeLostLocks})
+		return
+	}
+	if t != nil && t.state == partPrepared {
+		if t.waitPrep == nil { // a duplicate: vote again
+			p.env.Send(from, &PrepareResp{Txn: m.Txn, OK: true, TS: t.prepTS})
+		}
+		return
+	}
+	t = p.txn(m.Txn, from, m.Age)
+	switch {
+	case t.state == partAborted:
+		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: t.cause})
+		return
+	case t.granted != m.Seen || t.waitRead != nil || t.waitPrep != nil:
+		p.abortLocal(t, causeLostLocks)
+		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: causeLostLocks})
+		p.drain()
+		return
+	}
+	t.waitPrep, t.prepNext = m, 0
+	p.continuePrepare(t)
+	p.drain()
+}
+
+// continuePrepare takes the exclusive locks of t's prepare in key order from prepNext; once all
+// are held it writes the intents at a fresh prepare timestamp and votes after they are durable.
+func (p *Participant) continuePrepare(t *partTxn) {
+	m := t.waitPrep
+	for ; t.prepNext < len(m.Writes); t.prepNext++ {
+		res := p.locks.Acquire(t.id, m.Writes[t.prepNext].Key, locks.Exclusive, p.cfg.Policy, t.age)
+		switch res.Outcome {
+		case locks.Waiting:
+			t.waitSince = p.now()
+			p.wound(res.Wound)
+			return
+		case locks.Aborted:
+			p.abortLocal(t, res.Reason)
+			return
+		}
+	}
+	t.waitPrep = nil
+	if len(m.Writes) == 0 {
+		// A read-only participant: its shared locks are still held (Seen matched); they stay
+		// until the decision.
+		p.env.Send(t.coord, &PrepareResp{Txn: t.id, OK: true})
+		return
+	}
+	tt := p.env.TrueTime()
+	t.prepTS = tsAfter(p.maxTS, tt.Latest, p.self)
+	p.maxTS = t.prepTS
+	t.state = partPrepared
+	p.env.Cancel(t.idleTimer)
+	for _, w := range m.Writes {
+		err := p.store.PutIntent(w.Key, mvcc.Version{TS: t.prepTS, Txn: t.id, Value: w.Value, Tombstone: w.Delete})
+		if err != nil {
+			// Only size limits can fail here (the exclusive lock excludes other intents), and
+			// the client validated sizes: a broken invariant, surfaced as a vote against.
+			p.store.AbortTxn(t.id)
+			t.state = partActive
+			p.abortLocal(t, "prepare-failed: "+err.Error())
+			return
+		}
+	}
+	coord, id, prepTS := t.coord, t.id, t.prepTS
+	p.persist(func() {
+		p.env.Send(coord, &PrepareResp{Txn: id, OK: true, TS: prepTS})
+	})
+	p.armPoll(t, p.cfg.DecisionTimeout)
+}
+
+func (p *Participant) persist(done func()) {
+	w := p.store.TakeWrites()
+	if len(w) == 0 {
+		if done != nil {
+			done()
+		}
+		return
+	}
+	p.pending++
+	p.env.Persist(w, func() {
+		p.pending--
+		if done != nil {
+			done()
+		}
+	})
+}
+
+func (p *Participant) onDecide(from node.ID, m *DecideReq) {
+	p.applyDecision(m.Txn, m.Commit, m.TS, from, m.Commit)
+}
+
+func (p *Participant) onStatusResp(m *StatusResp) {
+	switch m.Status {
+	case statusCommitted:
+		p.applyDecision(m.Txn, true, m.TS, 0, false)
+	case statusAborted:
+		p.applyDecision(m.Txn, false, ts.Zero, 0, false)
+	}
+}
+
+// applyDecision installs or drops txn's intents and releases its locks. A commit is acknowledged
+// to ackTo once durable, when ack is set.
+func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timestamp, ackTo node.ID, ack bool) {
+	t := p.txns[id]
+	keys := p.store.IntentKeys(id)
+	if commit {
+		p.maxTS = ts.MaxOf(p.maxTS, at)
+		if _, err := p.store.CommitTxn(id, at); err != nil {
+			// Unreachable while the lock table excludes other intents; keep serving.
+			slog.Error("spanner: installing a committed transaction", "txn", id, "err", err)
+		}
+	} else {
+		p.store.AbortTxn(id)
+	}
+	if t != nil {
+		p.env.Cancel(t.idleTimer)
+		p.env.Cancel(t.pollTimer)
+		if t.state == partActive {
+			// Aborted by its coordinator while waiting here: nobody waits for an answer.
+			t.waitRead, t.waitPrep = nil, nil
+		}
+		delete(p.txns, id)
+		p.grants = append(p.grants, p.locks.Release(id)...)
+	}
+	if ack {
+		p.persist(func() { p.env.Send(ackTo, &DecideAck{Txn: id}) })
+	} else {
+		p.persist(nil)
+	}
+	for _, k := range keys {
+		p.retrySnap(k)
+	}
+	p.drain()
+}
+
+func (p *Participant) onSnapRead(from node.ID, m *SnapReadReq) {
+	// Every later prepare here gets a timestamp above m.At, so nothing can still commit at or
+	// below it except the prepared transactions the read waits for below.
+	p.maxTS = ts.MaxOf(p.maxTS, m.At)
+	p.trySnap(snapWaiter{from: from, req: m})
+}
+
+func (p *Participant) trySnap(w snapWaiter) {
+	vis := p.store.VisibleAt(w.req.Key, w.req.At, 0)
+	if len(vis.Pending) > 0 {
+		// A prepared transaction at or below the snapshot may commit below it: Spanner's safe
+		// time has not reached the snapshot for this key yet.
+		p.snapQ[w.req.Key] = append(p.snapQ[w.req.Key], w)
+		return
+	}
+	r := &SnapReadResp{Txn: w.req.Txn, Seq: w.req.Seq}
+	if vis.Found && !vis.Version.Tombstone {
+		r.Found, r.Value = true, vis.Version.Value
+	}
+	p.env.Send(w.from, r)
+}
+
+func (p *Participant) retrySnap(key string) {
+	q := p.snapQ[key]
+	if len(q) == 0 {
+		return
+	}
+	delete(p.snapQ, key)
+	for _, w := range slices.Clone(q) {
+		p.trySnap(w)
+	}
+}
+
+// Len returns the number of transactions this participant tracks (tests).
+func (p *Participant) Len() int { return len(p.txns) }
+
+// Store exposes the participant's versions (tests, Spanner-RLS).
+func (p *Participant) Store() *mvcc.Store { return p.store }

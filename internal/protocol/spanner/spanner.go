@@ -1,0 +1,197 @@
+package spanner
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/clock"
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
+	"github.com/meridiandb/meridian/internal/storage/locks"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
+	"github.com/meridiandb/meridian/internal/storage/txnrec"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Name is the protocol id.
+const Name = "spanner"
+
+// Mutants: deliberately broken variants the checkers must catch.
+const (
+	MutantEarlyRelease = "early-release"
+	MutantNoReadLock   = "no-read-lock"
+)
+
+func init() { protocol.Register(proto{}) }
+
+type proto struct{}
+
+func (proto) Name() string  { return Name }
+func (proto) Model() string { return "strict-serializable" }
+func (proto) Options() map[string]string {
+	return map[string]string{
+		"lock-policy":      "deadlock avoidance: no-wait, wait-die or wound-wait (default wound-wait, Spanner's)",
+		"commit-wait":      "on (default): wait until TT.now().earliest > commit ts before releasing locks and replying (strict serializability); off as in K2's d2PL-TTC runs (serializable)",
+		"idle-timeout":     "abort a transaction whose client or coordinator is silent this long (default 5s)",
+		"decision-timeout": "a participant holding a prepared transaction asks its coordinator for the decision after this long, and again every period (default 500ms)",
+		"mutant":           "break a rule on purpose: 'early-release' releases locks and replies at the decision, before it is durable and before commit wait; 'no-read-lock' reads without shared locks",
+	}
+}
+func (proto) Layout(l topo.Layout) topo.Layout { return l }
+
+// Config is the parsed option set shared by a node's coordinator and participant.
+type Config struct {
+	Policy          locks.Policy
+	CommitWait      bool
+	IdleTimeout     time.Duration
+	DecisionTimeout time.Duration
+	Mutant          string
+}
+
+// ParseOptions validates protocol options.
+func ParseOptions(m map[string]string) (Config, error) {
+	o := &txnkit.Options{Protocol: Name, M: m}
+	var c Config
+	switch o.Enum("lock-policy", "wound-wait", "no-wait", "wait-die", "wound-wait") {
+	case "no-wait":
+		c.Policy = locks.NoWait
+	case "wait-die":
+		c.Policy = locks.WaitDie
+	default:
+		c.Policy = locks.WoundWait
+	}
+	c.CommitWait = o.Bool("commit-wait", true)
+	c.IdleTimeout = o.Duration("idle-timeout", 5*time.Second)
+	c.DecisionTimeout = o.Duration("decision-timeout", 500*time.Millisecond)
+	c.Mutant = o.Enum("mutant", "", "", MutantEarlyRelease, MutantNoReadLock)
+	if o.Err != nil {
+		return Config{}, o.Err
+	}
+	if c.IdleTimeout <= 0 || c.DecisionTimeout <= 0 {
+		return Config{}, fmt.Errorf("protocol %s: idle-timeout and decision-timeout must be positive", Name)
+	}
+	return c, nil
+}
+
+func (proto) NewNode(cfg node.Config) (node.Handler, error) {
+	c, err := ParseOptions(cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	env := cfg.Env
+	self := env.Topology().Nodes[env.Self()]
+	if self.Roles&topo.RoleData == 0 {
+		// Spanner reads TrueTime locally (env.TrueTime); oracle nodes only answer K2-style
+		// timestamp requests so a mixed deployment still works.
+		tt := env.TrueTime()
+		return clock.NewOracleHandler(env, clock.Oracle{ID: uint32(env.Self()), Epsilon: time.Duration(tt.Width() / 2)}), nil
+	}
+	return NewNode(env, cfg.Durable, c)
+}
+
+// Node is a data node: a coordinator for the clients attached to it and a participant for the
+// shards whose primary it is. The two halves share only the environment, the metrics and the
+// incarnation-based transaction ids; they talk to each other through messages, even on one node,
+// so that Spanner-RLS can reuse either half alone.
+type Node struct {
+	env     node.Env
+	cfg     Config
+	metrics *protocol.Metrics
+	Coord   *Coordinator
+	Part    *Participant
+}
+
+// Durable key of the node's incarnation counter (outside mvcc's 'v' and txnrec's 't').
+var incarnationKey = []byte("s/incarnation")
+
+// NewNode builds a data node and recovers it from d.
+func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
+	store, err := mvcc.Recover(d, mvcc.Options{SingleIntent: true})
+	if err != nil {
+		return nil, err
+	}
+	recs, err := txnrec.Recover(d)
+	if err != nil {
+		return nil, err
+	}
+	var inc uint64
+	if err := d.Scan(incarnationKey, append(append([]byte{}, incarnationKey...), 0), func(_, v []byte) bool {
+		if len(v) == 8 {
+			inc = binary.BigEndian.Uint64(v)
+		}
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	inc++
+	n := &Node{env: env, cfg: c, metrics: protocol.NewMetrics()}
+	n.Part = newParticipant(env, c, n.metrics, store)
+	n.Coord = newCoordinator(env, c, n.metrics, recs, inc)
+	// Transaction ids embed the incarnation, so ids never repeat across restarts; until the new
+	// incarnation is durable the coordinator queues client requests.
+	env.Persist([]node.Write{{Key: incarnationKey, Value: binary.BigEndian.AppendUint64(nil, inc)}}, n.Coord.ready)
+	n.Part.recover()
+	n.Coord.recover()
+	return n, nil
+}
+
+// Metrics implements protocol.MetricsSource.
+func (n *Node) Metrics() *protocol.Metrics { return n.metrics }
+
+// Handle implements node.Handler.
+func (n *Node) Handle(from node.ID, m wire.Msg) {
+	switch m := m.(type) {
+	case *wire.ClientRequest:
+		n.Coord.Request(from, m)
+	case *ReadResp:
+		n.Coord.onReadResp(m)
+	case *SnapReadResp:
+		n.Coord.onSnapReadResp(m)
+	case *PrepareResp:
+		n.Coord.onPrepareResp(from, m)
+	case *DecideAck:
+		n.Coord.onDecideAck(from, m)
+	case *WoundReq:
+		n.Coord.onWound(m)
+	case *StatusReq:
+		n.Coord.onStatusReq(from, m)
+	case *ReadReq:
+		n.Part.onRead(from, m)
+	case *SnapReadReq:
+		n.Part.onSnapRead(from, m)
+	case *PrepareReq:
+		n.Part.onPrepare(from, m)
+	case *DecideReq:
+		n.Part.onDecide(from, m)
+	case *StatusResp:
+		n.Part.onStatusResp(m)
+	}
+}
+
+// lockCauses are the abort causes the lock policy produces; each such abort is a "deadlock" in
+// K2's Fig. 17d sense (see the package comment).
+func isLockPolicyCause(c string) bool {
+	return c == locks.ReasonNoWait || c == locks.ReasonWaitDie || c == causeWoundWait
+}
+
+const (
+	causeWoundWait   = "wound-wait"
+	causeLostLocks   = "participant-lost-locks"
+	causeIdle        = "idle-timeout"
+	causeUnknownTxn  = "unknown-transaction"
+	causeClientAbort = "client-abort"
+)
+
+// tsAfter returns the smallest timestamp issued by origin that is greater than t and not below
+// wall.
+func tsAfter(t ts.Timestamp, wall int64, origin uint32) ts.Timestamp {
+	c := ts.Timestamp{Wall: wall, Origin: origin}
+	if c.LessEq(t) {
+		c = ts.Timestamp{Wall: t.Wall, Logical: t.Logical + 1, Origin: origin}
+	}
+	return c
+}
