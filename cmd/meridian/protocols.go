@@ -4,4 +4,5 @@ package main
 import (
 	_ "github.com/meridiandb/meridian/internal/protocol/crdb"
 	_ "github.com/meridiandb/meridian/internal/protocol/serial"
+	_ "github.com/meridiandb/meridian/internal/protocol/spanner"
 )
