@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/sim"
@@ -66,35 +67,15 @@ func parseOpts(kvs []string) (map[string]string, error) {
 
 // config builds the simulator configuration the flags describe.
 func (f *simFlags) config() (sim.Config, error) {
-	p, err := protocol.Lookup(f.protocol)
-	if err != nil {
-		return sim.Config{}, err
-	}
-	if f.nodesPerRegion <= 0 {
-		return sim.Config{}, fmt.Errorf("--nodes-per-region must be positive, got %d", f.nodesPerRegion)
-	}
-	if f.shardsPerNode <= 0 {
-		return sim.Config{}, fmt.Errorf("--shards-per-node must be positive, got %d", f.shardsPerNode)
-	}
-	l := topo.DefaultLayout()
-	l.NodesPerRegion, l.ShardsPerNode = f.nodesPerRegion, f.shardsPerNode
-	l = p.Layout(l)
-	tp, err := topo.Resolve(f.topology, l)
-	if err != nil {
-		return sim.Config{}, err
-	}
 	opts, err := parseOpts(f.opts)
 	if err != nil {
 		return sim.Config{}, err
 	}
-	cfg := sim.DefaultConfig()
-	cfg.Topology, cfg.Protocol, cfg.Options, cfg.Seed = tp, p, opts, f.seed
-	cfg.Jitter, cfg.ServiceTime, cfg.FlushLatency, cfg.Cores = f.jitter, f.serviceTime, f.flushLatency, f.cores
-	cfg.Epsilon, cfg.MaxDrift, cfg.MaxOffset = f.epsilon, f.maxDrift, f.maxOffset
-	if err := cfg.Validate(); err != nil {
-		return sim.Config{}, err
-	}
-	return cfg, nil
+	base := sim.DefaultConfig()
+	base.Jitter, base.ServiceTime, base.FlushLatency, base.Cores = f.jitter, f.serviceTime, f.flushLatency, f.cores
+	base.Epsilon, base.MaxDrift, base.MaxOffset = f.epsilon, f.maxDrift, f.maxOffset
+	return bench.SimConfig(bench.Deployment{Protocol: f.protocol, Options: opts, Topology: f.topology,
+		NodesPerRegion: f.nodesPerRegion, ShardsPerNode: f.shardsPerNode, Seed: f.seed, Base: &base})
 }
 
 func writeJSON(w io.Writer, v any) error {

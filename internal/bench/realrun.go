@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/topo"
+)
+
+// RealConfig says how to reach a running cluster.
+type RealConfig struct {
+	Topology *topo.Topology
+	Protocol string // for the report
+	Seed     uint64 // seeds the clients' transaction generators
+	// Dial opens one client endpoint on data node coord. RealRun closes what it returns if it
+	// implements io.Closer.
+	Dial func(coord topo.NodeID) (client.Transport, error)
+	// Drain bounds how long RealRun waits for transactions in flight when the window ends
+	// (default 30s).
+	Drain time.Duration
+}
+
+// RealRun runs spec against a running cluster with real closed-loop clients: one goroutine and
+// one connection per client, ClientsPerRegion of them in each region, each talking to a data
+// node of its region (round-robin). The window is wall-clock time. Protocol metrics live in the
+// servers and are not collected.
+func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Topology == nil || cfg.Dial == nil {
+		return nil, errors.New("bench: real run needs a topology and a dial function")
+	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = 30 * time.Second
+	}
+	tp := cfg.Topology
+	wallStart := time.Now()
+	m := NewMetrics()
+	var rec *history.Recorder
+	if spec.Record {
+		rec = history.NewRecorder()
+		if kr, ok := spec.Workload.(interface{ KeyRegions() map[int64]int }); ok {
+			for k, r := range kr.KeyRegions() {
+				rec.SetKeyRegion(k, r)
+			}
+		}
+	}
+	res := &Result{Protocol: cfg.Protocol, Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
+		Clients: spec.ClientsPerRegion * len(tp.Regions)}
+
+	open := func(coord topo.NodeID) (*client.DB, func(), error) {
+		t, err := cfg.Dial(coord)
+		if err != nil {
+			return nil, nil, err
+		}
+		closeFn := func() {
+			if c, ok := t.(io.Closer); ok {
+				_ = c.Close()
+			}
+		}
+		return client.Open(t), closeFn, nil
+	}
+	loader, closeLoader, err := open(tp.DataNodes(0)[0])
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	err = spec.Workload.Load(loader)
+	closeLoader()
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	now := time.Now().UnixNano()
+	res.LoadSeconds = time.Since(wallStart).Seconds()
+	window := Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}
+
+	// Every client connects before any starts, so a bad address fails the run at once.
+	type runner struct {
+		db      *client.DB
+		closeFn func()
+		p, r    int
+	}
+	var runners []runner
+	closeAll := func() {
+		for _, c := range runners {
+			c.closeFn()
+		}
+	}
+	process := 0
+	for r := range tp.Regions {
+		coords := tp.DataNodes(topo.RegionID(r))
+		for i := 0; i < spec.ClientsPerRegion; i++ {
+			process++
+			db, closeFn, err := open(coords[i%len(coords)])
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("bench: client %d: %w", process, err)
+			}
+			runners = append(runners, runner{db: db, closeFn: closeFn, p: process, r: r})
+		}
+	}
+	defer closeAll()
+	var wg sync.WaitGroup
+	for _, c := range runners {
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(c.p)))
+		gen := spec.Workload.NewClient(c.p, topo.RegionID(c.r), rng)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ClientLoop(c.db, gen, c.p, c.r, window, m, rec)
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	drainBy := time.Unix(0, window.End).Add(cfg.Drain)
+wait:
+	for {
+		select {
+		case <-finished:
+			break wait
+		case <-tick.C:
+			if spec.Progress != nil {
+				f := float64(time.Now().UnixNano()-window.Start) / float64(window.End-window.Start)
+				spec.Progress(min(f, 1))
+			}
+			if time.Now().After(drainBy) {
+				res.Consistency = "some clients were still running when the drain period ended"
+				break wait
+			}
+		}
+	}
+	if v, ok := spec.Workload.(Verifier); ok {
+		db, closeFn, err := open(tp.DataNodes(0)[0])
+		if err != nil {
+			res.Consistency = err.Error()
+		} else if err := v.Verify(db); err != nil {
+			res.Consistency = err.Error()
+			closeFn()
+		} else {
+			res.Consistency = "ok"
+			closeFn()
+		}
+	}
+	res.Summary = m.Summarize(window.Seconds())
+	res.WallSeconds = time.Since(wallStart).Seconds()
+	if rec != nil {
+		res.History = rec.Ops()
+	}
+	return res, nil
+}

@@ -1,0 +1,51 @@
+package bench
+
+import (
+	"fmt"
+
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/sim"
+	"github.com/meridiandb/meridian/internal/topo"
+)
+
+// Deployment names a simulated deployment: protocol, topology and layout. Base supplies the
+// network, CPU, disk and clock model (sim.DefaultConfig() if zero).
+type Deployment struct {
+	Protocol       string
+	Options        map[string]string
+	Topology       string // preset name or .toml file
+	NodesPerRegion int
+	ShardsPerNode  int
+	Seed           uint64
+	Base           *sim.Config
+}
+
+// SimConfig builds the simulator configuration of a deployment.
+func SimConfig(d Deployment) (sim.Config, error) {
+	p, err := protocol.Lookup(d.Protocol)
+	if err != nil {
+		return sim.Config{}, err
+	}
+	if d.NodesPerRegion <= 0 {
+		return sim.Config{}, fmt.Errorf("nodes per region must be positive, got %d", d.NodesPerRegion)
+	}
+	if d.ShardsPerNode <= 0 {
+		return sim.Config{}, fmt.Errorf("shards per node must be positive, got %d", d.ShardsPerNode)
+	}
+	l := topo.DefaultLayout()
+	l.NodesPerRegion, l.ShardsPerNode = d.NodesPerRegion, d.ShardsPerNode
+	l = p.Layout(l)
+	tp, err := topo.Resolve(d.Topology, l)
+	if err != nil {
+		return sim.Config{}, err
+	}
+	cfg := sim.DefaultConfig()
+	if d.Base != nil {
+		cfg = *d.Base
+	}
+	cfg.Topology, cfg.Protocol, cfg.Options, cfg.Seed = tp, p, d.Options, d.Seed
+	if err := cfg.Validate(); err != nil {
+		return sim.Config{}, err
+	}
+	return cfg, nil
+}
