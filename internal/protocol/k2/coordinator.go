@@ -46,7 +46,7 @@ type ctxn struct {
 
 	recorder        topo.NodeID
 	hasRecorder     bool
-	firstWriteOut   bool // the current write creates the record
+	firstWriteOut   bool          // the current write creates the record
 	participants    []topo.NodeID // nodes holding intents, ascending
 	acked           []topo.NodeID // synchronous finalization: participants that acknowledged
 	commitSentLocal int64
