@@ -1,0 +1,401 @@
+package crdb
+
+import (
+	"slices"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Coordinator (gateway) side: one coordTxn per client transaction. It keeps the provisional
+// commit timestamp (writeTS), the timestamp the reads hold at (readTS), the read and write sets,
+// and drives refresh, heartbeats and the (parallel) commit.
+
+type coordTxn struct {
+	key      txnkit.ClientTxn
+	meta     TxnMeta
+	readOnly bool
+	readTS   ts.Timestamp // reads are valid at this timestamp
+	writeTS  ts.Timestamp // provisional commit timestamp, >= readTS
+	limit    ts.Timestamp // global uncertainty limit: begin + max offset
+	observed map[topo.NodeID]ts.Timestamp // first clock reading of each node visited
+
+	readKeys  []string
+	read      map[string]bool
+	writeKeys []string
+	wrote     map[string]bool
+
+	remoteAbort string // learned from a heartbeat: the record was aborted by a pusher
+	busy        bool
+	committing  bool
+	req         *wire.ClientRequest // the request being served
+	opStart     int64
+	idleTimer   node.TimerID
+	hbTimer     node.TimerID
+}
+
+func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
+	if bad := txnkit.Validate(req); bad != nil {
+		n.env.Send(from, bad)
+		return
+	}
+	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
+	t := n.txns[k]
+	if t == nil {
+		switch req.Op {
+		case wire.OpAbort:
+			txnkit.OK(n.env, from, req)
+			return
+		case wire.OpCommit:
+			// We dropped it (idle timeout or abort): its writes are being rolled back.
+			txnkit.Aborted(n.env, from, req, "coordinator-timeout")
+			return
+		}
+		t = n.begin(k, req)
+	}
+	if t.busy {
+		return // a duplicate of the request being served
+	}
+	t.busy, t.req, t.opStart = true, req, n.env.Now()
+	n.armIdle(t)
+	if t.remoteAbort != "" && req.Op != wire.OpAbort {
+		n.abort(t, t.remoteAbort)
+		return
+	}
+	switch req.Op {
+	case wire.OpGet:
+		n.read(t, req.Key)
+	case wire.OpPut, wire.OpDelete:
+		n.write(t, req)
+	case wire.OpScan:
+		n.replyClient(t, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "crdb: scans are not supported"})
+	case wire.OpCommit:
+		n.commit(t)
+	case wire.OpAbort:
+		n.rollback(t, "")
+		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK})
+	}
+}
+
+func (n *Node) begin(k txnkit.ClientTxn, req *wire.ClientRequest) *coordTxn {
+	now := n.now()
+	age, ok := n.clientAge[k.Client]
+	if req.Attempt == 0 || !ok {
+		age = now
+		n.clientAge[k.Client] = now
+	}
+	n.nextSeq++
+	t := &coordTxn{
+		key:      k,
+		meta:     TxnMeta{ID: storage.MakeTxnID(int32(n.self), n.nextSeq), Age: age, RecordNode: -1, Coord: n.self},
+		readOnly: req.ReadOnly,
+		readTS:   now,
+		writeTS:  now,
+		limit:    ts.Timestamp{Wall: now.Wall + int64(n.set.maxOffset)},
+		read:     map[string]bool{},
+		wrote:    map[string]bool{},
+		observed: map[topo.NodeID]ts.Timestamp{},
+	}
+	n.txns[k] = t
+	n.byID[t.meta.ID] = t
+	return t
+}
+
+func (n *Node) armIdle(t *coordTxn) {
+	n.env.Cancel(t.idleTimer)
+	t.idleTimer = n.env.After(n.set.idle, func() {
+		if n.txns[t.key] != t {
+			return
+		}
+		switch {
+		case t.committing:
+			// Staging or proving hung (a node is down): the outcome is for recovery to decide.
+			n.m.Add("commit/unknown", 1)
+			n.replyClient(t, &wire.ClientReply{Code: wire.CodeUnknown, Error: "crdb: commit timed out"})
+			n.drop(t)
+		default:
+			n.abort(t, "coordinator-timeout")
+		}
+	})
+}
+
+// replyClient answers the request being served.
+func (n *Node) replyClient(t *coordTxn, r *wire.ClientReply) {
+	if !t.busy || t.req == nil {
+		return
+	}
+	if d := n.env.Now() - t.opStart; d >= 0 {
+		n.m.Observe("phase/"+t.req.Op.String(), d)
+	}
+	txnkit.Reply(n.env, t.key.Client, t.req, r)
+	t.busy, t.req = false, nil
+}
+
+// live reports whether t is still the coordinator's transaction (not finished or dropped).
+func (n *Node) live(t *coordTxn) bool { return n.txns[t.key] == t }
+
+func (n *Node) read(t *coordTxn, key string) {
+	nd := n.tp.PrimaryOf(key)
+	limit := t.limit
+	if o, ok := t.observed[nd]; ok {
+		limit = ts.MinOf(limit, o)
+	}
+	n.call(nd, func(r uint64) wire.Msg {
+		return &ReadReq{Req: r, Txn: t.meta, Key: key, ReadTS: t.readTS, Limit: limit, ReadOnly: t.readOnly}
+	}, func(m wire.Msg) {
+		resp := m.(*ReadResp)
+		if !n.live(t) {
+			return
+		}
+		if _, ok := t.observed[nd]; !ok {
+			t.observed[nd] = resp.Clock
+		}
+		if resp.Uncertain {
+			// ReadWithinUncertaintyInterval: the value may have been written before we began.
+			// Move the transaction up to it, refreshing the reads made so far; if they no
+			// longer hold, restart (the client retries; the HLC has learned the value's
+			// timestamp, so the retry begins above it).
+			n.m.Add("uncertainty/hit", 1)
+			to := ts.MaxOf(t.writeTS, resp.ValueTS)
+			n.refresh(t, to, func(ok bool) {
+				if !ok {
+					n.m.Add("uncertainty/restart", 1)
+					n.abort(t, "uncertainty")
+					return
+				}
+				n.m.Add("uncertainty/refreshed", 1)
+				n.read(t, key)
+			})
+			return
+		}
+		if !t.read[key] {
+			t.read[key] = true
+			t.readKeys = append(t.readKeys, key)
+		}
+		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, Found: resp.Found, Value: resp.Value})
+	})
+}
+
+func (n *Node) write(t *coordTxn, req *wire.ClientRequest) {
+	key := req.Key
+	create := false
+	if t.meta.RecordNode < 0 {
+		// The first write anchors the transaction record on its leaseholder.
+		t.meta.RecordNode = n.tp.PrimaryOf(key)
+		create = true
+		n.heartbeat(t)
+	}
+	if !t.wrote[key] {
+		// Listed before the answer, so an abort resolves it even if the answer never comes.
+		t.wrote[key] = true
+		t.writeKeys = append(t.writeKeys, key)
+	}
+	n.call(n.tp.PrimaryOf(key), func(r uint64) wire.Msg {
+		return &WriteReq{Req: r, Txn: t.meta, Key: key, Value: req.Value, Tombstone: req.Op == wire.OpDelete,
+			WriteTS: t.writeTS, CreateRecord: create}
+	}, func(m wire.Msg) {
+		resp := m.(*WriteResp)
+		if !n.live(t) {
+			return
+		}
+		if resp.Aborted {
+			n.abort(t, "push-abort")
+			return
+		}
+		if t.writeTS.Less(resp.WrittenTS) {
+			t.writeTS = resp.WrittenTS
+		}
+		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK})
+	})
+}
+
+func (n *Node) heartbeat(t *coordTxn) {
+	t.hbTimer = n.env.After(n.set.heartbeat, func() {
+		if !n.live(t) {
+			return
+		}
+		n.env.Send(t.meta.RecordNode, &HeartbeatReq{Txn: t.meta.ID})
+		n.heartbeat(t)
+	})
+}
+
+func (n *Node) onHeartbeatResp(m *HeartbeatResp) {
+	if t := n.byID[m.Txn]; t != nil && m.Aborted && !t.committing {
+		t.remoteAbort = "push-abort"
+	}
+}
+
+// refresh re-validates every read at to (CockroachDB's read refresh): success moves readTS
+// (and writeTS) to to. The no-refresh mutant skips the validation.
+func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
+	if to.LessEq(t.readTS) {
+		done(true)
+		return
+	}
+	ok := func() {
+		t.readTS = to
+		t.writeTS = ts.MaxOf(t.writeTS, to)
+		done(true)
+	}
+	if n.set.noRefresh || len(t.readKeys) == 0 {
+		ok()
+		return
+	}
+	start := n.env.Now()
+	nodes, byNode := groupByNode(n.tp, t.readKeys)
+	left, good := len(nodes), true
+	from := t.readTS
+	for _, nd := range nodes {
+		keys := byNode[nd]
+		n.call(nd, func(r uint64) wire.Msg {
+			return &RefreshReq{Req: r, Txn: t.meta.ID, Keys: keys, From: from, To: to}
+		}, func(m wire.Msg) {
+			good = good && m.(*RefreshResp).OK
+			if left--; left > 0 || !n.live(t) {
+				return
+			}
+			n.m.Observe("phase/refresh", n.env.Now()-start)
+			if good {
+				n.m.Add("refresh/ok", 1)
+				ok()
+			} else {
+				n.m.Add("refresh/failed", 1)
+				done(false)
+			}
+		})
+	}
+}
+
+func (n *Node) commit(t *coordTxn) {
+	if len(t.writeKeys) == 0 {
+		// Read-only: every read already holds at readTS (uncertainty refreshed eagerly).
+		n.finish(t)
+		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.readTS})
+		return
+	}
+	t.committing = true
+	n.commitAt(t, t.writeTS)
+}
+
+// commitAt refreshes the reads up to c if the timestamp was pushed, then commits at c.
+func (n *Node) commitAt(t *coordTxn, c ts.Timestamp) {
+	n.refresh(t, c, func(ok bool) {
+		if !ok {
+			n.abort(t, "refresh-failed")
+			return
+		}
+		n.stage(t, c)
+	})
+}
+
+// stage runs the commit at c. With parallel commits, the STAGING record and the proofs of the
+// pipelined writes go out together, and the transaction is committed as soon as both are
+// durable; without, the writes are proven first and the record then marked COMMITTED.
+func (n *Node) stage(t *coordTxn, c ts.Timestamp) {
+	start := n.env.Now()
+	var (
+		endOutcome uint8
+		endTS      ts.Timestamp
+		endDone    bool
+		proofsLeft = len(t.writeKeys)
+		missing    bool
+	)
+	decideIfReady := func() {
+		if !endDone || proofsLeft > 0 || !n.live(t) {
+			return
+		}
+		switch endOutcome {
+		case EndAborted:
+			n.abort(t, "push-abort")
+		case EndPushed:
+			// A reader pushed our timestamp: refresh up to it and try again.
+			n.m.Add("commit/pushed", 1)
+			n.commitAt(t, ts.MaxOf(endTS, c))
+		default:
+			if missing {
+				n.abort(t, "write-lost")
+				return
+			}
+			n.m.Observe("phase/stage", n.env.Now()-start)
+			n.committed(t, c)
+		}
+	}
+	sendEnd := func(status uint8) {
+		n.call(t.meta.RecordNode, func(r uint64) wire.Msg {
+			return &EndTxnReq{Req: r, Txn: t.meta.ID, Status: status, TS: c, InFlight: t.writeKeys}
+		}, func(m wire.Msg) {
+			resp := m.(*EndTxnResp)
+			endOutcome, endTS, endDone = resp.Outcome, resp.TS, true
+			decideIfReady()
+		})
+	}
+	for _, k := range t.writeKeys {
+		n.call(n.tp.PrimaryOf(k), func(r uint64) wire.Msg {
+			return &QueryIntentReq{Req: r, Txn: t.meta.ID, Key: k, TS: c, Prevent: true}
+		}, func(m wire.Msg) {
+			if !m.(*QueryIntentResp).Found {
+				missing = true
+			}
+			proofsLeft--
+			if proofsLeft == 0 && !endDone && !n.set.parallel {
+				if missing || !n.live(t) {
+					endDone, endOutcome = true, EndOK
+					decideIfReady()
+					return
+				}
+				sendEnd(EndCommit)
+				return
+			}
+			decideIfReady()
+		})
+	}
+	if n.set.parallel {
+		sendEnd(EndStage)
+	}
+}
+
+// committed reports the commit to the client and resolves asynchronously.
+func (n *Node) committed(t *coordTxn, c ts.Timestamp) {
+	n.m.Add("commit/ok", 1)
+	n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, CommitTS: c})
+	if n.set.parallel {
+		// Implicitly committed already; make it explicit so pushers need not recover it.
+		n.env.Send(t.meta.RecordNode, &EndTxnReq{Txn: t.meta.ID, Status: EndCommit, TS: c})
+	}
+	n.resolveAll(t.meta.ID, t.writeKeys, true, c)
+	n.finish(t)
+}
+
+// abort rolls t back and answers the request being served with cause.
+func (n *Node) abort(t *coordTxn, cause string) {
+	n.rollback(t, cause)
+	n.replyClient(t, &wire.ClientReply{Code: wire.CodeAborted, Cause: cause})
+}
+
+func (n *Node) rollback(t *coordTxn, cause string) {
+	if cause != "" {
+		n.m.Add("abort/"+cause, 1)
+	}
+	if t.meta.RecordNode >= 0 {
+		n.env.Send(t.meta.RecordNode, &EndTxnReq{Txn: t.meta.ID, Status: EndAbort})
+	}
+	n.resolveAll(t.meta.ID, t.writeKeys, false, ts.Zero)
+	n.finish(t)
+}
+
+// finish forgets t (its answer, if any, is sent by the caller).
+func (n *Node) finish(t *coordTxn) {
+	n.env.Cancel(t.idleTimer)
+	n.env.Cancel(t.hbTimer)
+	delete(n.txns, t.key)
+	delete(n.byID, t.meta.ID)
+}
+
+// drop forgets t without resolving anything (its fate belongs to recovery now).
+func (n *Node) drop(t *coordTxn) { n.finish(t) }
+
+func sortNodes(ns []topo.NodeID) { slices.Sort(ns) }

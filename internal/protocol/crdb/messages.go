@@ -1,0 +1,200 @@
+package crdb
+
+import (
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Messages between coordinators (gateways), leaseholders and transaction-record holders. Every
+// message that carries a timestamp is merged into the receiver's HLC; every reply carries the
+// sender's HLC reading (Clock) so coordinators learn about timestamps they have not seen.
+
+// TxnMeta names a transaction and what a pusher needs to know about it.
+type TxnMeta struct {
+	ID         storage.TxnID
+	Age        ts.Timestamp // priority: the begin timestamp of the first attempt (smaller is older)
+	RecordNode topo.NodeID  // where the transaction record lives (-1: no record yet)
+	Coord      topo.NodeID
+}
+
+// ReadReq asks a leaseholder for key at ReadTS.
+type ReadReq struct {
+	Req      uint64
+	Txn      TxnMeta
+	Key      string
+	ReadTS   ts.Timestamp
+	Limit    ts.Timestamp // global uncertainty limit: ReadTS at begin + max offset
+	ReadOnly bool
+}
+
+// ReadResp answers ReadReq.
+type ReadResp struct {
+	Req       uint64
+	Clock     ts.Timestamp
+	Found     bool
+	Value     []byte
+	Uncertain bool         // a value (or older transaction's intent) lies in (ReadTS, Limit]
+	ValueTS   ts.Timestamp // the uncertain timestamp
+}
+
+// WriteReq lays down an intent.
+type WriteReq struct {
+	Req          uint64
+	Txn          TxnMeta
+	Key          string
+	Value        []byte
+	Tombstone    bool
+	WriteTS      ts.Timestamp
+	CreateRecord bool // this leaseholder holds the record: create it (PENDING) with the write
+}
+
+// WriteResp answers WriteReq. WrittenTS > the request's WriteTS means the write was pushed (the
+// timestamp cache or a newer committed value): the transaction must refresh before committing.
+type WriteResp struct {
+	Req       uint64
+	Clock     ts.Timestamp
+	WrittenTS ts.Timestamp
+	Aborted   bool // the transaction's record is already aborted (it was pushed out)
+}
+
+// RefreshReq re-validates reads: no other transaction wrote Keys in (From, To].
+type RefreshReq struct {
+	Req  uint64
+	Txn  storage.TxnID
+	Keys []string
+	From ts.Timestamp
+	To   ts.Timestamp
+}
+
+// RefreshResp answers RefreshReq.
+type RefreshResp struct {
+	Req   uint64
+	Clock ts.Timestamp
+	OK    bool
+}
+
+// QueryIntentReq asks whether Txn's intent on Key is durable at a timestamp <= TS (proving a
+// pipelined write). Prevent, used by recovery, makes a missing intent impossible to lay down at
+// or below TS later.
+type QueryIntentReq struct {
+	Req     uint64
+	Txn     storage.TxnID
+	Key     string
+	TS      ts.Timestamp
+	Prevent bool
+}
+
+// QueryIntentResp answers QueryIntentReq once the intent, if present, is durable.
+type QueryIntentResp struct {
+	Req   uint64
+	Clock ts.Timestamp
+	Found bool
+}
+
+// ResolveReq commits (at TS) or aborts Txn's intents on Keys.
+type ResolveReq struct {
+	Txn    storage.TxnID
+	Keys   []string
+	Commit bool
+	TS     ts.Timestamp
+}
+
+// Push types.
+const (
+	PushQuery     uint8 = iota + 1 // the pusher waits: only learn the status (and expire a dead coordinator)
+	PushTimestamp                  // move the pushee's commit timestamp above PushTo
+	PushAbort                      // abort the pushee
+)
+
+// PushReq asks the record holder to push Pushee on behalf of a blocked request.
+type PushReq struct {
+	Req    uint64
+	Pushee storage.TxnID
+	Type   uint8
+	PushTo ts.Timestamp
+}
+
+// Push outcomes.
+const (
+	PushPending   uint8 = iota + 1 // still running (or staging) and not pushed: wait
+	PushPushed                     // commit timestamp is now at least PushTo
+	PushCommitted                  // committed at TS
+	PushAborted                    // aborted
+)
+
+// PushResp answers PushReq.
+type PushResp struct {
+	Req     uint64
+	Clock   ts.Timestamp
+	Outcome uint8
+	TS      ts.Timestamp
+}
+
+// HeartbeatReq keeps a transaction alive at its record holder (and creates the record if it is
+// missing, e.g. lost in a crash before it was persisted).
+type HeartbeatReq struct {
+	Txn storage.TxnID
+}
+
+// HeartbeatResp tells the coordinator if its transaction was aborted by a pusher.
+type HeartbeatResp struct {
+	Txn     storage.TxnID
+	Aborted bool
+}
+
+// EndTxn status requests.
+const (
+	EndStage  uint8 = iota + 1 // parallel commit: STAGING with the in-flight writes
+	EndCommit                  // explicit COMMITTED (after implicit commit, or without parallel commits)
+	EndAbort
+)
+
+// EndTxnReq changes the transaction record.
+type EndTxnReq struct {
+	Req      uint64
+	Txn      storage.TxnID
+	Status   uint8
+	TS       ts.Timestamp
+	InFlight []string // EndStage: every written key, to prove or recover
+}
+
+// EndTxn outcomes.
+const (
+	EndOK      uint8 = iota + 1 // staged / recorded
+	EndPushed                   // the commit timestamp is below a push: refresh to TS and retry
+	EndAborted                  // the record is aborted
+)
+
+// EndTxnResp answers EndTxnReq.
+type EndTxnResp struct {
+	Req     uint64
+	Clock   ts.Timestamp
+	Outcome uint8
+	TS      ts.Timestamp
+}
+
+func (*ReadReq) Kind() wire.Kind         { return 400 }
+func (*ReadResp) Kind() wire.Kind        { return 401 }
+func (*WriteReq) Kind() wire.Kind        { return 402 }
+func (*WriteResp) Kind() wire.Kind       { return 403 }
+func (*RefreshReq) Kind() wire.Kind      { return 404 }
+func (*RefreshResp) Kind() wire.Kind     { return 405 }
+func (*QueryIntentReq) Kind() wire.Kind  { return 406 }
+func (*QueryIntentResp) Kind() wire.Kind { return 407 }
+func (*ResolveReq) Kind() wire.Kind      { return 408 }
+func (*PushReq) Kind() wire.Kind         { return 409 }
+func (*PushResp) Kind() wire.Kind        { return 410 }
+func (*HeartbeatReq) Kind() wire.Kind    { return 411 }
+func (*HeartbeatResp) Kind() wire.Kind   { return 412 }
+func (*EndTxnReq) Kind() wire.Kind       { return 413 }
+func (*EndTxnResp) Kind() wire.Kind      { return 414 }
+
+func init() {
+	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &RefreshReq{}, &RefreshResp{},
+		&QueryIntentReq{}, &QueryIntentResp{}, &ResolveReq{}, &PushReq{}, &PushResp{}, &HeartbeatReq{},
+		&HeartbeatResp{}, &EndTxnReq{}, &EndTxnResp{}} {
+		wire.Register(m)
+	}
+}

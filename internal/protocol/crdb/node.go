@@ -1,0 +1,361 @@
+package crdb
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/clock"
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
+	"github.com/meridiandb/meridian/internal/storage/txnrec"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+const name = "crdb"
+
+func init() { protocol.Register(proto{}) }
+
+type proto struct{}
+
+func (proto) Name() string  { return name }
+func (proto) Model() string { return "serializable" }
+func (proto) Options() map[string]string {
+	return map[string]string{
+		"max-offset":         "maximum clock offset the uncertainty interval covers (default 500ms, CockroachDB's)",
+		"heartbeat-interval": "coordinator heartbeat period; a record unheard of for 5 periods may be aborted by a pusher (default 200ms)",
+		"idle-timeout":       "abort a transaction whose client sends nothing (or whose operation hangs) this long (default 5s)",
+		"write-pipelining":   "acknowledge writes before their intents are durable, proving them at commit (default on)",
+		"parallel-commits":   "persist a STAGING record in parallel with proving the writes (default on)",
+		"mutant":             "break a rule on purpose: 'no-refresh' commits at a pushed timestamp without read refresh",
+	}
+}
+
+// Layout drops the per-region TrueTime oracles: CockroachDB orders transactions with HLCs only.
+func (proto) Layout(l topo.Layout) topo.Layout {
+	l.OraclePerRegion = false
+	return l
+}
+
+// settings are the parsed options.
+type settings struct {
+	maxOffset   time.Duration
+	heartbeat   time.Duration
+	expiry      time.Duration // 5 heartbeats, as CockroachDB's TxnLivenessThreshold
+	idle        time.Duration
+	pipelining  bool
+	parallel    bool
+	noRefresh   bool
+	pollPeriod  time.Duration // how often a blocked request re-pushes a transaction it waits for
+	abortMemory int           // how many aborted transactions a leaseholder remembers
+}
+
+func parseSettings(opts map[string]string) (settings, error) {
+	o := txnkit.Options{Protocol: name, M: opts}
+	s := settings{
+		maxOffset:   o.Duration("max-offset", 500*time.Millisecond),
+		heartbeat:   o.Duration("heartbeat-interval", 200*time.Millisecond),
+		idle:        o.Duration("idle-timeout", 5*time.Second),
+		pipelining:  o.Bool("write-pipelining", true),
+		parallel:    o.Bool("parallel-commits", true),
+		noRefresh:   o.Enum("mutant", "", "no-refresh") == "no-refresh",
+		abortMemory: 1 << 16,
+	}
+	if o.Err != nil {
+		return s, o.Err
+	}
+	if s.heartbeat <= 0 {
+		return s, &protocol.OptionError{Protocol: name, Key: "heartbeat-interval", Value: opts["heartbeat-interval"], Want: "a positive duration"}
+	}
+	if s.idle <= 0 {
+		return s, &protocol.OptionError{Protocol: name, Key: "idle-timeout", Value: opts["idle-timeout"], Want: "a positive duration"}
+	}
+	s.expiry = 5 * s.heartbeat
+	s.pollPeriod = s.heartbeat
+	return s, nil
+}
+
+func (proto) NewNode(cfg node.Config) (node.Handler, error) {
+	s, err := parseSettings(cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	env := cfg.Env
+	n := &Node{
+		env:        env,
+		tp:         env.Topology(),
+		self:       env.Self(),
+		set:        s,
+		hlc:        clock.NewHLC(uint32(env.Self())+1, s.maxOffset),
+		m:          protocol.NewMetrics(),
+		lastReader: map[string]readMark{},
+		intentGen:  map[string]uint64{},
+		blocked:    map[string][]*blockedOp{},
+		aborted:    map[storage.TxnID]bool{},
+		recState:   map[storage.TxnID]*recState{},
+		txns:       map[txnkit.ClientTxn]*coordTxn{},
+		byID:       map[storage.TxnID]*coordTxn{},
+		pending:    map[uint64]func(wire.Msg){},
+		clientAge:  map[topo.NodeID]ts.Timestamp{},
+	}
+	// Transaction ids must not repeat across restarts (records and intents outlive the
+	// coordinator's memory): start the sequence at the local clock in microseconds.
+	n.nextSeq = uint64(max(env.Now(), 0)) / 1000
+	if err := n.recover(cfg.Durable); err != nil {
+		return nil, fmt.Errorf("crdb: node %d: %w", n.self, err)
+	}
+	return n, nil
+}
+
+// Node is one CockroachDB-style node: a gateway (transaction coordinator) for its region's
+// clients, the leaseholder of its primary shards, and the holder of the transaction records
+// anchored on those shards.
+type Node struct {
+	env  node.Env
+	tp   *topo.Topology
+	self topo.NodeID
+	set  settings
+	hlc  *clock.HLC
+	m    *protocol.Metrics
+
+	// Leaseholder state.
+	store      *mvcc.Store
+	lastReader map[string]readMark // which transaction set each key's timestamp-cache entry
+	intentGen  map[string]uint64   // persist generation of the latest write of the key's intent
+	issuedGen  uint64
+	doneGen    uint64
+	genWaiters []genWaiter // ascending gen
+	blocked    map[string][]*blockedOp
+	aborted    map[storage.TxnID]bool // transactions whose intents were resolved as aborted here
+	abortedLog []storage.TxnID        // FIFO bound on aborted
+
+	// Record holder state.
+	recs     *txnrec.Table
+	recState map[storage.TxnID]*recState
+
+	// Coordinator state.
+	txns      map[txnkit.ClientTxn]*coordTxn
+	byID      map[storage.TxnID]*coordTxn
+	clientAge map[topo.NodeID]ts.Timestamp // age (priority) kept across a client's retries
+	nextSeq   uint64
+
+	pending map[uint64]func(wire.Msg) // outstanding requests this node sent, by request id
+	nextReq uint64
+}
+
+// Metrics implements protocol.MetricsSource.
+func (n *Node) Metrics() *protocol.Metrics { return n.m }
+
+// Durable key space of the protocol's own state (storage owns 'v' and 't').
+const prefixPushFloor byte = 'p' // p | txn id -> timestamp the record was pushed to
+
+func (n *Node) recover(d node.Durable) error {
+	opts := mvcc.Options{SingleIntent: true, ReadWatermarkLimit: 1 << 20}
+	if d == nil {
+		n.store = mvcc.New(opts)
+		n.recs = txnrec.New()
+		return nil
+	}
+	st, err := mvcc.Recover(d, opts)
+	if err != nil {
+		return err
+	}
+	n.store = st
+	// The timestamp cache was volatile: no write may land below a read served before the
+	// crash. Every such read was at or below some node's clock, which is at most 2×max-offset
+	// ahead of ours (all clocks are within max-offset of true time). CockroachDB does the same
+	// with a new lease's start timestamp.
+	n.store.RaiseReadFloor(ts.Timestamp{Wall: n.env.Now() + 2*int64(n.set.maxOffset)})
+	if n.recs, err = txnrec.Recover(d); err != nil {
+		return err
+	}
+	now := n.env.Now()
+	n.recs.Records(func(r txnrec.Record) bool {
+		rs := &recState{lastHB: now, status: r.Status}
+		if r.Status == txnrec.Staging {
+			rs.stageTS = r.CommitTS
+			rs.inFlight, err = decodeKeys(r.Meta)
+		}
+		n.recState[r.Txn] = rs
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	return d.Scan([]byte{prefixPushFloor}, []byte{prefixPushFloor + 1}, func(k, v []byte) bool {
+		var txn storage.TxnID
+		txn, err = storage.DecodeTxnID(k[1:])
+		if err != nil {
+			return false
+		}
+		var f ts.Timestamp
+		if f, err = ts.Decode(v); err != nil {
+			return false
+		}
+		n.rec(txn).floor = f
+		return true
+	})
+}
+
+// Handle implements node.Handler.
+func (n *Node) Handle(from node.ID, m wire.Msg) {
+	switch m := m.(type) {
+	case *wire.ClientRequest:
+		n.onClient(from, m)
+	case *ReadReq:
+		n.onRead(from, m)
+	case *WriteReq:
+		n.onWrite(from, m)
+	case *RefreshReq:
+		n.onRefresh(from, m)
+	case *QueryIntentReq:
+		n.onQueryIntent(from, m)
+	case *ResolveReq:
+		n.onResolve(m)
+	case *PushReq:
+		n.onPush(from, m)
+	case *HeartbeatReq:
+		n.onHeartbeat(from, m)
+	case *EndTxnReq:
+		n.onEndTxn(from, m)
+	case *HeartbeatResp:
+		n.onHeartbeatResp(m)
+	case *ReadResp:
+		n.complete(m.Req, m.Clock, m)
+	case *WriteResp:
+		n.complete(m.Req, m.Clock, m)
+	case *RefreshResp:
+		n.complete(m.Req, m.Clock, m)
+	case *QueryIntentResp:
+		n.complete(m.Req, m.Clock, m)
+	case *PushResp:
+		n.complete(m.Req, m.Clock, m)
+	case *EndTxnResp:
+		n.complete(m.Req, m.Clock, m)
+	}
+}
+
+// observe merges a timestamp carried by a message into the HLC. The unchecked update is
+// deliberate: a pushed write timestamp may be ahead of every physical clock, and CockroachDB
+// too accepts such "synthetic" timestamps in its HLC.
+func (n *Node) observe(t ts.Timestamp) {
+	if !t.IsZero() {
+		n.hlc.Update(n.env.Now(), t)
+	}
+}
+
+func (n *Node) now() ts.Timestamp { return n.hlc.Now(n.env.Now()) }
+
+// call sends a request and registers what to do with its answer.
+func (n *Node) call(to topo.NodeID, build func(req uint64) wire.Msg, then func(wire.Msg)) uint64 {
+	n.nextReq++
+	id := n.nextReq
+	n.pending[id] = then
+	n.env.Send(to, build(id))
+	return id
+}
+
+func (n *Node) complete(req uint64, clk ts.Timestamp, m wire.Msg) {
+	n.observe(clk)
+	fn, ok := n.pending[req]
+	if !ok {
+		return // a late answer to a request given up on
+	}
+	delete(n.pending, req)
+	fn(m)
+}
+
+// flush persists everything the store and the record table recorded, plus extra, and returns
+// the batch's generation; done runs once it is durable.
+func (n *Node) flush(extra []node.Write, done func()) uint64 {
+	batch := append(n.store.TakeWrites(), n.recs.TakeWrites()...)
+	batch = append(batch, extra...)
+	n.issuedGen++
+	gen := n.issuedGen
+	n.env.Persist(batch, func() {
+		n.doneGen = gen
+		if done != nil {
+			done()
+		}
+		for len(n.genWaiters) > 0 && n.genWaiters[0].gen <= gen {
+			w := n.genWaiters[0]
+			n.genWaiters = n.genWaiters[1:]
+			w.fn()
+		}
+	})
+	return gen
+}
+
+type genWaiter struct {
+	gen uint64
+	fn  func()
+}
+
+// afterGen runs fn once persist generation gen is durable.
+func (n *Node) afterGen(gen uint64, fn func()) {
+	if gen <= n.doneGen {
+		fn()
+		return
+	}
+	n.genWaiters = append(n.genWaiters, genWaiter{gen, fn})
+}
+
+// older reports whether transaction a has priority over b: the earlier first-attempt begin
+// timestamp, ties broken by id.
+func older(aAge ts.Timestamp, a storage.TxnID, bAge ts.Timestamp, b storage.TxnID) bool {
+	if c := aAge.Compare(bAge); c != 0 {
+		return c < 0
+	}
+	return a < b
+}
+
+// Intent metadata: what a pusher needs, kept with the intent so it survives restarts.
+func encodeIntentMeta(t TxnMeta) []byte {
+	b := binary.AppendVarint(nil, int64(t.RecordNode))
+	return t.Age.Encode(b)
+}
+
+func decodeIntentMeta(b []byte) (topo.NodeID, ts.Timestamp) {
+	rn, w := binary.Varint(b)
+	if w <= 0 {
+		return -1, ts.Zero
+	}
+	age, err := ts.Decode(b[w:])
+	if err != nil {
+		return topo.NodeID(rn), ts.Zero
+	}
+	return topo.NodeID(rn), age
+}
+
+func encodeKeys(keys []string) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(keys)))
+	for _, k := range keys {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+	}
+	return b
+}
+
+func decodeKeys(b []byte) ([]string, error) {
+	cnt, w := binary.Uvarint(b)
+	if w <= 0 || cnt > math.MaxInt32 {
+		return nil, fmt.Errorf("crdb: bad in-flight write list")
+	}
+	b = b[w:]
+	out := make([]string, 0, min(cnt, 1024))
+	for i := uint64(0); i < cnt; i++ {
+		l, w := binary.Uvarint(b)
+		if w <= 0 || l > uint64(len(b)-w) {
+			return nil, fmt.Errorf("crdb: bad in-flight write list")
+		}
+		out = append(out, string(b[w:w+int(l)]))
+		b = b[w+int(l):]
+	}
+	return out, nil
+}

@@ -1,0 +1,261 @@
+package crdb
+
+import (
+	"errors"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/txnrec"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Record holder side: transaction records (PENDING → STAGING → COMMITTED, or ABORTED), the
+// coordinator's heartbeats, pushes from blocked requests, and recovery of STAGING records whose
+// coordinator went silent.
+
+// Latest record statuses. txnrec reports only the durable status; pushes must also see a
+// status change whose persist is still in flight (an abort must not overtake a staging that
+// is about to be acknowledged), so the holder tracks the latest one here.
+const (
+	statusPending  = txnrec.InProgress
+	statusStaging  = txnrec.Staging
+	statusCommit   = txnrec.Committed
+	statusAborted  = txnrec.Aborted
+	statusNoRecord = txnrec.Status(0)
+)
+
+type recState struct {
+	status     txnrec.Status
+	lastHB     int64        // local clock of the last sign of life from the coordinator
+	floor      ts.Timestamp // the transaction may not commit below this (timestamp pushes)
+	stageTS    ts.Timestamp
+	inFlight   []string
+	recovering bool
+}
+
+func (n *Node) rec(txn storage.TxnID) *recState {
+	rs := n.recState[txn]
+	if rs == nil {
+		// A pusher may arrive before the record is written: count liveness from now.
+		rs = &recState{lastHB: n.env.Now(), status: statusNoRecord}
+		n.recState[txn] = rs
+	}
+	return rs
+}
+
+func (n *Node) createRecord(txn storage.TxnID) {
+	rs := n.rec(txn)
+	if rs.status != statusNoRecord {
+		return
+	}
+	if _, err := n.recs.Create(txn, nil); err == nil {
+		rs.status = statusPending
+		rs.lastHB = n.env.Now()
+	}
+}
+
+// decide records a final status and calls done once it is durable.
+func (n *Node) decide(txn storage.TxnID, st txnrec.Status, at ts.Timestamp, done func()) error {
+	if err := n.recs.Decide(txn, st, at, 0); err != nil {
+		return err
+	}
+	rs := n.rec(txn)
+	rs.status = st
+	n.flush(nil, func() {
+		n.recs.Decided(txn)
+		if done != nil {
+			done()
+		}
+	})
+	return nil
+}
+
+func (n *Node) onHeartbeat(from topo.NodeID, req *HeartbeatReq) {
+	rs := n.rec(req.Txn)
+	rs.lastHB = n.env.Now()
+	if rs.status == statusNoRecord {
+		// Lost in a crash before it was persisted, or the first write is still on its way.
+		n.createRecord(req.Txn)
+		n.flush(nil, nil)
+	}
+	n.env.Send(from, &HeartbeatResp{Txn: req.Txn, Aborted: rs.status == statusAborted})
+}
+
+func (n *Node) onPush(from topo.NodeID, req *PushReq) {
+	n.observe(req.PushTo)
+	reply := func(outcome uint8, at ts.Timestamp) {
+		n.env.Send(from, &PushResp{Req: req.Req, Clock: n.now(), Outcome: outcome, TS: at})
+	}
+	rs := n.rec(req.Pushee)
+	if rec, ok := n.recs.Get(req.Pushee); ok && rec.Status.Final() {
+		if rec.Status == txnrec.Committed {
+			reply(PushCommitted, rec.CommitTS)
+		} else {
+			reply(PushAborted, ts.Zero)
+		}
+		return
+	}
+	expired := n.env.Now()-rs.lastHB > int64(n.set.expiry)
+	switch rs.status {
+	case statusCommit, statusAborted:
+		reply(PushPending, ts.Zero) // decided; the decision is being persisted
+		return
+	case statusStaging:
+		// A staging transaction may already be implicitly committed: it can be neither pushed
+		// nor aborted, only recovered once its coordinator is gone.
+		if expired {
+			n.recoverStaging(req.Pushee)
+		}
+		reply(PushPending, ts.Zero)
+		return
+	}
+	switch {
+	case expired || req.Type == PushAbort:
+		if expired {
+			n.m.Add("push/expired", 1)
+		}
+		if err := n.decide(req.Pushee, txnrec.Aborted, ts.Zero, func() { reply(PushAborted, ts.Zero) }); err != nil {
+			reply(PushPending, ts.Zero)
+		}
+	case req.Type == PushTimestamp:
+		if req.PushTo.LessEq(rs.floor) {
+			// Already pushed at least that far (durably, or about to be: answer after the
+			// batch carrying it, which every later batch follows).
+			n.flush(nil, func() { reply(PushPushed, rs.floor) })
+			return
+		}
+		rs.floor = req.PushTo
+		key := storage.EncodeTxnID([]byte{prefixPushFloor}, req.Pushee)
+		n.flush([]node.Write{{Key: key, Value: req.PushTo.Encode(nil)}}, func() { reply(PushPushed, req.PushTo) })
+	default:
+		reply(PushPending, ts.Zero)
+	}
+}
+
+func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
+	n.observe(req.TS)
+	reply := func(outcome uint8, at ts.Timestamp) {
+		if req.Req != 0 {
+			n.env.Send(from, &EndTxnResp{Req: req.Req, Clock: n.now(), Outcome: outcome, TS: at})
+		}
+	}
+	rs := n.rec(req.Txn)
+	rs.lastHB = n.env.Now()
+	switch req.Status {
+	case EndStage, EndCommit:
+		switch rs.status {
+		case statusAborted:
+			reply(EndAborted, ts.Zero)
+			return
+		case statusCommit:
+			n.flush(nil, func() { reply(EndOK, ts.Zero) })
+			return
+		}
+		if req.Status == EndStage || rs.status != statusStaging {
+			// An explicit commit after STAGING is already implied; otherwise the push floor rules.
+			if req.TS.Less(rs.floor) {
+				reply(EndPushed, rs.floor)
+				return
+			}
+		}
+		n.createRecord(req.Txn)
+		if req.Status == EndCommit {
+			if err := n.decide(req.Txn, txnrec.Committed, req.TS, func() { reply(EndOK, ts.Zero) }); err != nil {
+				reply(EndAborted, ts.Zero)
+			}
+			return
+		}
+		meta := encodeKeys(req.InFlight)
+		if err := n.recs.Stage(req.Txn, req.TS, meta); err != nil {
+			if errors.Is(err, txnrec.ErrFinal) {
+				reply(EndAborted, ts.Zero)
+			} else {
+				// Too many in-flight writes to list: refuse rather than risk an unrecoverable record.
+				reply(EndAborted, ts.Zero)
+			}
+			return
+		}
+		rs.status, rs.stageTS, rs.inFlight = statusStaging, req.TS, append([]string(nil), req.InFlight...)
+		n.flush(nil, func() {
+			n.recs.Decided(req.Txn)
+			reply(EndOK, ts.Zero)
+		})
+	case EndAbort:
+		if rs.status == statusCommit {
+			return
+		}
+		_ = n.decide(req.Txn, txnrec.Aborted, ts.Zero, nil)
+	}
+}
+
+// recoverStaging decides a STAGING transaction whose coordinator went silent: it is committed
+// iff every in-flight write is durable at or below the staging timestamp. Each missing write is
+// prevented from landing there later, so the answer cannot change after it is given.
+func (n *Node) recoverStaging(txn storage.TxnID) {
+	rs := n.rec(txn)
+	if rs.recovering || rs.status != statusStaging {
+		return
+	}
+	rs.recovering = true
+	keys, at := rs.inFlight, rs.stageTS
+	missing, left := false, len(keys)
+	timer := n.env.After(n.set.expiry, func() { rs.recovering = false }) // a leaseholder is down: retry later
+	finish := func() {
+		n.env.Cancel(timer)
+		rs.recovering = false
+		if rs.status != statusStaging {
+			return
+		}
+		st := txnrec.Committed
+		if missing {
+			st = txnrec.Aborted
+		}
+		if err := n.decide(txn, st, at, func() { n.resolveAll(txn, keys, st == txnrec.Committed, at) }); err != nil {
+			return
+		}
+		n.m.Add("recovery/"+st.String(), 1)
+	}
+	if left == 0 {
+		finish()
+		return
+	}
+	for _, k := range keys {
+		n.call(n.tp.PrimaryOf(k), func(r uint64) wire.Msg {
+			return &QueryIntentReq{Req: r, Txn: txn, Key: k, TS: at, Prevent: true}
+		}, func(m wire.Msg) {
+			if !m.(*QueryIntentResp).Found {
+				missing = true
+			}
+			if left--; left == 0 {
+				finish()
+			}
+		})
+	}
+}
+
+// resolveAll sends intent resolutions to the leaseholders of keys, one message per node in
+// node order.
+func (n *Node) resolveAll(txn storage.TxnID, keys []string, commit bool, at ts.Timestamp) {
+	nodes, byNode := groupByNode(n.tp, keys)
+	for _, nd := range nodes {
+		n.env.Send(nd, &ResolveReq{Txn: txn, Keys: byNode[nd], Commit: commit, TS: at})
+	}
+}
+
+// groupByNode splits keys by leaseholder, returning the nodes in ascending order (so sends are
+// deterministic) and each node's keys in their original order.
+func groupByNode(tp *topo.Topology, keys []string) ([]topo.NodeID, map[topo.NodeID][]string) {
+	byNode := map[topo.NodeID][]string{}
+	var nodes []topo.NodeID
+	for _, k := range keys {
+		nd := tp.PrimaryOf(k)
+		if _, ok := byNode[nd]; !ok {
+			nodes = append(nodes, nd)
+		}
+		byNode[nd] = append(byNode[nd], k)
+	}
+	sortNodes(nodes)
+	return nodes, byNode
+}

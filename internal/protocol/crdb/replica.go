@@ -1,0 +1,400 @@
+package crdb
+
+import (
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Leaseholder side: evaluating reads, writes, refreshes and intent queries against the MVCC
+// store, the timestamp cache (the store's read watermark plus lastReader), and the per-key wait
+// queues of requests blocked on another transaction's intent.
+
+// readMark remembers which transaction raised a key's timestamp-cache entry, so that a
+// transaction is not pushed by its own read (CockroachDB's tscache stores the reader's id too).
+// txn 0 means "several transactions read at that timestamp".
+type readMark struct {
+	at  ts.Timestamp
+	txn storage.TxnID
+}
+
+// blockedOp is a request waiting for another transaction's intent to go away.
+type blockedOp struct {
+	key     string
+	txn     TxnMeta
+	write   bool
+	pushTo  ts.Timestamp
+	pushee  storage.TxnID
+	since   int64
+	retry   func()
+	timer   node.TimerID
+	done    bool
+	pushReq uint64
+}
+
+func (n *Node) bumpReadTS(key string, at ts.Timestamp, txn storage.TxnID) {
+	wm := n.store.ReadWatermark(key)
+	switch c := at.Compare(wm); {
+	case c > 0:
+		n.store.BumpReadWatermark(key, at)
+		n.lastReader[key] = readMark{at, txn}
+	case c == 0:
+		if rm, ok := n.lastReader[key]; !ok || rm.at != at || rm.txn != txn {
+			n.lastReader[key] = readMark{at, 0}
+		}
+	}
+}
+
+// writeFloor is the lowest timestamp txn may write key at: above every read of another
+// transaction.
+func (n *Node) writeFloor(key string, txn storage.TxnID) ts.Timestamp {
+	wm := n.store.ReadWatermark(key)
+	if rm, ok := n.lastReader[key]; ok && rm.at == wm && rm.txn == txn && txn != 0 {
+		// Our own read set the entry; reads of others are strictly below it. Writing at wm
+		// itself would still hide from a reader at wm, but that reader is us.
+		return ts.Zero
+	}
+	if wm.IsZero() {
+		return ts.Zero
+	}
+	return wm.Next()
+}
+
+func (n *Node) onRead(from topo.NodeID, req *ReadReq) {
+	n.observe(req.ReadTS)
+	// Observed timestamp: nothing written here after now can have committed before the reader
+	// began, so the uncertainty interval ends at this node's clock (the coordinator passes the
+	// first reading it saw from us in Limit on later visits). Fixed once per request, so a
+	// request that waits does not see its interval grow with the clock.
+	r := *req
+	r.Limit = ts.MinOf(req.Limit, n.hlc.Last())
+	n.evalRead(from, &r, n.env.Now())
+}
+
+func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64) {
+	reply := func(r *ReadResp) {
+		r.Req, r.Clock = req.Req, n.now()
+		n.env.Send(from, r)
+	}
+	limit := req.Limit
+	vs := n.store.Versions(req.Key)
+	for i := len(vs) - 1; i >= 0; i-- {
+		if v := vs[i]; v.State == mvcc.Intent && v.Txn == req.Txn.ID {
+			reply(&ReadResp{Found: !v.Tombstone, Value: v.Value})
+			return
+		}
+	}
+	for i := len(vs) - 1; i >= 0; i-- {
+		v := vs[i]
+		if v.State == mvcc.Aborted || limit.Less(v.TS) {
+			continue
+		}
+		if v.State == mvcc.Intent {
+			_, age := decodeIntentMeta(v.Meta)
+			if v.TS.LessEq(req.ReadTS) {
+				// A conflicting intent below the read: wait for it, or push it above us.
+				n.block(req.Key, v, &blockedOp{txn: req.Txn, pushTo: req.ReadTS.Next(), since: since,
+					retry: func() { n.evalRead(from, req, since) }})
+				return
+			}
+			// An intent in the uncertainty interval: it may commit below the limit. An older
+			// reader pushes it past the limit (an observed clock reading, so this never drags
+			// timestamps far ahead of physical time); a younger one waits for it.
+			pushTo := ts.Zero
+			if older(req.Txn.Age, req.Txn.ID, age, v.Txn) {
+				pushTo = limit.Next()
+			}
+			n.block(req.Key, v, &blockedOp{txn: req.Txn, pushTo: pushTo, since: since,
+				retry: func() { n.evalRead(from, req, since) }})
+			return
+		}
+		if req.ReadTS.Less(v.TS) {
+			reply(&ReadResp{Uncertain: true, ValueTS: v.TS})
+			return
+		}
+		n.bumpReadTS(req.Key, req.ReadTS, req.Txn.ID)
+		n.observeWait(since)
+		reply(&ReadResp{Found: !v.Tombstone, Value: v.Value})
+		return
+	}
+	n.bumpReadTS(req.Key, req.ReadTS, req.Txn.ID)
+	n.observeWait(since)
+	reply(&ReadResp{})
+}
+
+func (n *Node) observeWait(since int64) {
+	if d := n.env.Now() - since; d > 0 {
+		n.m.Observe("phase/lock-wait", d)
+	}
+}
+
+func (n *Node) rememberAborted(txn storage.TxnID) {
+	if n.aborted[txn] {
+		return
+	}
+	n.aborted[txn] = true
+	n.abortedLog = append(n.abortedLog, txn)
+	if len(n.abortedLog) > n.set.abortMemory {
+		delete(n.aborted, n.abortedLog[0])
+		n.abortedLog = n.abortedLog[1:]
+	}
+}
+
+func (n *Node) onWrite(from topo.NodeID, req *WriteReq) {
+	n.observe(req.WriteTS)
+	n.evalWrite(from, req, n.env.Now())
+}
+
+func (n *Node) evalWrite(from topo.NodeID, req *WriteReq, since int64) {
+	reply := func(r *WriteResp) {
+		r.Req, r.Clock = req.Req, n.now()
+		n.env.Send(from, r)
+	}
+	id := req.Txn.ID
+	if n.aborted[id] {
+		reply(&WriteResp{Aborted: true})
+		return
+	}
+	if req.CreateRecord {
+		if rs := n.recState[id]; rs != nil && rs.status == statusAborted {
+			reply(&WriteResp{Aborted: true})
+			return
+		}
+	}
+	vs := n.store.Versions(req.Key)
+	var own *mvcc.Version
+	for i := len(vs) - 1; i >= 0; i-- {
+		v := vs[i]
+		if v.State != mvcc.Intent {
+			continue
+		}
+		if v.Txn != id {
+			// One intent per key: write-write conflicts block (or push by priority).
+			n.block(req.Key, v, &blockedOp{txn: req.Txn, write: true, since: since,
+				retry: func() { n.evalWrite(from, req, since) }})
+			return
+		}
+		own = &vs[i]
+	}
+	wts := ts.MaxOf(req.WriteTS, n.writeFloor(req.Key, id))
+	if latest, ok := n.store.Latest(req.Key); ok && wts.LessEq(latest.TS) {
+		wts = latest.TS.Next() // WriteTooOld: write above the newer committed value
+	}
+	if own != nil {
+		wts = ts.MaxOf(wts, own.TS) // it may have been pushed by a reader
+	}
+	if req.WriteTS.Less(wts) {
+		n.m.Add("write/pushed", 1)
+	}
+	if req.CreateRecord {
+		n.createRecord(id)
+	}
+	v := mvcc.Version{TS: wts, Txn: id, Tombstone: req.Tombstone, Value: req.Value, Meta: encodeIntentMeta(req.Txn)}
+	if err := n.store.PutIntent(req.Key, v); err != nil {
+		// Only oversized input or a broken invariant gets here; the transaction cannot go on.
+		reply(&WriteResp{Aborted: true})
+		return
+	}
+	n.observeWait(since)
+	resp := &WriteResp{WrittenTS: wts}
+	if n.set.pipelining {
+		n.intentGen[req.Key] = n.flush(nil, nil)
+		reply(resp)
+		return
+	}
+	n.intentGen[req.Key] = n.flush(nil, func() { reply(resp) })
+}
+
+// block queues op behind intent on key and starts pushing the intent's transaction.
+func (n *Node) block(key string, intent mvcc.Version, op *blockedOp) {
+	op.key, op.pushee = key, intent.Txn
+	n.blocked[key] = append(n.blocked[key], op)
+	rn, age := decodeIntentMeta(intent.Meta)
+	typ := PushQuery
+	if older(op.txn.Age, op.txn.ID, age, intent.Txn) {
+		if op.write {
+			typ = PushAbort
+		} else if !op.pushTo.IsZero() {
+			typ = PushTimestamp
+		}
+	}
+	n.push(op, rn, typ)
+}
+
+func (n *Node) push(op *blockedOp, recordNode topo.NodeID, typ uint8) {
+	if op.done {
+		return
+	}
+	switch typ {
+	case PushAbort:
+		n.m.Add("push/abort", 1)
+	case PushTimestamp:
+		n.m.Add("push/timestamp", 1)
+	default:
+		n.m.Add("push/wait", 1)
+	}
+	if recordNode < 0 || int(recordNode) >= len(n.tp.Nodes) {
+		// Unreachable for well-formed intents; wait for a resolution instead of pushing.
+		return
+	}
+	retry := func(d time.Duration) {
+		n.env.Cancel(op.timer)
+		op.timer = n.env.After(d, func() { n.push(op, recordNode, typ) })
+	}
+	op.pushReq = n.call(recordNode, func(r uint64) wire.Msg {
+		return &PushReq{Req: r, Pushee: op.pushee, Type: typ, PushTo: op.pushTo}
+	}, func(m wire.Msg) {
+		r := m.(*PushResp)
+		if op.done {
+			return
+		}
+		switch r.Outcome {
+		case PushAborted:
+			n.resolveLocal(op.key, op.pushee, false, ts.Zero)
+		case PushCommitted:
+			n.resolveLocal(op.key, op.pushee, true, r.TS)
+		case PushPushed:
+			n.moveIntent(op.key, op.pushee, r.TS)
+		default:
+			retry(n.set.pollPeriod)
+			return
+		}
+		n.env.Cancel(op.timer)
+		n.wake(op.key)
+	})
+	// If the record holder is down the answer never comes: ask again.
+	retry(n.set.expiry)
+}
+
+// wake re-evaluates every request blocked on key, in arrival order.
+func (n *Node) wake(key string) {
+	q := n.blocked[key]
+	if len(q) == 0 {
+		return
+	}
+	delete(n.blocked, key)
+	for _, op := range q {
+		if op.done {
+			continue
+		}
+		op.done = true
+		n.env.Cancel(op.timer)
+		delete(n.pending, op.pushReq)
+		op.retry()
+	}
+}
+
+// moveIntent raises txn's intent on key to at least to (a successful timestamp push).
+func (n *Node) moveIntent(key string, txn storage.TxnID, to ts.Timestamp) {
+	vs := n.store.Versions(key)
+	for i := len(vs) - 1; i >= 0; i-- {
+		v := vs[i]
+		if v.State != mvcc.Intent || v.Txn != txn {
+			continue
+		}
+		if v.TS.Less(to) {
+			v.TS = to
+			if err := n.store.PutIntent(key, v); err == nil {
+				n.intentGen[key] = n.flush(nil, nil)
+			}
+		}
+		return
+	}
+}
+
+// resolveLocal commits or aborts txn's intent on key, if it is still there.
+func (n *Node) resolveLocal(key string, txn storage.TxnID, commit bool, at ts.Timestamp) bool {
+	if !commit {
+		n.rememberAborted(txn)
+		if n.store.AbortIntent(key, txn) {
+			n.flush(nil, nil)
+			return true
+		}
+		return false
+	}
+	if err := n.store.Commit(key, txn, at); err != nil {
+		return false
+	}
+	n.flush(nil, nil)
+	return true
+}
+
+func (n *Node) onResolve(req *ResolveReq) {
+	n.observe(req.TS)
+	if !req.Commit {
+		n.rememberAborted(req.Txn)
+	}
+	changed := false
+	for _, k := range req.Keys {
+		if req.Commit {
+			changed = n.store.Commit(k, req.Txn, req.TS) == nil || changed
+		} else {
+			changed = n.store.AbortIntent(k, req.Txn) || changed
+		}
+	}
+	if changed {
+		n.flush(nil, nil)
+	}
+	for _, k := range req.Keys {
+		n.wake(k)
+	}
+}
+
+func (n *Node) onRefresh(from topo.NodeID, req *RefreshReq) {
+	n.observe(req.To)
+	ok := true
+	for _, k := range req.Keys {
+		for _, v := range n.store.Versions(k) {
+			if v.Txn == req.Txn || v.State == mvcc.Aborted {
+				continue
+			}
+			if (v.State == mvcc.Committed && req.From.Less(v.TS) && v.TS.LessEq(req.To)) ||
+				(v.State == mvcc.Intent && v.TS.LessEq(req.To)) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			break
+		}
+	}
+	if ok {
+		// The reads now hold at To: protect them there.
+		for _, k := range req.Keys {
+			n.bumpReadTS(k, req.To, req.Txn)
+		}
+	}
+	n.env.Send(from, &RefreshResp{Req: req.Req, Clock: n.now(), OK: ok})
+}
+
+func (n *Node) onQueryIntent(from topo.NodeID, req *QueryIntentReq) {
+	n.observe(req.TS)
+	reply := func(found bool) {
+		n.env.Send(from, &QueryIntentResp{Req: req.Req, Clock: n.now(), Found: found})
+	}
+	for _, v := range n.store.Versions(req.Key) {
+		if v.Txn != req.Txn || !v.TS.LessEq(req.TS) {
+			continue
+		}
+		switch v.State {
+		case mvcc.Intent:
+			// Found, but a pipelined write is proven only once durable.
+			n.afterGen(n.intentGen[req.Key], func() { reply(true) })
+			return
+		case mvcc.Committed:
+			reply(true) // already resolved by a recovery or a duplicate commit
+			return
+		}
+	}
+	if req.Prevent {
+		// The write never made it (or was lost in a crash). Make sure it cannot land at or
+		// below the staging timestamp later, so the transaction stays not-implicitly-committed.
+		n.bumpReadTS(req.Key, req.TS, 0)
+	}
+	reply(false)
+}
