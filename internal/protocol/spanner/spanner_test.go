@@ -133,7 +133,6 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
-
 // crashOne crashes region 1's data node during the window and restarts it 400 ms later: its
 // unprepared transactions are lost, its prepared ones recovered from intents.
 func crashOne(s *sim.Sim, w bench.Window) {
