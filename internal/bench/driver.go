@@ -61,6 +61,14 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 				if t.Now() >= w.End {
 					break
 				}
+				if txn.Invoke != nil {
+					// A checked transaction is not re-run with the same values: every attempt
+					// is its own history entry, and appended values must be unique per key
+					// across attempts for reads to name their writer. The next transaction
+					// from the generator is the retry.
+					t.Sleep(jittered(backoff, process, attempt))
+					break
+				}
 				if measured {
 					m.Retry()
 				}

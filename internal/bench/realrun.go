@@ -11,6 +11,7 @@ import (
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload"
 )
 
 // RealConfig says how to reach a running cluster.
@@ -67,13 +68,7 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 		}
 		return client.Open(t), closeFn, nil
 	}
-	loader, closeLoader, err := open(tp.DataNodes(0)[0])
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	err = spec.Workload.Load(loader)
-	closeLoader()
-	if err != nil {
+	if err := realLoad(tp, spec, open); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	now := time.Now().UnixNano()
@@ -141,7 +136,7 @@ wait:
 		db, closeFn, err := open(tp.DataNodes(0)[0])
 		if err != nil {
 			res.Consistency = err.Error()
-		} else if err := v.Verify(db); err != nil {
+		} else if err := v.Check(db); err != nil {
 			res.Consistency = err.Error()
 			closeFn()
 		} else {
@@ -155,4 +150,60 @@ wait:
 		res.History = rec.Ops()
 	}
 	return res, nil
+}
+
+// realLoad loads the initial database: a RowLister's rows through loadersPerRegion parallel
+// clients in each row's home region (as SimRun does), any other workload through its Load.
+func realLoad(tp *topo.Topology, spec Spec, open func(topo.NodeID) (*client.DB, func(), error)) error {
+	rl, ok := spec.Workload.(RowLister)
+	if !ok {
+		db, closeFn, err := open(tp.DataNodes(0)[0])
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		return spec.Workload.Load(db)
+	}
+	byRegion, err := rowsByRegion(tp, rl)
+	if err != nil {
+		return err
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		loadErr error
+	)
+	for r, rows := range byRegion {
+		coords := tp.DataNodes(topo.RegionID(r))
+		for l := 0; l < loadersPerRegion && l < len(rows); l++ {
+			mine := everyNth(rows, l, loadersPerRegion)
+			db, closeFn, err := open(coords[l%len(coords)])
+			if err != nil {
+				wg.Wait()
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer closeFn()
+				err := workload.LoadRows(db, func(emit func(string, []byte) error) error {
+					for _, kv := range mine {
+						if err := emit(kv.k, kv.v); err != nil {
+							return err
+						}
+					}
+					return nil
+				}, loadBatchRows)
+				if err != nil {
+					mu.Lock()
+					if loadErr == nil {
+						loadErr = err
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return loadErr
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/topo"
+)
+
+func newBenchCmd() *cobra.Command {
+	var (
+		cf       clusterFlags
+		wf       workloadFlags
+		clients  int
+		duration time.Duration
+		warmup   time.Duration
+		seed     uint64
+		history  string
+		check    string
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run a workload against a running cluster and report it like `meridian sim`",
+		Long: `Run closed-loop clients (one connection each, --clients per region, each talking to a data
+node of its region) against a running cluster for --warmup + --duration of wall-clock time, then
+print throughput, latency and aborts — the same report and JSON as ` + "`meridian sim`" + ` — with the
+checker's verdict on the recorded history for list-append and rw-register.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if duration <= 0 || warmup < 0 || clients <= 0 {
+				return fmt.Errorf("want --duration > 0, --warmup ≥ 0 and --clients > 0")
+			}
+			cfg, err := cf.load()
+			if err != nil {
+				return err
+			}
+			wl, err := wf.build(cfg.Topology)
+			if err != nil {
+				return err
+			}
+			model, err := resolveModel(check, cfg.Protocol.Model())
+			if err != nil {
+				return err
+			}
+			if check == "auto" && !checkable(wl) {
+				model = ""
+			}
+			res, err := bench.RealRun(bench.RealConfig{
+				Topology: cfg.Topology, Protocol: cfg.Protocol.Name(), Seed: seed,
+				Dial: func(coord topo.NodeID) (client.Transport, error) { return dialNode(cfg, coord) },
+			}, bench.Spec{Workload: wl, ClientsPerRegion: clients, Warmup: warmup, Duration: duration,
+				Record: model != "" || history != ""})
+			if err != nil {
+				return err
+			}
+			if history != "" {
+				if err := writeHistory(history, res.History); err != nil {
+					return err
+				}
+			}
+			if model != "" {
+				if err := attachCheck(res, model); err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			printResult(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	cf.register(cmd.Flags(), false)
+	wf.register(cmd.Flags())
+	cmd.Flags().IntVar(&clients, "clients", 4, "closed-loop clients per region")
+	cmd.Flags().DurationVar(&duration, "duration", 5*time.Second, "measured wall-clock time")
+	cmd.Flags().DurationVar(&warmup, "warmup", time.Second, "warm-up before measuring")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the clients' transaction generators")
+	cmd.Flags().StringVar(&history, "history", "", "write the recorded history (Elle JSON lines) to this file")
+	cmd.Flags().StringVar(&check, "check", "auto", "check the history: auto (the protocol's promised model), a model name, or none")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newBenchCmd()) }

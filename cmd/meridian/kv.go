@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bufio"
+	varint "encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
+	mrt "github.com/meridiandb/meridian/internal/runtime"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload/listappend"
+)
+
+type kvFlags struct {
+	cf     clusterFlags
+	region string
+	node   string
+}
+
+// connect opens a client endpoint on the chosen coordinator: --node, or the first data node of
+// --region (default: the first region).
+func (f *kvFlags) connect() (*mrt.Config, *client.DB, func(), error) {
+	cfg, err := f.cf.load()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var coord topo.NodeID
+	switch {
+	case f.node != "":
+		n, err := cfg.NodeByName(f.node)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if n.Roles&topo.RoleData == 0 {
+			return nil, nil, nil, fmt.Errorf("--node %s is not a data node; clients talk to data nodes", n.Name)
+		}
+		coord = n.ID
+	case f.region != "":
+		r, ok := cfg.Topology.RegionByName(f.region)
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("--region %q: no such region in %s", f.region, cfg.Source)
+		}
+		coord = cfg.Coordinator(r, 0).ID
+	default:
+		coord = cfg.Coordinator(0, 0).ID
+	}
+	t, err := dialNode(cfg, coord)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, client.Open(t), func() { _ = t.Close() }, nil
+}
+
+func newKVCmd() *cobra.Command {
+	f := &kvFlags{}
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "Read and write a running cluster: get, put, del, scan, and exec for scripted transactions",
+	}
+	f.cf.register(cmd.PersistentFlags(), false)
+	cmd.PersistentFlags().StringVar(&f.region, "region", "", "talk to a data node of this region (default: the first region)")
+	cmd.PersistentFlags().StringVar(&f.node, "node", "", "talk to this data node (name or id)")
+
+	oneTxn := func(readOnly bool, fn func(tx *client.Txn) error) error {
+		_, db, closeFn, err := f.connect()
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		return client.RunTxn(db, client.TxnOptions{ReadOnly: readOnly}, fn)
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use: "get KEY", Short: "Print a key's value", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var v []byte
+			err := oneTxn(true, func(tx *client.Txn) (err error) { v, err = tx.Get(args[0]); return err })
+			if errors.Is(err, client.ErrNotFound) {
+				return &exitError{code: 1, err: fmt.Errorf("%s: not found", args[0])}
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), string(v))
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use: "put KEY VALUE", Short: "Write a key", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return oneTxn(false, func(tx *client.Txn) error { return tx.Put(args[0], []byte(args[1])) })
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use: "del KEY", Short: "Delete a key", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return oneTxn(false, func(tx *client.Txn) error { return tx.Delete(args[0]) })
+		},
+	})
+	var limit int
+	scan := &cobra.Command{
+		Use: "scan START [END]", Short: "Print the rows with START ≤ key < END (END omitted: to the end)", Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			end := ""
+			if len(args) == 2 {
+				end = args[1]
+			}
+			var rows []kvRow
+			err := oneTxn(true, func(tx *client.Txn) error {
+				got, err := tx.Scan(args[0], end, limit)
+				rows = rows[:0]
+				for _, r := range got {
+					rows = append(rows, kvRow{r.Key, string(r.Value)})
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", r.k, r.v)
+			}
+			return nil
+		},
+	}
+	scan.Flags().IntVar(&limit, "limit", 0, "at most this many rows (0: no limit)")
+	cmd.AddCommand(scan)
+
+	var register bool
+	exec := &cobra.Command{
+		Use:   "exec",
+		Short: "Run one JSON transaction per stdin line and answer one JSON line each (Jepsen/Elle style)",
+		Long: `Read one transaction per line on stdin, e.g. {"value":[["append",3,7],["r",4,null]]}, run it as
+one transaction, and answer one line on stdout:
+  {"type":"ok","value":[["append",3,7],["r",4,[1,7]]]}  committed, with the values read
+  {"type":"fail","error":"…"}                          certainly not committed (also for bad lines)
+  {"type":"info","error":"…"}                          outcome unknown
+append adds an integer to the list at an integer key; r reads the whole list (null if absent).
+With --register, micro-ops are ["w",k,v] and ["r",k,null] on single integers. Keys are stored
+exactly as the list-append workload stores them, so exec and the workload see the same data.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, db, closeFn, err := f.connect()
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			return kvExec(cmd.InOrStdin(), cmd.OutOrStdout(), db, cfg.Topology, register)
+		},
+	}
+	exec.Flags().BoolVar(&register, "register", false, "read-write registers (w, r) instead of lists (append, r)")
+	cmd.AddCommand(exec)
+	return cmd
+}
+
+type kvRow struct{ k, v string }
+
+func init() { rootCmd.AddCommand(newKVCmd()) }
+
+// execAnswer is one line of kv exec's output.
+type execAnswer struct {
+	Type  string            `json:"type"`
+	Value []history.MicroOp `json:"value,omitempty"`
+	Error string            `json:"error,omitempty"`
+}
+
+// maxExecLineBytes bounds one input line.
+const maxExecLineBytes = 1 << 20
+
+// kvExec answers each transaction line of in with one line on out, and never stops on a bad line.
+func kvExec(in io.Reader, out io.Writer, db *client.DB, tp *topo.Topology, register bool) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxExecLineBytes)
+	enc := json.NewEncoder(out)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			continue
+		}
+		if err := enc.Encode(execLine(line, db, tp, register)); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("stdin: %w", err)
+	}
+	return nil
+}
+
+func execLine(line []byte, db *client.DB, tp *topo.Topology, register bool) execAnswer {
+	var req struct {
+		Value []history.MicroOp `json:"value"`
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
+		return execAnswer{Type: "fail", Error: "bad transaction: " + err.Error()}
+	}
+	if len(req.Value) == 0 {
+		return execAnswer{Type: "fail", Error: `bad transaction: want {"value":[[f,k,v],…]} with at least one micro-op`}
+	}
+	readOnly := true
+	for _, op := range req.Value {
+		switch {
+		case op.Key < 0:
+			return execAnswer{Type: "fail", Error: fmt.Sprintf("bad transaction: key %d is negative", op.Key)}
+		case op.F == history.FRead:
+		case !register && op.F == history.FAppend && op.Value.Kind == history.Int,
+			register && op.F == history.FWrite && op.Value.Kind == history.Int:
+			readOnly = false
+		default:
+			want := "append (with an integer) and r"
+			if register {
+				want = "w (with an integer) and r"
+			}
+			return execAnswer{Type: "fail", Error: fmt.Sprintf("bad transaction: micro-op %q on key %d: want %s", op.F, op.Key, want)}
+		}
+	}
+	var result []history.MicroOp
+	tx := db.Begin(client.TxnOptions{ReadOnly: readOnly})
+	err := func() error {
+		var err error
+		if result, err = execTxn(tx, tp, req.Value, register); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}()
+	if err == nil {
+		return execAnswer{Type: "ok", Value: result}
+	}
+	_ = tx.Abort()
+	var u *client.UnknownError
+	if errors.As(err, &u) {
+		return execAnswer{Type: "info", Error: err.Error()}
+	}
+	// Any other error came before a commit was sent, or is a definite abort.
+	return execAnswer{Type: "fail", Error: err.Error()}
+}
+
+// laKey is listappend's storage key for integer key k (listappend.Workload.KeyName without the
+// precomputed table, so any key works; a test pins the two together).
+func laKey(tp *topo.Topology, k int64) string {
+	return topo.PinnedKey(topo.ShardID(k%int64(len(tp.Shards))), "la/"+strconv.FormatInt(k, 10))
+}
+
+// execTxn runs ops like the list-append workload's body: each key read at most once, writes
+// buffered and applied at the end, later reads seeing earlier writes of the same transaction.
+func execTxn(tx *client.Txn, tp *topo.Topology, ops []history.MicroOp, register bool) ([]history.MicroOp, error) {
+	type state struct {
+		exists bool
+		list   []int64
+		reg    int64
+	}
+	keys := map[int64]*state{}
+	var dirty []int64
+	out := make([]history.MicroOp, len(ops))
+	for i, op := range ops {
+		st := keys[op.Key]
+		if st == nil {
+			st = &state{}
+			v, err := tx.Get(laKey(tp, op.Key))
+			switch {
+			case errors.Is(err, client.ErrNotFound):
+			case err != nil:
+				return nil, err
+			case register:
+				x, n := varint.Varint(v)
+				if n <= 0 || n != len(v) {
+					return nil, fmt.Errorf("key %d holds %d bytes that are not a register", op.Key, len(v))
+				}
+				st.exists, st.reg = true, x
+			default:
+				l, err := listappend.DecodeList(v)
+				if err != nil {
+					return nil, fmt.Errorf("key %d: %w", op.Key, err)
+				}
+				st.exists, st.list = true, l
+			}
+			keys[op.Key] = st
+		}
+		out[i] = op
+		switch op.F {
+		case history.FRead:
+			switch {
+			case !st.exists:
+				out[i].Value = history.Value{}
+			case register:
+				out[i].Value = history.IntValue(st.reg)
+			default:
+				out[i].Value = history.ListValue(append([]int64{}, st.list...))
+			}
+			continue
+		case history.FAppend:
+			st.list = append(st.list, op.Value.Int)
+		case history.FWrite:
+			st.reg = op.Value.Int
+		}
+		if !contains(dirty, op.Key) {
+			dirty = append(dirty, op.Key)
+		}
+		st.exists = true
+	}
+	for _, k := range dirty {
+		st := keys[k]
+		v := listappend.EncodeList(st.list)
+		if register {
+			v = varint.AppendVarint(nil, st.reg)
+		}
+		if err := tx.Put(laKey(tp, k), v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func contains(s []int64, x int64) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

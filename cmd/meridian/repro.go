@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/meridiandb/meridian/internal/repro"
+)
+
+type reproCommand struct {
+	list     bool
+	scale    string
+	seed     uint64
+	out      string
+	parallel int
+}
+
+func newReproCmd() *cobra.Command {
+	c := &reproCommand{}
+	cmd := &cobra.Command{
+		Use:   "repro NAME",
+		Short: "Reproduce a named paper experiment in the simulator (CSV, plots, report beside the paper's numbers)",
+		Long: `Reproduce a paper's figure or table in the simulator. Each experiment sweeps one parameter
+over several protocols and writes <out>/<name>/ with results.csv, plots (PNG and SVG) and
+report.md, which puts the paper's reported numbers beside ours. 'meridian repro --list' names them.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if c.list {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, args) },
+	}
+	cmd.Flags().BoolVar(&c.list, "list", false, "list the experiments")
+	cmd.Flags().StringVar(&c.scale, "scale", "quick", "quick (minutes) or paper (5 data nodes per region, 200 clients per region; much longer)")
+	cmd.Flags().Uint64Var(&c.seed, "seed", 1, "random seed")
+	cmd.Flags().StringVar(&c.out, "out", "repro-out", "output directory")
+	cmd.Flags().IntVar(&c.parallel, "parallel", 0, "simulations run at once (0: one per CPU)")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newReproCmd()) }
+
+func (c *reproCommand) run(cmd *cobra.Command, args []string) error {
+	out := cmd.OutOrStdout()
+	if c.list {
+		for _, e := range repro.List() {
+			fmt.Fprintf(out, "%-12s %s\n", e.Name, e.Paper)
+		}
+		return nil
+	}
+	e, err := repro.Lookup(args[0])
+	if err != nil {
+		return err
+	}
+	sc, err := repro.ScaleByName(c.scale)
+	if err != nil {
+		return err
+	}
+	if c.parallel < 0 {
+		return fmt.Errorf("--parallel must not be negative, got %d", c.parallel)
+	}
+	var bar *progressbar.ProgressBar
+	path, err := repro.Execute(e, repro.Options{Scale: sc, Seed: c.seed, Out: c.out, Parallel: c.parallel,
+		Progress: func(done, total int) {
+			if bar == nil {
+				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr),
+					progressbar.OptionSetDescription(e.Name), progressbar.OptionShowCount(),
+					progressbar.OptionSetVisibility(isTerminal(os.Stderr)), progressbar.OptionClearOnFinish())
+			}
+			_ = bar.Set(done)
+		}})
+	if err != nil {
+		return err
+	}
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s\nWritten: %s\n", body, path)
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
