@@ -37,8 +37,8 @@ checked against the consistency model the protocol promises. Prints a table and 
 	}
 	cmd.Flags().StringVar(&c.out, "out", "meridian-demo", "directory for the report")
 	cmd.Flags().Uint64Var(&c.seed, "seed", 1, "random seed")
-	cmd.Flags().DurationVar(&c.duration, "duration", 3*time.Second, "measured virtual time per run")
-	cmd.Flags().IntVar(&c.clients, "clients", 10, "closed-loop clients per region")
+	cmd.Flags().DurationVar(&c.duration, "duration", 10*time.Second, "measured virtual time per run")
+	cmd.Flags().IntVar(&c.clients, "clients", 20, "closed-loop clients per region")
 	cmd.Flags().StringSliceVar(&c.protocols, "protocols", nil, "protocols to compare (default: all)")
 	return cmd
 }
