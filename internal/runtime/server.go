@@ -35,8 +35,8 @@ type Options struct {
 
 // Limits on queues, so that a slow or dead peer costs bounded memory.
 const (
-	inboxLen       = 8192          // events waiting for the event loop
-	linkQueueLen   = 16384         // frames waiting for one destination
+	inboxLen       = 8192  // events waiting for the event loop
+	linkQueueLen   = 16384 // frames waiting for one destination
 	helloTimeout   = 5 * time.Second
 	dialTimeout    = time.Second
 	redialBackoff  = 100 * time.Millisecond
