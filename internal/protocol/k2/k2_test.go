@@ -8,7 +8,6 @@ import (
 
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/check"
-	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -70,47 +69,9 @@ func run(t *testing.T, r runSpec) *bench.Result {
 	return res
 }
 
-// renameFailedWrites gives the appends and writes of failed (aborted) attempts fresh values.
-// The list-append workload retries an aborted transaction with the same values, which the
-// checker would take for two transactions appending one value (duplicate-append); an aborted
-// attempt's values can only show up in a read if the protocol exposed an aborted write, which
-// then still names no committed writer.
-func renameFailedWrites(ops []history.Op) []history.Op {
-	out := slices.Clone(ops)
-	open := map[int]int{} // process -> index of its pending invoke
-	next := int64(-1)
-	for i := range out {
-		op := &out[i]
-		switch op.Type {
-		case history.Invoke:
-			open[op.Process] = i
-		case history.Fail:
-			inv, ok := open[op.Process]
-			if !ok {
-				continue
-			}
-			delete(open, op.Process)
-			out[inv].Value = slices.Clone(out[inv].Value)
-			op.Value = slices.Clone(op.Value)
-			for j := range out[inv].Value {
-				if f := out[inv].Value[j].F; f == history.FAppend || f == history.FWrite {
-					out[inv].Value[j].Value = history.IntValue(next)
-					if j < len(op.Value) {
-						op.Value[j].Value = history.IntValue(next)
-					}
-					next--
-				}
-			}
-		default:
-			delete(open, op.Process)
-		}
-	}
-	return out
-}
-
 func checkRun(t *testing.T, res *bench.Result) *check.Report {
 	t.Helper()
-	rep, err := check.Check(renameFailedWrites(res.History), "strict-serializable")
+	rep, err := check.Check(res.History, "strict-serializable")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,17 +196,22 @@ func TestCoordinatorFailure(t *testing.T) {
 	faults := func(s *sim.Sim, w bench.Window) {
 		crashes(1500*time.Millisecond, map[topo.NodeID]time.Duration{s.Topology().DataNodes(1)[0]: 300 * time.Millisecond})(s, w)
 	}
-	// Seed 2 is one where a transaction of the crashed coordinator had reached its recorder.
-	res := run(t, runSpec{seed: 2, mkWL: listAppend(20, 0.8), clients: 8, faults: faults, duration: 3 * time.Second})
-	rep := checkRun(t, res)
-	if rep.Verdict != check.Valid {
-		t.Fatalf("verdict %s:\n%v", rep.Verdict, rep)
+	// Whether the crash catches a transaction after its first write (so that a recorder holds
+	// an undecided record) depends on the seed; over these seeds it does several times.
+	var leaseAborts int64
+	for seed := uint64(1); seed <= 6; seed++ {
+		res := run(t, runSpec{seed: seed, mkWL: listAppend(20, 0.8), clients: 8, faults: faults, duration: 3 * time.Second})
+		rep := checkRun(t, res)
+		if rep.Verdict != check.Valid {
+			t.Fatalf("seed %d: verdict %s:\n%v", seed, rep.Verdict, rep)
+		}
+		if rep.Counts.OK < 100 {
+			t.Fatalf("seed %d: only %d committed transactions: blocked readers were not released", seed, rep.Counts.OK)
+		}
+		leaseAborts += res.ProtocolMetrics.Counters["recorder.lease-abort"]
 	}
-	if got := res.ProtocolMetrics.Counters["recorder.lease-abort"]; got == 0 {
-		t.Errorf("no transaction was aborted by a recorder's lease; counters %v", res.ProtocolMetrics.Counters)
-	}
-	if rep.Counts.OK < 100 {
-		t.Fatalf("only %d committed transactions: blocked readers were not released", rep.Counts.OK)
+	if leaseAborts == 0 {
+		t.Errorf("no transaction was aborted by a recorder's lease")
 	}
 }
 
