@@ -19,9 +19,9 @@ type coordTxn struct {
 	key      txnkit.ClientTxn
 	meta     TxnMeta
 	readOnly bool
-	readTS   ts.Timestamp // reads are valid at this timestamp
-	writeTS  ts.Timestamp // provisional commit timestamp, >= readTS
-	limit    ts.Timestamp // global uncertainty limit: begin + max offset
+	readTS   ts.Timestamp                 // reads are valid at this timestamp
+	writeTS  ts.Timestamp                 // provisional commit timestamp, >= readTS
+	limit    ts.Timestamp                 // global uncertainty limit: begin + max offset
 	observed map[topo.NodeID]ts.Timestamp // first clock reading of each node visited
 
 	readKeys  []string

@@ -1,0 +1,126 @@
+// Package crdb is the CockroachDB-style baseline: K2's MVTO-HLC (notes/k2.md §4) and RLS's CRDB
+// baseline (notes/rls.md §3.3). It is registered as protocol "crdb" and promises the
+// checker's "serializable"; like CockroachDB it also gives single-key linearizability (a read
+// sees every write to its key that committed before the read began, thanks to the
+// uncertainty interval), but no real-time order between transactions on disjoint keys. RLS's
+// CRDB-RLS (notes/rls.md §3.4) is meant to be built on this package: the coordinator
+// (coord.go), the leaseholder (replica.go) and the record holder (record.go) are separate
+// pieces, and every timestamp bump of a transaction goes through Node.refresh.
+//
+// # Roles
+//
+// Every data node is a gateway (coordinator) for its region's clients, the leaseholder of its
+// primary shards, and the holder of the transaction records anchored on those shards. There
+// are no oracles: Layout turns them off.
+//
+// # The protocol
+//
+//   - Begin. The coordinator takes ts = HLC.Now() (the HLC is fed by env.Now and updated with
+//     every timestamp a message carries). readTS = writeTS = ts; the global uncertainty limit is
+//     ts + max-offset. The transaction's priority (age) is the begin timestamp of the client's
+//     first attempt, kept across retries so old transactions win eventually.
+//   - Read k at readTS (leaseholder). The transaction's own intent wins. Another transaction's
+//     intent at or below readTS is a conflict (see Conflicts). A committed value in
+//     (readTS, limit] is uncertain: the coordinator moves the transaction up to the value's
+//     timestamp, refreshing its earlier reads, and reads again; if the refresh fails the
+//     transaction aborts with cause "uncertainty" (the client retries, and the retry begins
+//     above the value because the coordinator's HLC learned it). The limit is narrowed by the
+//     leaseholder's observed timestamp (its clock reading at the transaction's first visit),
+//     as CockroachDB does. A successful read raises the key's timestamp-cache entry to readTS.
+//   - Write k (leaseholder). One intent per key. The intent goes at
+//     max(writeTS, tscache(k).Next(), newest committed version.Next()) — a write below a later
+//     read, or below a newer value (WriteTooOld), is pushed. The timestamp cache remembers which
+//     transaction set each entry so that a transaction is not pushed by its own read. The first
+//     write also creates the PENDING transaction record on its leaseholder; the coordinator
+//     then heartbeats the record. With write pipelining (default) the leaseholder answers as
+//     soon as the intent is in memory; its persistence runs in the background and commit
+//     proves it.
+//   - Commit. If writeTS > readTS the reads are refreshed: every read key must have no other
+//     transaction's committed value in (readTS, writeTS] and no other intent at or below
+//     writeTS; success raises their tscache entries to writeTS, failure aborts with cause
+//     "refresh-failed". Then, with parallel commits (default), the coordinator sends a STAGING
+//     record listing all written keys and, in parallel, a QueryIntent for each write; the
+//     transaction is implicitly committed once the STAGING record and every intent (at or
+//     below the commit timestamp) are durable, and the client is told then. The record is then
+//     marked COMMITTED and the intents resolved asynchronously. Without parallel commits the
+//     writes are proven first and the record is then written COMMITTED. If the record holder
+//     answers that the transaction was pushed (below), the coordinator refreshes to the pushed
+//     timestamp and stages again.
+//   - Read-only transactions have no record; they commit at readTS with no message.
+//
+// # Conflicts, pushes and deadlock freedom
+//
+// A request that meets another transaction's intent queues on the key at the leaseholder and
+// pushes the intent's transaction at its record holder (the record's node is kept in the
+// intent's metadata):
+//
+//   - An older writer aborts a PENDING holder (PUSH_ABORT; the holder later sees cause
+//     "push-abort").
+//   - An older reader pushes a PENDING holder's timestamp above its read (PUSH_TIMESTAMP: the
+//     record keeps a durable push floor below which the transaction may not stage, and the
+//     intent is moved up); an intent in the reader's uncertainty interval is pushed past the
+//     observed limit.
+//   - A younger request waits (PUSH_QUERY), re-asking every heartbeat interval.
+//   - A STAGING holder may already be committed: it is neither aborted nor pushed, only waited
+//     for — and recovered if its coordinator is silent.
+//
+// Every wait edge therefore goes from a younger transaction to an older one or to a STAGING
+// one, and STAGING transactions wait for nothing but disks, so no cycle (deadlock) can form.
+// When the intent is resolved, the queue is re-evaluated in arrival order.
+//
+// A record whose coordinator has not heartbeated for 5 heartbeat intervals is expired: a push
+// aborts it if PENDING, or runs recovery if STAGING (query each in-flight write with
+// "prevent": a missing write is made impossible at or below the staging timestamp by raising
+// the key's tscache, so the answer cannot change; all present → COMMITTED, else ABORTED) and
+// resolves the intents.
+//
+// # Crashes
+//
+// Intents, records and push floors are persisted (push floors under the 'p' key prefix)
+// before anything depending on them is acknowledged, except pipelined intents, which commit
+// proves. After a restart the timestamp cache (volatile) is replaced by a floor of the local
+// clock + 2×max-offset, above every read any node could have served before the crash.
+//
+// # Simplifications against CockroachDB, and why
+//
+//   - No Raft: a shard has one copy (its leaseholder), and "replicated" means persisted by
+//     env.Persist. Pipelining and parallel commits keep their meaning (acknowledge before
+//     durable; commit once the record and the writes are durable).
+//   - Interactive clients cannot be replayed by the gateway, so a transaction restart is an
+//     abort the client retries (CockroachDB retries internally when it can).
+//   - The last writes are not batched with EndTxn: the client already waited for every write's
+//     evaluation, so "in parallel with the last writes" means in parallel with their
+//     persistence, which is what the latency model sees.
+//   - Conflict handling is push-by-age rather than CockroachDB's lock-table wait queues with
+//     distributed deadlock detection: simpler, deadlock-free by construction, and it keeps
+//     K2's observation that MVTO-HLC blocks on write-write conflicts.
+//   - No "local timestamps" (CockroachDB v22.2): a value whose intent was resolved to a pushed
+//     timestamp after a reader first visited its node may fall outside the reader's observed
+//     limit. That can only cost single-key linearizability in a narrow window, never
+//     serializability, which rests on commit-timestamp order alone.
+//   - No closed timestamps, follower reads, range scans (OpScan answers "not supported"),
+//     or transaction-record garbage collection (records stay until the node restarts... and
+//     after; runs are finite).
+//   - Transaction ids start at the local clock in microseconds, so ids do not repeat across a
+//     coordinator restart without persisting a counter.
+//
+// # Options
+//
+//	max-offset=500ms        maximum clock offset the uncertainty interval covers
+//	heartbeat-interval=200ms coordinator heartbeat; records expire after 5 intervals
+//	idle-timeout=5s         abort a transaction whose client (or operation) hangs this long;
+//	                        a commit that hangs this long answers "unknown"
+//	write-pipelining=on     acknowledge writes before their intents are durable
+//	parallel-commits=on     STAGING record in parallel with proving the writes
+//	mutant=no-refresh       commit at a pushed timestamp without refreshing the reads (caught
+//	                        by the serializable checker as lost updates / G0 / G2)
+//
+// # Metrics (protocol.MetricsSource)
+//
+// Counters: abort/<cause> (push-abort, refresh-failed, uncertainty, write-lost,
+// coordinator-timeout), refresh/ok and refresh/failed, uncertainty/hit, /refreshed and
+// /restart, push/abort, /timestamp, /wait and /expired, write/pushed, commit/ok, /pushed and
+// /unknown, recovery/committed and /aborted. Durations: phase/<client op> (get, put, delete,
+// commit: request to answer at the gateway), phase/refresh, phase/stage (staging to implicit
+// commit), phase/lock-wait (time a request spent queued on an intent).
+package crdb
