@@ -102,7 +102,7 @@ func (c *demoCommand) runOne(name string) (demoRow, error) {
 	if err != nil {
 		return demoRow{}, err
 	}
-	row := demoRow{protocol: name, model: cfg.Protocol.Model()}
+	row := demoRow{protocol: name, model: protocol.PromisedModel(cfg.Protocol, cfg.Options)}
 	perfWl, err := bench.BuildWorkload(cfg.Topology, bench.DefaultWorkloadParams("ycsbt"))
 	if err != nil {
 		return row, err

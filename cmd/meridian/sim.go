@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/protocol"
 )
 
 type simCommand struct {
@@ -62,7 +63,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	model, err := resolveModel(c.check, cfg.Protocol.Model())
+	model, err := resolveModel(c.check, protocol.PromisedModel(cfg.Protocol, cfg.Options))
 	if err != nil {
 		return err
 	}

@@ -84,3 +84,17 @@ type OptionError struct {
 func (e *OptionError) Error() string {
 	return "protocol " + e.Protocol + ": option " + e.Key + "=" + e.Value + ": want " + e.Want
 }
+
+// OptionModel is implemented by protocols whose promised model depends on their options (e.g.
+// spanner without commit wait is only serializable).
+type OptionModel interface {
+	ModelFor(opts map[string]string) string
+}
+
+// PromisedModel is the consistency model p promises under opts.
+func PromisedModel(p Protocol, opts map[string]string) string {
+	if om, ok := p.(OptionModel); ok {
+		return om.ModelFor(opts)
+	}
+	return p.Model()
+}

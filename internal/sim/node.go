@@ -183,7 +183,7 @@ func (n *simNode) After(d time.Duration, fn func()) node.TimerID {
 	n.nextTimer++
 	id := n.nextTimer
 	n.timers[id] = fn
-	n.sim.schedule(event{at: n.sim.now + n.clock.trueAfter(d), kind: evTimer, to: int32(n.id), token: uint64(id), inc: n.inc})
+	n.sim.schedule(event{at: n.clock.timerAt(n.sim.now, d), kind: evTimer, to: int32(n.id), token: uint64(id), inc: n.inc})
 	return id
 }
 

@@ -3,10 +3,10 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"time"
 
+	mclock "github.com/meridiandb/meridian/internal/clock"
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/storage/durable"
@@ -336,10 +336,10 @@ func (s *Sim) TrueTimeOf(id topo.NodeID) ts.Interval { return s.nodes[id].clock.
 // LocalClockOf returns node id's local clock reading now.
 func (s *Sim) LocalClockOf(id topo.NodeID) int64 { return s.nodes[id].clock.local(s.now) }
 
-// clock is one node's pair of clocks.
+// clock is one node's pair of clocks: a free-running local oscillator (clock.Physical) and a
+// synchronized TrueTime source.
 type clock struct {
-	offset  int64   // local oscillator offset at true time 0
-	drift   float64 // local oscillator rate error
+	osc     mclock.Physical
 	ttErr0  int64   // synced source error right after a sync
 	ttDrift float64 // synced source drift between syncs
 	phase   int64   // this node's sync phase
@@ -351,8 +351,7 @@ type clock struct {
 func newClock(r *rand.Rand, c Config) *clock {
 	uni := func(max float64) float64 { return (r.Float64()*2 - 1) * max }
 	ck := &clock{
-		offset: int64(uni(float64(c.MaxOffset))),
-		drift:  uni(c.MaxDrift),
+		osc:    mclock.Physical{Offset: time.Duration(uni(float64(c.MaxOffset))), Drift: uni(c.MaxDrift)},
 		period: int64(c.SyncPeriod),
 		eps:    int64(c.Epsilon),
 	}
@@ -366,8 +365,20 @@ func newClock(r *rand.Rand, c Config) *clock {
 	return ck
 }
 
-func (c *clock) local(t int64) int64 {
-	return t + c.offset + int64(float64(t)*c.drift) + c.fault
+func (c *clock) local(t int64) int64 { return c.osc.Read(t) + c.fault }
+
+// timerAt is the true time at which a timer set now (true time t) for local duration d fires:
+// the first instant the local clock has advanced by d, so a timer never fires early by the
+// node's own clock.
+func (c *clock) timerAt(t int64, d time.Duration) int64 {
+	if d <= 0 {
+		return t
+	}
+	at := c.osc.TrueAt(c.osc.Read(t) + int64(d))
+	if at < t {
+		at = t
+	}
+	return at
 }
 
 func (c *clock) syncedErr(t int64) int64 {
@@ -386,12 +397,4 @@ func (c *clock) synced(t int64) int64 { return t + c.syncedErr(t) + c.fault }
 func (c *clock) trueTime(t int64) ts.Interval {
 	s := c.synced(t)
 	return ts.Interval{Earliest: s - c.eps, Latest: s + c.eps}
-}
-
-// trueAfter converts a local-clock duration into the true time that passes meanwhile.
-func (c *clock) trueAfter(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64(math.Ceil(float64(d) / (1 + c.drift)))
 }

@@ -32,6 +32,15 @@ type proto struct{}
 
 func (proto) Name() string  { return Name }
 func (proto) Model() string { return "strict-serializable" }
+
+// ModelFor implements protocol.OptionModel: without commit wait (K2's d2PL-TTC configuration)
+// commit timestamps may run ahead of true time, so real-time order is not promised.
+func (proto) ModelFor(opts map[string]string) string {
+	if v := opts["commit-wait"]; v == "off" || v == "false" || v == "0" || v == "no" {
+		return "serializable"
+	}
+	return "strict-serializable"
+}
 func (proto) Options() map[string]string {
 	return map[string]string{
 		"lock-policy":      "deadlock avoidance: no-wait, wait-die or wound-wait (default wound-wait, Spanner's)",
