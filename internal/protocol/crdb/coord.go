@@ -273,6 +273,7 @@ func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
 func (n *Node) commit(t *coordTxn) {
 	if len(t.writeKeys) == 0 {
 		// Read-only: every read already holds at readTS (uncertainty refreshed eagerly).
+		n.m.Add("commit/read-only", 1)
 		n.finish(t)
 		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.readTS})
 		return

@@ -98,9 +98,8 @@
 //     timestamp after a reader first visited its node may fall outside the reader's observed
 //     limit. That can only cost single-key linearizability in a narrow window, never
 //     serializability, which rests on commit-timestamp order alone.
-//   - No closed timestamps, follower reads, range scans (OpScan answers "not supported"),
-//     or transaction-record garbage collection (records stay until the node restarts... and
-//     after; runs are finite).
+//   - No closed timestamps, follower reads, range scans (OpScan answers "not supported"), or
+//     garbage collection of transaction records (they are kept; runs are finite).
 //   - Transaction ids start at the local clock in microseconds, so ids do not repeat across a
 //     coordinator restart without persisting a counter.
 //
@@ -119,8 +118,8 @@
 //
 // Counters: abort/<cause> (push-abort, refresh-failed, uncertainty, write-lost,
 // coordinator-timeout), refresh/ok and refresh/failed, uncertainty/hit, /refreshed and
-// /restart, push/abort, /timestamp, /wait and /expired, write/pushed, commit/ok, /pushed and
-// /unknown, recovery/committed and /aborted. Durations: phase/<client op> (get, put, delete,
+// /restart, push/abort, /timestamp, /wait and /expired, write/pushed, commit/ok, /read-only,
+// /pushed and /unknown, recovery/committed and /aborted. Durations: phase/<client op> (get, put, delete,
 // commit: request to answer at the gateway), phase/refresh, phase/stage (staging to implicit
 // commit), phase/lock-wait (time a request spent queued on an intent).
 package crdb
