@@ -152,6 +152,10 @@ func crashAt(down time.Duration, plan map[topo.NodeID]time.Duration) func(s *sim
 func TestSerializable(t *testing.T) {
 	crashes := crashAt(400*time.Millisecond, map[topo.NodeID]time.Duration{
 		0: 300 * time.Millisecond, 2: 700 * time.Millisecond, 4: 1200 * time.Millisecond})
+	rolling := map[topo.NodeID]time.Duration{}
+	for i := 0; i < 5; i++ {
+		rolling[topo.NodeID(i)] = time.Duration(200+i*250) * time.Millisecond
+	}
 	cases := []struct {
 		name   string
 		sc     scenario
@@ -168,6 +172,8 @@ func TestSerializable(t *testing.T) {
 		{name: "no-pipelining-no-parallel-commits", sc: scenario{workload: listAppend(20, 0.8, false),
 			opts: map[string]string{"write-pipelining": "off", "parallel-commits": "off"}}, minOK: 100},
 		{name: "crashes", sc: scenario{workload: listAppend(20, 0.8, false), faults: crashes}, minOK: 50},
+		{name: "rolling-crashes", sc: scenario{workload: listAppend(20, 0.2, false), faults: crashAt(300*time.Millisecond, rolling)},
+			minOK: 20},
 	}
 	for _, c := range cases {
 		for _, seed := range []uint64{1, 2, 3} {
