@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/configs"
 	_ "github.com/meridiandb/meridian/internal/protocol/serial"
+	"github.com/meridiandb/meridian/internal/runtime/frame"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // testConfig is the shipped default on free ports, with latencies scaled down and data in a
@@ -108,5 +111,67 @@ func TestCommitsSurviveRestart(t *testing.T) {
 		if got, err := get(db, fmt.Sprintf("d%d", i)); err != nil || got != fmt.Sprint(i) {
 			t.Fatalf("after restart d%d = %q, %v; want %d", i, got, err, i)
 		}
+	}
+}
+
+func TestConfigErrorsNameTheLine(t *testing.T) {
+	base := configs.Default
+	tests := []struct {
+		name, from, to, want string
+	}{
+		{"unknown protocol", `protocol = "serial"`, `protocol = "nope"`, `:6: unknown protocol "nope"`},
+		{"unknown region", `region = "BJ"`, `region = "XX"`, `:32: node bj-1: unknown region "XX"`},
+		{"bad role", `roles = ["oracle"]`, `roles = ["clock"]`, `:46: node sh-oracle: unknown role "clock"`},
+		{"duplicate address", `addr = "127.0.0.1:7302"`, `addr = "127.0.0.1:7301"`, `:32: node bj-1: address 127.0.0.1:7301 already used by node sh-1`},
+		{"bad port", `addr = "127.0.0.1:7303"`, `addr = "127.0.0.1:99999"`, `:39: node sg-1: address "127.0.0.1:99999"`},
+		{"bad epsilon", `epsilon = "1ms"`, `epsilon = "soon"`, `:9: epsilon "soon"`},
+		{"unknown setting", `[latency]`, "[latency]\nspeed = 3", `unknown setting "latency.speed"`},
+		{"syntax", `name = "k2-3region"`, `name = `, `:5:`},
+		{"unknown option", `[options] `, "[options]\ncolour = \"blue\"", `unknown option "colour"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			text := strings.Replace(base, tc.from, tc.to, 1)
+			if text == base {
+				t.Fatalf("edit %q not found in the default config", tc.from)
+			}
+			_, err := Parse("c.toml", text, "")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Parse("c.toml", base, ""); err != nil {
+		t.Fatalf("the shipped default does not parse: %v", err)
+	}
+}
+
+// A frame that does not decode is dropped and logged; the connection and the node carry on.
+func TestUndecodableFrameIsDropped(t *testing.T) {
+	cfg := testConfig(t, nil)
+	servers := startCluster(t, cfg)
+	c, err := net.Dial("tcp", cfg.Nodes[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Pose as node 1, then send garbage: an unknown kind, a bad version, a corrupt body.
+	if err := frame.WriteMsg(c, 0, &frame.Hello{From: 1, Cluster: cfg.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, junk := range [][]byte{{wire.Version, 0xff, 0xff, 0xa0}, {99, 0, 1}, {wire.Version, 0, 1, 0xff, 0x00}} {
+		if err := frame.Write(c, 0, junk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for servers[0].Stats().DecodeErrors < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := servers[0].Stats().DecodeErrors; got != 3 {
+		t.Fatalf("decode errors = %d, want 3", got)
+	}
+	if err := put(dial(t, cfg, 0), "after", "junk"); err != nil {
+		t.Fatalf("node stopped serving after junk: %v", err)
 	}
 }
