@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +21,8 @@ type simCommand struct {
 	history  string
 	check    string
 	json     bool
+	cpuProf  string
+	verify   bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -40,6 +44,8 @@ disks and closed-loop clients, in virtual time. The same seed always gives the s
 	cmd.Flags().StringVar(&c.history, "history", "", "write the recorded history (Elle JSON lines) to this file")
 	cmd.Flags().StringVar(&c.check, "check", "auto", "check the history: auto (the protocol's promised model), a model name, or none")
 	cmd.Flags().BoolVar(&c.json, "json", false, "print one JSON object")
+	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions)")
+	cmd.Flags().StringVar(&c.cpuProf, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	return cmd
 }
 
@@ -59,6 +65,17 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if c.cpuProf != "" {
+		f, err := os.Create(c.cpuProf)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	wl, err := c.wf.build(cfg.Topology)
 	if err != nil {
 		return err
@@ -72,7 +89,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	}
 	res, err := bench.SimRun(cfg, bench.Spec{
 		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-		Record: model != "" || c.history != "",
+		Record: model != "" || c.history != "", SkipVerify: !c.verify,
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/internal/workload"
 )
 
@@ -21,6 +22,7 @@ type Spec struct {
 	Warmup           time.Duration
 	Duration         time.Duration
 	Record           bool // keep a history of checkable transactions
+	SkipVerify       bool // do not run the workload's post-run verification (TPC-C's conditions)
 	// Progress, if set, is called now and then with the fraction of the run done.
 	Progress func(done float64)
 	// Faults, if set, is called once the load is done and the window is known, before any
@@ -166,7 +168,13 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 			}
 		}
 	}
-	if rl, ok := spec.Workload.(RowLister); ok {
+	if rl, ok := spec.Workload.(RowLister); ok && canPreload(s) {
+		if err := preload(s, rl); err != nil {
+			return nil, fmt.Errorf("preload: %w", err)
+		}
+		loaded = true
+		startClients(0)
+	} else if ok {
 		// Load each region's rows through loaders in that region, so loading costs intra-region
 		// round trips instead of one client's WAN round trips.
 		loadersLeft := 0
@@ -239,14 +247,14 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	for running > 0 && s.Now() < drainUntil {
 		s.RunFor(step)
 	}
-	if v, ok := spec.Workload.(Verifier); ok {
+	if v, ok := spec.Workload.(Verifier); ok && !spec.SkipVerify {
 		done := false
 		var verr error
 		s.AddClient(0, tp.DataNodes(0)[0], s.Now(), func(db *client.DB) {
 			verr = v.Check(db)
 			done = true
 		})
-		for !done && s.Now() < drainUntil+int64(time.Hour) {
+		for !done && s.Now() < drainUntil+int64(72*time.Hour) {
 			s.RunFor(step)
 		}
 		switch {
@@ -295,4 +303,42 @@ func mergeNodeMetrics(s *sim.Sim) *protocol.Metrics {
 		}
 	}
 	return out
+}
+
+// canPreload reports whether every data node can install rows directly.
+func canPreload(s *sim.Sim) bool {
+	tp := s.Topology()
+	for _, n := range tp.Nodes {
+		if n.Roles&topo.RoleData == 0 {
+			continue
+		}
+		if _, ok := s.Handler(n.ID).(protocol.Preloader); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// preload hands each data node the rows of the shards it holds a replica of.
+func preload(s *sim.Sim, rl RowLister) error {
+	tp := s.Topology()
+	perNode := make([][]wire.KV, len(tp.Nodes))
+	err := rl.Rows(func(k string, v []byte) error {
+		for _, n := range tp.Shards[tp.ShardOf(k)].Replicas {
+			perNode[n] = append(perNode[n], wire.KV{Key: k, Value: v})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for id, rows := range perNode {
+		if len(rows) == 0 {
+			continue
+		}
+		if err := s.Handler(topo.NodeID(id)).(protocol.Preloader).Preload(rows); err != nil {
+			return fmt.Errorf("node %d: %w", id, err)
+		}
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // Protocol builds the per-node logic of one transaction protocol.
@@ -97,4 +98,12 @@ func PromisedModel(p Protocol, opts map[string]string) string {
 		return om.ModelFor(opts)
 	}
 	return p.Model()
+}
+
+// Preloader is implemented by handlers that can install a workload's initial rows directly, as
+// committed data older than every transaction, instead of loading them through transactions
+// (which costs millions of simulated events at TPC-C scale). The runtime calls Preload on every
+// replica of each row's shard before any client starts; the handler persists what it installs.
+type Preloader interface {
+	Preload(rows []wire.KV) error
 }

@@ -42,12 +42,13 @@ type simNode struct {
 	inc    uint32 // incarnation: bumped on crash so stale timers and flushes are ignored
 	down   bool
 
-	queue   []work
-	qhead   int
-	cores   []bool // busy flags
-	running bool   // inside a handler: sends are buffered until its work ends
-	charge  int64
-	outbox  []outMsg
+	queue       []work
+	qhead       int
+	busyUntil   []int64 // per core: virtual time its current work ends
+	wakePending bool    // an evCoreFree is scheduled
+	running     bool    // inside a handler: sends are buffered until its work ends
+	charge      int64
+	outbox      []outMsg
 
 	timers    map[node.TimerID]func()
 	nextTimer node.TimerID
@@ -75,9 +76,10 @@ func (n *simNode) crash() {
 	n.queue, n.qhead = nil, 0
 	n.timers = map[node.TimerID]func(){}
 	n.diskQueue, n.inFlight, n.flushing = nil, nil, false
-	for i := range n.cores {
-		n.cores[i] = false
+	for i := range n.busyUntil {
+		n.busyUntil[i] = 0
 	}
+	n.wakePending = false
 }
 
 func (n *simNode) restart() error {
@@ -103,14 +105,17 @@ func (n *simNode) enqueue(w work) {
 	n.dispatch()
 }
 
-// dispatch starts queued work on free cores.
+// dispatch starts queued work on cores that are free now. A core's busy time is a number, not
+// an event: an event is scheduled only when work is left waiting, for the moment the first core
+// frees up. Lightly loaded nodes (most of them, most of the time) thus cost one event per
+// message instead of two.
 func (n *simNode) dispatch() {
-	for c := range n.cores {
-		if n.qhead >= len(n.queue) {
-			break
-		}
-		if n.cores[c] {
-			continue
+	now := n.sim.now
+	for n.qhead < len(n.queue) {
+		c := n.freeCore(now)
+		if c < 0 {
+			n.wakeAtFreeCore()
+			return
 		}
 		w := n.queue[n.qhead]
 		n.queue[n.qhead] = work{}
@@ -118,20 +123,42 @@ func (n *simNode) dispatch() {
 		if n.qhead == len(n.queue) {
 			n.queue, n.qhead = n.queue[:0], 0
 		}
-		n.cores[c] = true
 		n.charge = 0
 		n.run(w)
-		end := n.sim.now + int64(n.sim.cfg.ServiceTime) + n.charge
+		end := now + int64(n.sim.cfg.ServiceTime) + n.charge
 		n.flushOutbox(end)
-		n.sim.schedule(event{at: end, kind: evCoreFree, to: int32(n.id), token: uint64(c), inc: n.inc})
+		n.busyUntil[c] = end
 	}
 }
 
-func (n *simNode) coreFree(c int, inc uint32) {
+// freeCore returns a core idle at now, or -1.
+func (n *simNode) freeCore(now int64) int {
+	for c, b := range n.busyUntil {
+		if b <= now {
+			return c
+		}
+	}
+	return -1
+}
+
+// wakeAtFreeCore schedules one wake-up for when the earliest core frees, unless one is pending.
+func (n *simNode) wakeAtFreeCore() {
+	if n.wakePending {
+		return
+	}
+	at := n.busyUntil[0]
+	for _, b := range n.busyUntil[1:] {
+		at = min(at, b)
+	}
+	n.wakePending = true
+	n.sim.schedule(event{at: at, kind: evCoreFree, to: int32(n.id), inc: n.inc})
+}
+
+func (n *simNode) coreFree(_ int, inc uint32) {
 	if inc != n.inc || n.down {
 		return
 	}
-	n.cores[c] = false
+	n.wakePending = false
 	n.dispatch()
 }
 

@@ -130,14 +130,14 @@ func New(cfg Config) (*Sim, error) {
 	}
 	for _, n := range t.Nodes {
 		sn := &simNode{
-			sim:    s,
-			id:     n.ID,
-			region: n.Region,
-			roles:  n.Roles,
-			disk:   durable.NewMem(),
-			rng:    rand.New(rand.NewPCG(cfg.Seed, uint64(n.ID)+1)),
-			cores:  make([]bool, cfg.Cores),
-			timers: map[node.TimerID]func(){},
+			sim:       s,
+			id:        n.ID,
+			region:    n.Region,
+			roles:     n.Roles,
+			disk:      durable.NewMem(),
+			rng:       rand.New(rand.NewPCG(cfg.Seed, uint64(n.ID)+1)),
+			busyUntil: make([]int64, cfg.Cores),
+			timers:    map[node.TimerID]func(){},
 		}
 		sn.clock = newClock(s.rng, cfg)
 		s.nodes = append(s.nodes, sn)

@@ -350,3 +350,15 @@ func sortedTxnIDs[V any](m map[storage.TxnID]V) []storage.TxnID {
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
+
+// Preload implements protocol.Preloader: rows become committed versions older than every
+// timestamp, persisted in one batch.
+func (n *Node) Preload(rows []wire.KV) error {
+	for _, r := range rows {
+		if err := n.store.Preload(r.Key, r.Value); err != nil {
+			return err
+		}
+	}
+	n.env.Persist(n.store.TakeWrites(), nil)
+	return nil
+}

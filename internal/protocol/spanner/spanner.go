@@ -204,3 +204,19 @@ func tsAfter(t ts.Timestamp, wall int64, origin uint32) ts.Timestamp {
 	}
 	return c
 }
+
+// Preload implements protocol.Preloader: rows become committed versions older than every
+// timestamp, persisted in one batch.
+func (n *Node) Preload(rows []wire.KV) error {
+	if n.Part == nil {
+		return nil
+	}
+	st := n.Part.Store()
+	for _, r := range rows {
+		if err := st.Preload(r.Key, r.Value); err != nil {
+			return err
+		}
+	}
+	n.env.Persist(st.TakeWrites(), nil)
+	return nil
+}

@@ -4,21 +4,20 @@
 package durable
 
 import (
-	"bytes"
+	"sort"
 
-	"github.com/google/btree"
 	"github.com/meridiandb/meridian/internal/node"
 )
 
-type item struct{ k, v []byte }
-
-func less(a, b item) bool { return bytes.Compare(a.k, b.k) < 0 }
-
-// Mem is an ordered in-memory key-value store. Not safe for concurrent use.
-type Mem struct{ t *btree.BTreeG[item] }
+// Mem is an in-memory key-value store. Not safe for concurrent use.
+//
+// It is a hash map rather than an ordered tree: the simulator applies every persisted write to
+// it (millions per paper-scale run) but scans it only when a node restarts, so ordering is paid
+// for at Scan time instead of on every write.
+type Mem struct{ m map[string][]byte }
 
 // NewMem returns an empty store.
-func NewMem() *Mem { return &Mem{t: btree.NewG(16, less)} }
+func NewMem() *Mem { return &Mem{m: map[string][]byte{}} }
 
 // Apply applies a batch atomically. It fails only on a batch ValidateBatch rejects, and then
 // applies nothing.
@@ -27,29 +26,34 @@ func (m *Mem) Apply(batch []node.Write) error {
 		return err
 	}
 	for _, w := range batch {
-		k := append([]byte(nil), w.Key...)
 		if w.Delete {
-			m.t.Delete(item{k: k})
+			delete(m.m, string(w.Key))
 			continue
 		}
-		m.t.ReplaceOrInsert(item{k: k, v: append([]byte(nil), w.Value...)})
+		m.m[string(w.Key)] = append([]byte(nil), w.Value...)
 	}
 	return nil
 }
 
-// Scan implements node.Durable.
+// Scan implements node.Durable: keys in [start, end) in ascending byte order.
 func (m *Mem) Scan(start, end []byte, fn func(k, v []byte) bool) error {
-	m.t.AscendGreaterOrEqual(item{k: start}, func(it item) bool {
-		if end != nil && bytes.Compare(it.k, end) >= 0 {
-			return false
+	keys := make([]string, 0, len(m.m))
+	for k := range m.m {
+		if k >= string(start) && (end == nil || k < string(end)) {
+			keys = append(keys, k)
 		}
-		return fn(it.k, it.v)
-	})
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !fn([]byte(k), m.m[k]) {
+			break
+		}
+	}
 	return nil
 }
 
 // Len returns the number of keys.
-func (m *Mem) Len() int { return m.t.Len() }
+func (m *Mem) Len() int { return len(m.m) }
 
 // Close implements Backend; a Mem has nothing to release.
 func (m *Mem) Close() error { return nil }

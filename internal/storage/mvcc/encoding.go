@@ -206,7 +206,7 @@ func Recover(d node.Durable, opts Options) (*Store, error) {
 // backend, e.g. after a bulk load into a Volatile store).
 func (s *Store) WritesFor() []node.Write {
 	var out []node.Write
-	s.tree.Ascend(func(e *entry) bool {
+	s.ordered().Ascend(func(e *entry) bool {
 		for i := range e.versions {
 			v := &e.versions[i]
 			out = append(out, node.Write{Key: EncodeVersionKey(nil, e.key, v.TS, v.Txn), Value: EncodeVersionValue(e.key, v)})

@@ -117,6 +117,7 @@ type entry struct {
 	versions []Version    // ascending by (TS, Txn)
 	readTS   ts.Timestamp // zero when untracked (the floor applies)
 	intents  int          // undecided intents among versions
+	inTree   bool         // indexed in Store.tree (new keys wait in Store.pending)
 }
 
 func (e *entry) empty() bool { return len(e.versions) == 0 && e.readTS.IsZero() }
@@ -127,7 +128,8 @@ func entryLess(a, b *entry) bool { return a.key < b.key }
 type Store struct {
 	opts      Options
 	byKey     map[string]*entry
-	tree      *btree.BTreeG[*entry]
+	tree      *btree.BTreeG[*entry] // key order, for scans; see ordered
+	pending   []*entry              // keys created since the tree was last brought up to date
 	byTxn     map[storage.TxnID][]string // keys holding an undecided intent of the txn
 	readFloor ts.Timestamp
 	tracked   int // entries with a per-key read watermark above the floor
@@ -150,7 +152,7 @@ func (s *Store) Options() Options { return s.opts }
 // Len returns the number of keys with at least one version.
 func (s *Store) Len() int {
 	n := 0
-	s.tree.Ascend(func(e *entry) bool {
+	s.ordered().Ascend(func(e *entry) bool {
 		if len(e.versions) > 0 {
 			n++
 		}
@@ -175,14 +177,32 @@ func (s *Store) getOrCreate(key string) *entry {
 	}
 	e := &entry{key: key}
 	s.byKey[key] = e
-	s.tree.ReplaceOrInsert(e)
+	s.pending = append(s.pending, e)
 	return e
+}
+
+// ordered brings the key-ordered tree up to date and returns it. Creating a key only queues it:
+// point reads and writes (almost every operation) never pay for ordering, and scans, GC and
+// recovery pay once for all keys created since the last ordered walk.
+func (s *Store) ordered() *btree.BTreeG[*entry] {
+	for _, e := range s.pending {
+		if s.byKey[e.key] == e && !e.inTree {
+			s.tree.ReplaceOrInsert(e)
+			e.inTree = true
+		}
+	}
+	clear(s.pending)
+	s.pending = s.pending[:0]
+	return s.tree
 }
 
 func (s *Store) dropIfEmpty(e *entry) {
 	if e.empty() {
 		delete(s.byKey, e.key)
-		s.tree.Delete(e)
+		if e.inTree {
+			s.tree.Delete(e)
+			e.inTree = false
+		}
 	}
 }
 
@@ -573,10 +593,10 @@ func (s *Store) Ascend(start, end string, fn func(key string, versions []Version
 		return fn(e.key, e.versions)
 	}
 	if end == "" {
-		s.tree.AscendGreaterOrEqual(&entry{key: start}, visit)
+		s.ordered().AscendGreaterOrEqual(&entry{key: start}, visit)
 		return
 	}
-	s.tree.AscendRange(&entry{key: start}, &entry{key: end}, visit)
+	s.ordered().AscendRange(&entry{key: start}, &entry{key: end}, visit)
 }
 
 // BumpReadWatermark records that a reader at t read key (whether or not the key exists, so
@@ -623,7 +643,7 @@ func (s *Store) RaiseReadFloor(f ts.Timestamp) {
 	}
 	s.readFloor = f
 	var drop []*entry
-	s.tree.Ascend(func(e *entry) bool {
+	s.ordered().Ascend(func(e *entry) bool {
 		if !e.readTS.IsZero() && e.readTS.LessEq(f) {
 			drop = append(drop, e)
 		}
@@ -640,7 +660,7 @@ func (s *Store) RaiseReadFloor(f ts.Timestamp) {
 // the entries. It runs once per ~limit/2 bumps, so its O(n log n) cost is amortized O(log n).
 func (s *Store) evictReadWatermarks() {
 	all := make([]ts.Timestamp, 0, s.tracked)
-	s.tree.Ascend(func(e *entry) bool {
+	s.ordered().Ascend(func(e *entry) bool {
 		if !e.readTS.IsZero() {
 			all = append(all, e.readTS)
 		}
@@ -663,7 +683,7 @@ type GCStats struct {
 func (s *Store) GC(safePoint ts.Timestamp) GCStats {
 	var st GCStats
 	var empty []*entry
-	s.tree.Ascend(func(e *entry) bool {
+	s.ordered().Ascend(func(e *entry) bool {
 		if len(e.versions) < 2 && (len(e.versions) == 0 || e.versions[0].State != Aborted) {
 			return true
 		}
@@ -691,4 +711,19 @@ func (s *Store) GC(safePoint ts.Timestamp) GCStats {
 		st.KeysRemoved++
 	}
 	return st
+}
+
+// PreloadTS is the timestamp of preloaded rows: before any timestamp a clock can produce, so
+// every transaction sees them.
+var PreloadTS = ts.Timestamp{Wall: -1 << 62}
+
+// PreloadTxn is the writer id of preloaded rows; no coordinator can produce it (its coordinator
+// field is 0xFFFF, beyond any node id).
+const PreloadTxn = storage.TxnID(0xFFFF << 48)
+
+// Preload installs a workload's initial rows as committed versions at PreloadTS, as if a
+// transaction before all others had written them. The writes are buffered for TakeWrites like
+// any other mutation, so the caller persists them.
+func (s *Store) Preload(key string, value []byte) error {
+	return s.PutCommitted(key, Version{TS: PreloadTS, Txn: PreloadTxn, Value: value})
 }
