@@ -128,8 +128,8 @@ func entryLess(a, b *entry) bool { return a.key < b.key }
 type Store struct {
 	opts      Options
 	byKey     map[string]*entry
-	tree      *btree.BTreeG[*entry] // key order, for scans; see ordered
-	pending   []*entry              // keys created since the tree was last brought up to date
+	tree      *btree.BTreeG[*entry]      // key order, for scans; see ordered
+	pending   []*entry                   // keys created since the tree was last brought up to date
 	byTxn     map[storage.TxnID][]string // keys holding an undecided intent of the txn
 	readFloor ts.Timestamp
 	tracked   int // entries with a per-key read watermark above the floor
