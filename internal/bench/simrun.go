@@ -340,5 +340,11 @@ func preload(s *sim.Sim, rl RowLister) error {
 			return fmt.Errorf("node %d: %w", id, err)
 		}
 	}
+	// Preloaded rows are each node's initial image: a node that restarts gets them back.
+	s.OnRestart(func(id topo.NodeID) {
+		if rows := perNode[id]; len(rows) > 0 {
+			_ = s.Handler(id).(protocol.Preloader).Preload(rows)
+		}
+	})
 	return nil
 }

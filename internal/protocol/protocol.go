@@ -103,7 +103,9 @@ func PromisedModel(p Protocol, opts map[string]string) string {
 // Preloader is implemented by handlers that can install a workload's initial rows directly, as
 // committed data older than every transaction, instead of loading them through transactions
 // (which costs millions of simulated events at TPC-C scale). The runtime calls Preload on every
-// replica of each row's shard before any client starts; the handler persists what it installs.
+// replica of each row's shard before any client starts, and again right after the node restarts
+// from a crash: preloaded rows are the node's initial image, so the handler need not persist them
+// (a restarted node gets them back; what it persisted itself overrides them).
 type Preloader interface {
 	Preload(rows []wire.KV) error
 }

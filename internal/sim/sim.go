@@ -91,13 +91,18 @@ type Sim struct {
 	digest uint64
 	stats  Stats
 
-	linkLast map[uint64]int64 // last delivery time per directed link (FIFO)
-	cut      map[uint64]bool  // blocked directed node pairs
-	cutReg   [][]bool         // blocked region pairs
-	loss     float64
-	dup      float64
-	stopping bool
+	linkLast  map[uint64]int64 // last delivery time per directed link (FIFO)
+	cut       map[uint64]bool  // blocked directed node pairs
+	cutReg    [][]bool         // blocked region pairs
+	loss      float64
+	dup       float64
+	stopping  bool
+	onRestart []func(topo.NodeID)
 }
+
+// OnRestart registers fn to run right after a crashed node restarts (before it handles anything),
+// e.g. to install its initial image again.
+func (s *Sim) OnRestart(fn func(topo.NodeID)) { s.onRestart = append(s.onRestart, fn) }
 
 const fnvOffset = 14695981039346656037
 const fnvPrime = 1099511628211
@@ -318,7 +323,15 @@ func (s *Sim) Heal() {
 func (s *Sim) Crash(id topo.NodeID) { s.nodes[id].crash() }
 
 // Restart brings a crashed node back with a fresh handler built from its durable state.
-func (s *Sim) Restart(id topo.NodeID) error { return s.nodes[id].restart() }
+func (s *Sim) Restart(id topo.NodeID) error {
+	if err := s.nodes[id].restart(); err != nil {
+		return err
+	}
+	for _, fn := range s.onRestart {
+		fn(id)
+	}
+	return nil
+}
 
 // Handler returns a node's current protocol handler (for tests that inspect state).
 func (s *Sim) Handler(id topo.NodeID) node.Handler { return s.nodes[id].h }

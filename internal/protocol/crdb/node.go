@@ -361,13 +361,12 @@ func decodeKeys(b []byte) ([]string, error) {
 }
 
 // Preload implements protocol.Preloader: rows become committed versions older than every
-// timestamp, persisted in one batch.
+// timestamp.
 func (n *Node) Preload(rows []wire.KV) error {
 	for _, r := range rows {
 		if err := n.store.Preload(r.Key, r.Value); err != nil {
 			return err
 		}
 	}
-	n.env.Persist(n.store.TakeWrites(), nil)
 	return nil
 }

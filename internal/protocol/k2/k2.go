@@ -352,13 +352,12 @@ func sortedTxnIDs[V any](m map[storage.TxnID]V) []storage.TxnID {
 }
 
 // Preload implements protocol.Preloader: rows become committed versions older than every
-// timestamp, persisted in one batch.
+// timestamp.
 func (n *Node) Preload(rows []wire.KV) error {
 	for _, r := range rows {
 		if err := n.store.Preload(r.Key, r.Value); err != nil {
 			return err
 		}
 	}
-	n.env.Persist(n.store.TakeWrites(), nil)
 	return nil
 }

@@ -206,7 +206,7 @@ func tsAfter(t ts.Timestamp, wall int64, origin uint32) ts.Timestamp {
 }
 
 // Preload implements protocol.Preloader: rows become committed versions older than every
-// timestamp, persisted in one batch.
+// timestamp.
 func (n *Node) Preload(rows []wire.KV) error {
 	if n.Part == nil {
 		return nil
@@ -217,6 +217,5 @@ func (n *Node) Preload(rows []wire.KV) error {
 			return err
 		}
 	}
-	n.env.Persist(st.TakeWrites(), nil)
 	return nil
 }

@@ -721,9 +721,21 @@ var PreloadTS = ts.Timestamp{Wall: -1 << 62}
 // field is 0xFFFF, beyond any node id).
 const PreloadTxn = storage.TxnID(0xFFFF << 48)
 
-// Preload installs a workload's initial rows as committed versions at PreloadTS, as if a
-// transaction before all others had written them. The writes are buffered for TakeWrites like
-// any other mutation, so the caller persists them.
+// Preload installs a workload's initial row as a committed version at PreloadTS, as if a
+// transaction before all others had written it. Preloaded rows are the node's initial image:
+// they are not recorded for TakeWrites (persisting millions of them would cost more than the run),
+// so the runtime installs them again whenever the node restarts. Preloading a row that is already
+// there is a no-op.
 func (s *Store) Preload(key string, value []byte) error {
-	return s.PutCommitted(key, Version{TS: PreloadTS, Txn: PreloadTxn, Value: value})
+	v := Version{TS: PreloadTS, Txn: PreloadTxn, State: Committed, Value: value}
+	if err := checkSizes(key, &v); err != nil {
+		return err
+	}
+	e := s.getOrCreate(key)
+	if len(e.versions) > 0 && e.versions[0].TS == PreloadTS {
+		return nil
+	}
+	// PreloadTS is below every other timestamp, so the version goes first.
+	e.versions = slices.Insert(e.versions, 0, v)
+	return nil
 }
