@@ -106,7 +106,8 @@ func (c *Client) deliver(m wire.Msg) {
 	}
 	c.want = nil
 	c.reply = r
-	c.waitToken = 0
+	c.waitToken = 0 // the pending timeout is now dead
+	c.sim.noteStale()
 	c.resume()
 }
 

@@ -189,7 +189,12 @@ func (n *simNode) Topology() *topo.Topology { return n.sim.cfg.Topology }
 func (n *simNode) Rand() *rand.Rand         { return n.rng }
 func (n *simNode) TrueTime() ts.Interval    { return n.clock.trueTime(n.sim.now) }
 func (n *simNode) Charge(d time.Duration)   { n.charge += int64(d) }
-func (n *simNode) Cancel(id node.TimerID)   { delete(n.timers, id) }
+func (n *simNode) Cancel(id node.TimerID) {
+	if _, ok := n.timers[id]; ok {
+		delete(n.timers, id)
+		n.sim.noteStale()
+	}
+}
 func (n *simNode) Send(to node.ID, m wire.Msg) {
 	if n.running {
 		n.outbox = append(n.outbox, outMsg{to: int32(to), msg: m})

@@ -57,23 +57,43 @@ func (q *eventQueue) pop() event {
 	q.h[0] = q.h[n]
 	q.h[n] = event{}
 	q.h = q.h[:n]
-	i := 0
+	q.down(0)
+	return top
+}
+
+func (q *eventQueue) len() int { return len(q.h) }
+
+// filter keeps the events keep accepts and restores the heap order in O(n).
+func (q *eventQueue) filter(keep func(*event) bool) {
+	n := 0
+	for i := range q.h {
+		if keep(&q.h[i]) {
+			q.h[n] = q.h[i]
+			n++
+		}
+	}
+	clear(q.h[n:])
+	q.h = q.h[:n]
+	for i := n/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+}
+
+func (q *eventQueue) down(i int) {
+	n := len(q.h)
 	for {
 		l := 2*i + 1
 		if l >= n {
-			break
+			return
 		}
 		m := l
 		if r := l + 1; r < n && q.less(r, l) {
 			m = r
 		}
 		if !q.less(m, i) {
-			break
+			return
 		}
 		q.h[i], q.h[m] = q.h[m], q.h[i]
 		i = m
 	}
-	return top
 }
-
-func (q *eventQueue) len() int { return len(q.h) }

@@ -98,6 +98,7 @@ type Sim struct {
 	dup       float64
 	stopping  bool
 	onRestart []func(topo.NodeID)
+	stale     int // events in the queue known to be dead (cancelled timers, answered timeouts)
 }
 
 // OnRestart registers fn to run right after a crashed node restarts (before it handles anything),
@@ -172,6 +173,33 @@ func (s *Sim) Stats() Stats { return s.stats }
 
 // Rand is the simulation's own seeded source (for scripted faults and workload seeding).
 func (s *Sim) Rand() *rand.Rand { return s.rng }
+
+// noteStale records that one queued event became dead, and compacts the queue when dead events
+// outnumber live ones: clients schedule a timeout for every request and protocols a timer for
+// every operation, and nearly all of them are cancelled long before they would fire.
+func (s *Sim) noteStale() {
+	s.stale++
+	if s.stale > 4096 && s.stale > s.q.len()/2 {
+		s.q.filter(s.live)
+		s.stale = 0
+	}
+}
+
+// live reports whether a queued event will still do something when it fires.
+func (s *Sim) live(e *event) bool {
+	switch e.kind {
+	case evTimer:
+		n := s.nodes[e.to]
+		if n.inc != e.inc {
+			return false
+		}
+		_, ok := n.timers[node.TimerID(e.token)]
+		return ok
+	case evClientWake:
+		return s.cls[int(e.to)-len(s.nodes)].waitToken == e.token
+	}
+	return true
+}
 
 func (s *Sim) schedule(e event) {
 	s.seq++

@@ -363,6 +363,7 @@ func decodeKeys(b []byte) ([]string, error) {
 // Preload implements protocol.Preloader: rows become committed versions older than every
 // timestamp.
 func (n *Node) Preload(rows []wire.KV) error {
+	n.store.Reserve(len(rows))
 	for _, r := range rows {
 		if err := n.store.Preload(r.Key, r.Value); err != nil {
 			return err

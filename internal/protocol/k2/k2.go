@@ -354,6 +354,7 @@ func sortedTxnIDs[V any](m map[storage.TxnID]V) []storage.TxnID {
 // Preload implements protocol.Preloader: rows become committed versions older than every
 // timestamp.
 func (n *Node) Preload(rows []wire.KV) error {
+	n.store.Reserve(len(rows))
 	for _, r := range rows {
 		if err := n.store.Preload(r.Key, r.Value); err != nil {
 			return err

@@ -212,6 +212,7 @@ func (n *Node) Preload(rows []wire.KV) error {
 		return nil
 	}
 	st := n.Part.Store()
+	st.Reserve(len(rows))
 	for _, r := range rows {
 		if err := st.Preload(r.Key, r.Value); err != nil {
 			return err

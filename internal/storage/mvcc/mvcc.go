@@ -721,6 +721,15 @@ var PreloadTS = ts.Timestamp{Wall: -1 << 62}
 // field is 0xFFFF, beyond any node id).
 const PreloadTxn = storage.TxnID(0xFFFF << 48)
 
+// Reserve sizes an empty store's key index for n keys, so preloading millions of rows does not
+// rehash it over and over.
+func (s *Store) Reserve(n int) {
+	if len(s.byKey) == 0 && n > 0 {
+		s.byKey = make(map[string]*entry, n)
+		s.pending = make([]*entry, 0, n)
+	}
+}
+
 // Preload installs a workload's initial row as a committed version at PreloadTS, as if a
 // transaction before all others had written it. Preloaded rows are the node's initial image:
 // they are not recorded for TakeWrites (persisting millions of them would cost more than the run),
