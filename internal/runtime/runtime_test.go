@@ -11,7 +11,10 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/configs"
+	_ "github.com/meridiandb/meridian/internal/protocol/crdb"
+	_ "github.com/meridiandb/meridian/internal/protocol/k2"
 	_ "github.com/meridiandb/meridian/internal/protocol/serial"
+	_ "github.com/meridiandb/meridian/internal/protocol/spanner"
 	"github.com/meridiandb/meridian/internal/runtime/frame"
 	"github.com/meridiandb/meridian/internal/wire"
 )
@@ -119,7 +122,7 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 	tests := []struct {
 		name, from, to, want string
 	}{
-		{"unknown protocol", `protocol = "serial"`, `protocol = "nope"`, `:6: unknown protocol "nope"`},
+		{"unknown protocol", `protocol = "k2"`, `protocol = "nope"`, `:6: unknown protocol "nope"`},
 		{"unknown region", `region = "BJ"`, `region = "XX"`, `:32: node bj-1: unknown region "XX"`},
 		{"bad role", `roles = ["oracle"]`, `roles = ["clock"]`, `:46: node sh-oracle: unknown role "clock"`},
 		{"duplicate address", `addr = "127.0.0.1:7302"`, `addr = "127.0.0.1:7301"`, `:32: node bj-1: address 127.0.0.1:7301 already used by node sh-1`},

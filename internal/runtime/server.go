@@ -129,9 +129,18 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 	} else if s.store, err = durable.OpenPebble(me.DataDir); err != nil {
 		return nil, fmt.Errorf("node %s: %w", me.Name, err)
 	}
+	// A handler may persist, send and set timers while it is being built (k2 persists its
+	// incarnation), so the committer and the links to peers exist first.
+	s.committer = durable.NewCommitter(s.store, 0)
+	s.peers = make([]*link, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		if n.ID != id {
+			s.peers[n.ID] = s.newLink(n.ID, n.Addr, cfg.delay(me.Region, n.Region), nil)
+		}
+	}
 	h, err := cfg.Protocol.NewNode(node.Config{Env: (*env)(s), Durable: s.store, Options: cfg.Options})
 	if err != nil {
-		_ = s.store.Close()
+		s.closeEarly()
 		return nil, fmt.Errorf("node %s: %w", me.Name, err)
 	}
 	if me.Roles&topo.RoleOracle != 0 {
@@ -141,15 +150,8 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 	}
 	s.h = h
 	if s.ln, err = net.Listen("tcp", me.Addr); err != nil {
-		_ = s.store.Close()
+		s.closeEarly()
 		return nil, fmt.Errorf("node %s: %w", me.Name, err)
-	}
-	s.committer = durable.NewCommitter(s.store, 0)
-	s.peers = make([]*link, len(cfg.Nodes))
-	for _, n := range cfg.Nodes {
-		if n.ID != id {
-			s.peers[n.ID] = s.newLink(n.ID, n.Addr, cfg.delay(me.Region, n.Region), nil)
-		}
 	}
 	if me.GRPCAddr != "" && !opts.NoGRPC {
 		if s.grpc, err = startGRPC(s, me.GRPCAddr); err != nil {
@@ -514,4 +516,18 @@ func (e *env) Persist(batch []node.Write, done func()) {
 			s.post(event{fn: done})
 		}
 	})
+}
+
+// closeEarly releases what Start acquired when it fails before the node runs.
+func (s *Server) closeEarly() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	for _, l := range s.peers {
+		if l != nil {
+			l.close()
+		}
+	}
+	if s.committer != nil {
+		s.committer.Close()
+	}
+	_ = s.store.Close()
 }

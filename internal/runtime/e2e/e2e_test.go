@@ -3,7 +3,7 @@
 // run with `meridian bench`, scripted transactions with `meridian kv exec`, a node killed with
 // SIGKILL and restarted, and `meridian cluster stop` leaving no process behind.
 //
-// The protocol under test is MERIDIAN_E2E_PROTOCOL (default serial); its history must check
+// The protocol under test is MERIDIAN_E2E_PROTOCOL (default k2); its history must check
 // valid under the model the protocol promises.
 package e2e
 
@@ -39,7 +39,7 @@ func protocolUnderTest() string {
 	if p := os.Getenv("MERIDIAN_E2E_PROTOCOL"); p != "" {
 		return p
 	}
-	return "serial"
+	return "k2"
 }
 
 var binPath string
