@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -11,7 +12,10 @@ import (
 )
 
 // workloadFlags are the flags that choose and shape a workload.
-type workloadFlags struct{ p bench.WorkloadParams }
+type workloadFlags struct {
+	p   bench.WorkloadParams
+	mix []int
+}
 
 func (f *workloadFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.p.Name, "workload", "list-append", "workload: "+strings.Join(bench.Workloads(), ", "))
@@ -23,10 +27,17 @@ func (f *workloadFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.p.Warehouses, "warehouses", 0, "TPC-C warehouses (0: one per region)")
 	fs.StringVar(&f.p.Preset, "preset", "", "YCSB-T preset: k2, rls, wren, fwkv")
 	fs.BoolVar(&f.p.TPCCFull, "tpcc-full", false, "TPC-C at the specification's scale (3000 customers per district, 100k items) instead of the simulation-sized default")
+	fs.IntSliceVar(&f.mix, "tpcc-mix", nil, "TPC-C weights of new-order,payment,order-status,delivery,stock-level (default 45,43,4,4,4)")
 	fs.Float64Var(&f.p.RemoteItemRatio, "remote-item-ratio", -1, "TPC-C share of remote order lines (-1: the spec's 1%)")
 }
 
 // build constructs the workload over topology t.
 func (f *workloadFlags) build(t *topo.Topology) (workload.Workload, error) {
+	if f.mix != nil {
+		if len(f.mix) != 5 {
+			return nil, fmt.Errorf("--tpcc-mix wants 5 weights, got %d", len(f.mix))
+		}
+		copy(f.p.TPCCMix[:], f.mix)
+	}
 	return bench.BuildWorkload(t, f.p)
 }

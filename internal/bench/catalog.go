@@ -25,6 +25,9 @@ type WorkloadParams struct {
 	TPCCFull   bool   // TPC-C at the specification's scale
 	// RemoteItemRatio overrides TPC-C's share of remote order lines (negative: the spec's 1%).
 	RemoteItemRatio float64
+	// TPCCMix overrides the weights of New-Order, Payment, Order-Status, Delivery and Stock-Level
+	// (all zero: the spec's 45/43/4/4/4).
+	TPCCMix [5]int
 }
 
 // DefaultWorkloadParams returns params that keep every default of the named workload.
@@ -99,6 +102,14 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 		cfg := tpcc.Small(n)
 		if p.TPCCFull {
 			cfg = tpcc.Spec(n)
+		}
+		if p.TPCCMix != [5]int{} {
+			for _, v := range p.TPCCMix {
+				if v < 0 {
+					return nil, fmt.Errorf("TPC-C mix weights must not be negative, got %v", p.TPCCMix)
+				}
+			}
+			cfg.Mix = p.TPCCMix
 		}
 		if p.RemoteItemRatio >= 0 {
 			if p.RemoteItemRatio > 1 {

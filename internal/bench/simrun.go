@@ -137,15 +137,19 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		Clients: spec.ClientsPerRegion * len(tp.Regions)}
 
 	var (
-		window  Window
-		loaded  bool
-		loadErr error
-		running int
+		windowMetrics *protocol.Metrics
+		window        Window
+		loaded        bool
+		loadErr       error
+		running       int
 	)
 	startClients := func(now int64) {
 		window = Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}
 		res.LoadSeconds = float64(now) / 1e9
 		s.At(window.MeasureFrom, func() { resetNodeMetrics(s) })
+		// Node metrics are read when the window closes, before the drain and the workload's
+		// verification add work that is not part of the measurement.
+		s.At(window.End, func() { windowMetrics = mergeNodeMetrics(s) })
 		if spec.Faults != nil {
 			spec.Faults(s, window)
 		}
@@ -158,10 +162,16 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 				p := process
 				rng := rand.New(rand.NewPCG(cfg.Seed, uint64(p)))
 				gen := spec.Workload.NewClient(p, region, rng)
+				coord := coords[i%len(coords)]
+				if h, ok := gen.(workload.Homed); ok {
+					if home := tp.PrimaryOf(h.Home()); tp.RegionOf(home) == region {
+						coord = home
+					}
+				}
 				// Stagger starts over 1 ms so clients do not move in lockstep.
 				startAt := now + int64(rng.IntN(1000))*1000
 				running++
-				s.AddClient(region, coords[i%len(coords)], startAt, func(db *client.DB) {
+				s.AddClient(region, coord, startAt, func(db *client.DB) {
 					ClientLoop(db, gen, p, r, window, m, rec)
 					running--
 				})
@@ -267,7 +277,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		}
 	}
 	res.Summary = m.Summarize(window.Seconds())
-	if nm := mergeNodeMetrics(s); nm != nil {
+	if nm := windowMetrics; nm != nil {
 		snap := nm.Snapshot()
 		res.ProtocolMetrics = &snap
 	}

@@ -300,9 +300,14 @@ func (s *Sim) send(from, to int32, m wire.Msg, depart int64) {
 		s.stats.Dropped++
 		return
 	}
-	delay := int64(s.cfg.Topology.OneWay(ra, rb))
-	if s.cfg.Jitter > 0 {
-		delay += s.rng.Int64N(int64(s.cfg.Jitter))
+	// A message a node sends to itself never touches the network (a local call in a real
+	// server); it still queues for the node's CPU.
+	var delay int64
+	if from != to {
+		delay = int64(s.cfg.Topology.OneWay(ra, rb))
+		if s.cfg.Jitter > 0 {
+			delay += s.rng.Int64N(int64(s.cfg.Jitter))
+		}
 	}
 	at := depart + delay
 	if !s.cfg.Reorder {

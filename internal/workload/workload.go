@@ -41,6 +41,14 @@ type Client interface {
 	Next() Txn
 }
 
+// Homed is implemented by clients bound to a part of the data (a TPC-C terminal and its home
+// warehouse). Home returns a key of that part; drivers then pick, as the client's coordinator,
+// the node holding that key when it is in the client's region, so the client's local work
+// needs no hop between nodes.
+type Homed interface {
+	Home() string
+}
+
 // Txn is one logical transaction.
 type Txn struct {
 	Type     string // "ycsbt", "new-order", "payment", "list-append", …: latencies are kept per type

@@ -43,6 +43,11 @@ type terminal struct {
 	seq      int // per-terminal sequence: dates and history keys
 }
 
+// Home is a key of the terminal's home warehouse: drivers send the terminal's transactions to a
+// coordinator on that warehouse's node (workload.Homed), as TPC-C terminals are bound to their
+// warehouse.
+func (t *terminal) Home() string { return t.w.key(t.wh, "w") }
+
 // customerRef selects a customer by id or, if Last is set, by last name.
 type customerRef struct {
 	wh, d, id int
