@@ -8,110 +8,17 @@ import (
 
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/check"
-	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
-	"github.com/meridiandb/meridian/internal/workload"
-	"github.com/meridiandb/meridian/internal/workload/listappend"
 	"github.com/meridiandb/meridian/internal/workload/ycsbt"
 )
 
-type runSpec struct {
-	seed     uint64
-	opts     map[string]string
-	clients  int // per region
-	duration time.Duration
-	faults   func(s *sim.Sim, w bench.Window)
-	mkWL     func(t *topo.Topology) (workload.Workload, error)
-}
-
-func simConfig(t *testing.T, seed uint64, opts map[string]string) sim.Config {
-	t.Helper()
-	p, err := protocol.Lookup("k2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, err := topo.FromPreset("k2-5region", p.Layout(topo.DefaultLayout()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := sim.DefaultConfig()
-	cfg.Topology, cfg.Protocol, cfg.Options, cfg.Seed = tp, p, opts, seed
-	return cfg
-}
-
-// listAppend is the checkable workload: keys keys (few keys: high contention), with a share
-// local of transactions whose keys all live in the client's region.
-func listAppend(keys int, local float64) func(t *topo.Topology) (workload.Workload, error) {
-	return func(t *topo.Topology) (workload.Workload, error) {
-		return listappend.New(t, listappend.Config{Keys: keys, RegionLocalRatio: local})
-	}
-}
-
-func run(t *testing.T, r runSpec) *bench.Result {
-	t.Helper()
-	cfg := simConfig(t, r.seed, r.opts)
-	wl, err := r.mkWL(cfg.Topology)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.clients == 0 {
-		r.clients = 4
-	}
-	if r.duration == 0 {
-		r.duration = 2 * time.Second
-	}
-	res, err := bench.SimRun(cfg, bench.Spec{Workload: wl, ClientsPerRegion: r.clients, Warmup: 200 * time.Millisecond,
-		Duration: r.duration, Record: true, Faults: r.faults})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
-func checkRun(t *testing.T, res *bench.Result) *check.Report {
-	t.Helper()
-	rep, err := check.Check(res.History, "strict-serializable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
-}
-
-func ycsbT(theta float64) func(t *topo.Topology) (workload.Workload, error) {
-	return func(t *topo.Topology) (workload.Workload, error) {
-		cfg, err := ycsbt.Preset("k2")
-		if err != nil {
-			return nil, err
-		}
-		cfg.Keys, cfg.Theta, cfg.RegionLocal, cfg.CrossRegionRatio = 2000, theta, true, 0.1
-		return ycsbt.New(t, cfg)
-	}
-}
+const model = "strict-serializable"
 
 func skewOracle(region topo.RegionID, by time.Duration) func(s *sim.Sim, w bench.Window) {
 	return func(s *sim.Sim, w bench.Window) {
 		s.SkewClock(s.Topology().Oracle(region), by)
-	}
-}
-
-// crashes crashes each node at MeasureFrom+at and restarts it down later.
-func crashes(down time.Duration, plan map[topo.NodeID]time.Duration) func(s *sim.Sim, w bench.Window) {
-	return func(s *sim.Sim, w bench.Window) {
-		ids := make([]topo.NodeID, 0, len(plan))
-		for id := range plan {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			at := w.MeasureFrom + int64(plan[id])
-			s.At(at, func() { s.Crash(id) })
-			s.At(at+int64(down), func() {
-				if err := s.Restart(id); err != nil {
-					panic(err)
-				}
-			})
-		}
 	}
 }
 
@@ -121,34 +28,26 @@ func crashes(down time.Duration, plan map[topo.NodeID]time.Duration) func(s *sim
 func TestStrictSerializable(t *testing.T) {
 	cases := []struct {
 		name   string
-		mkWL   func(t *topo.Topology) (workload.Workload, error)
+		wl     prototest.Workload
 		opts   map[string]string
 		minOK  int
 		faults func(s *sim.Sim, w bench.Window)
 	}{
-		{name: "10-keys-wan", mkWL: listAppend(10, 0), minOK: 10},
-		{name: "20-keys-local", mkWL: listAppend(20, 0.8), minOK: 100},
-		{name: "register", mkWL: func(t *topo.Topology) (workload.Workload, error) {
-			return listappend.New(t, listappend.Config{Keys: 20, Register: true, RegionLocalRatio: 0.8})
-		}, minOK: 100},
-		{name: "strawman-timestamps", mkWL: listAppend(20, 0.8), opts: map[string]string{"ts-batching": "off"}, minOK: 100},
-		{name: "no-mv-reads", mkWL: listAppend(20, 0.8), opts: map[string]string{"mv-reads": "off"}, minOK: 50},
-		{name: "one-intent-per-key", mkWL: listAppend(20, 0.8), opts: map[string]string{"mv-writes": "off"}, minOK: 50},
-		{name: "sync-finalize", mkWL: listAppend(20, 0.8), opts: map[string]string{"async-finalize": "off"}, minOK: 100},
-		{name: "crashes", mkWL: listAppend(20, 0.8), minOK: 50, faults: crashes(400*time.Millisecond,
+		{name: "10-keys-wan", wl: prototest.ListAppend(10, 0), minOK: 10},
+		{name: "20-keys-local", wl: prototest.ListAppend(20, 0.8), minOK: 100},
+		{name: "register", wl: prototest.Register(20, 0.8), minOK: 100},
+		{name: "strawman-timestamps", wl: prototest.ListAppend(20, 0.8), opts: map[string]string{"ts-batching": "off"}, minOK: 100},
+		{name: "no-mv-reads", wl: prototest.ListAppend(20, 0.8), opts: map[string]string{"mv-reads": "off"}, minOK: 50},
+		{name: "one-intent-per-key", wl: prototest.ListAppend(20, 0.8), opts: map[string]string{"mv-writes": "off"}, minOK: 50},
+		{name: "sync-finalize", wl: prototest.ListAppend(20, 0.8), opts: map[string]string{"async-finalize": "off"}, minOK: 100},
+		{name: "crashes", wl: prototest.ListAppend(20, 0.8), minOK: 50, faults: prototest.Crashes(400*time.Millisecond,
 			map[topo.NodeID]time.Duration{0: 300 * time.Millisecond, 2: 700 * time.Millisecond, 4: 1200 * time.Millisecond})},
 	}
 	for _, c := range cases {
 		for _, seed := range []uint64{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/seed-%d", c.name, seed), func(t *testing.T) {
-				res := run(t, runSpec{seed: seed, opts: c.opts, mkWL: c.mkWL, faults: c.faults})
-				rep := checkRun(t, res)
-				if rep.Verdict != check.Valid {
-					t.Fatalf("verdict %s:\n%v", rep.Verdict, rep)
-				}
-				if rep.Counts.OK < c.minOK {
-					t.Fatalf("only %d committed transactions (want ≥ %d): the run checks too little", rep.Counts.OK, c.minOK)
-				}
+				res := prototest.Run(t, prototest.Case{Protocol: "k2", Seed: seed, Options: c.opts, Workload: c.wl, Faults: c.faults})
+				prototest.ExpectValid(t, prototest.MustCheck(t, res, model), c.minOK)
 			})
 		}
 	}
@@ -176,12 +75,10 @@ func TestMutantCaught(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res := run(t, runSpec{seed: 2, opts: c.opts, mkWL: listAppend(20, 0.8), clients: 6,
-				faults: skewOracle(0, 20*time.Millisecond)})
-			rep := checkRun(t, res)
-			if rep.Verdict != c.verdict {
-				t.Fatalf("verdict %s, want %s:\n%v", rep.Verdict, c.verdict, rep)
-			}
+			res := prototest.Run(t, prototest.Case{Protocol: "k2", Seed: 2, Options: c.opts, Workload: prototest.ListAppend(20, 0.8),
+				Clients: 6, Faults: skewOracle(0, 20*time.Millisecond)})
+			rep := prototest.MustCheck(t, res, model)
+			prototest.ExpectVerdict(t, rep, c.verdict)
 			if c.verdict == check.Invalid && !slices.Contains(rep.AnomalyTypes, "G-single-realtime") {
 				t.Errorf("anomalies %v: want a real-time violation", rep.AnomalyTypes)
 			}
@@ -191,24 +88,18 @@ func TestMutantCaught(t *testing.T) {
 
 // TestCoordinatorFailure crashes every coordinator of region 1 mid-run. Their recorders stop
 // hearing heartbeats and abort the undecided transactions, and readers meeting the dead
-// transactions' intents are released through PUSHWS.
+// transactions' intents are released through PUSHWS: too few commits means they were not.
 func TestCoordinatorFailure(t *testing.T) {
-	faults := func(s *sim.Sim, w bench.Window) {
-		crashes(1500*time.Millisecond, map[topo.NodeID]time.Duration{s.Topology().DataNodes(1)[0]: 300 * time.Millisecond})(s, w)
-	}
 	// Whether the crash catches a transaction after its first write (so that a recorder holds
 	// an undecided record) depends on the seed; over these seeds it does several times.
 	var leaseAborts int64
 	for seed := uint64(1); seed <= 6; seed++ {
-		res := run(t, runSpec{seed: seed, mkWL: listAppend(20, 0.8), clients: 8, faults: faults, duration: 3 * time.Second})
-		rep := checkRun(t, res)
-		if rep.Verdict != check.Valid {
-			t.Fatalf("seed %d: verdict %s:\n%v", seed, rep.Verdict, rep)
-		}
-		if rep.Counts.OK < 100 {
-			t.Fatalf("seed %d: only %d committed transactions: blocked readers were not released", seed, rep.Counts.OK)
-		}
-		leaseAborts += res.ProtocolMetrics.Counters["recorder.lease-abort"]
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			res := prototest.Run(t, prototest.Case{Protocol: "k2", Seed: seed, Workload: prototest.ListAppend(20, 0.8), Clients: 8,
+				Faults: prototest.CrashDataNode(1, 300*time.Millisecond, 1500*time.Millisecond), Duration: 3 * time.Second})
+			prototest.ExpectValid(t, prototest.MustCheck(t, res, model), 100)
+			leaseAborts += res.ProtocolMetrics.Counters["recorder.lease-abort"]
+		})
 	}
 	if leaseAborts == 0 {
 		t.Errorf("no transaction was aborted by a recorder's lease")
@@ -217,15 +108,8 @@ func TestCoordinatorFailure(t *testing.T) {
 
 // TestDeterministic runs one seed twice and compares the simulator's trace digests.
 func TestDeterministic(t *testing.T) {
-	spec := runSpec{seed: 7, mkWL: listAppend(20, 0.8), faults: crashes(200*time.Millisecond, map[topo.NodeID]time.Duration{1: 300 * time.Millisecond})}
-	a, b := run(t, spec), run(t, spec)
-	if a.TraceDigest != b.TraceDigest {
-		t.Fatalf("same seed, different traces: %s vs %s", a.TraceDigest, b.TraceDigest)
-	}
-	spec.seed = 8
-	if c := run(t, spec); c.TraceDigest == a.TraceDigest {
-		t.Fatalf("seeds 7 and 8 gave the same trace %s", c.TraceDigest)
-	}
+	prototest.Deterministic(t, prototest.Case{Protocol: "k2", Seed: 7, Workload: prototest.ListAppend(20, 0.8),
+		Faults: prototest.Crashes(200*time.Millisecond, map[topo.NodeID]time.Duration{1: 300 * time.Millisecond})}, 8)
 }
 
 // TestYCSBT runs YCSB-T from mild (θ 0.5) to heavy (θ 0.99) skew and checks that transactions
@@ -233,7 +117,8 @@ func TestDeterministic(t *testing.T) {
 func TestYCSBT(t *testing.T) {
 	for _, theta := range []float64{0.5, 0.99} {
 		t.Run(fmt.Sprint(theta), func(t *testing.T) {
-			res := run(t, runSpec{seed: 1, mkWL: ycsbT(theta), duration: time.Second})
+			res := prototest.Run(t, prototest.Case{Protocol: "k2", Seed: 1, Duration: time.Second,
+				Workload: prototest.YCSBT(theta, func(c *ycsbt.Config) { c.RegionLocal, c.CrossRegionRatio = true, 0.1 })})
 			if res.Committed < 100 || res.Failed > 0 || res.Unknown > 0 {
 				t.Fatalf("committed %d, failed %d, unknown %d", res.Committed, res.Failed, res.Unknown)
 			}
@@ -256,8 +141,12 @@ func TestBadOptions(t *testing.T) {
 		{"ttl": "soon"}, {"ttl": "0s"}, {"step": "1ms", "ttl": "500us"}, {"lease": "-1s"},
 		{"mv-reads": "maybe"}, {"max-drift": "2"}, {"mutant": "no-locks"}, {"no-such-option": "1"},
 	} {
-		cfg := simConfig(t, 1, opts)
-		if _, err := sim.New(cfg); err == nil {
+		// Options are rejected either by the protocol's option check or by its node factory.
+		cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Seed: 1, Options: opts})
+		if err == nil {
+			_, err = sim.New(cfg)
+		}
+		if err == nil {
 			t.Errorf("options %v accepted", opts)
 		}
 	}

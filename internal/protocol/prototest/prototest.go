@@ -1,0 +1,195 @@
+// Package prototest is the test scaffolding the protocol packages share: it runs a protocol in
+// the simulator on a checkable or YCSB-T workload, with scripted faults, and asserts what the
+// history checker says about the run. Every protocol is tested on the same deployment (the
+// k2-5region preset, default layout, 200 ms warm-up) so that their tests stay comparable; what
+// differs between protocols (clock bounds, workload shape, consistency model) is a parameter.
+package prototest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/check"
+	"github.com/meridiandb/meridian/internal/sim"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload"
+	"github.com/meridiandb/meridian/internal/workload/ycsbt"
+)
+
+// Topology is the preset every protocol test deploys on: five regions, WAN round trips of
+// tens of milliseconds, so that commit waits and cross-region conflicts matter.
+const Topology = "k2-5region"
+
+// Warmup precedes every measured window: long enough for clients to reach a steady state,
+// short enough to keep the tests fast.
+const Warmup = 200 * time.Millisecond
+
+// Workload builds a workload over the run's topology (known only once the protocol's layout
+// is applied).
+type Workload func(t *topo.Topology) (workload.Workload, error)
+
+// Case is one simulated run.
+type Case struct {
+	Protocol string
+	Options  map[string]string
+	Seed     uint64
+	Workload Workload
+	Clients  int           // per region; 0 means 4
+	Duration time.Duration // measured window; 0 means 2 s
+	// Epsilon is the TrueTime uncertainty bound and MaxOffset the bound on local clock
+	// offsets; 0 keeps the simulator's default.
+	Epsilon, MaxOffset time.Duration
+	Faults             func(s *sim.Sim, w bench.Window)
+}
+
+// SimConfig builds the simulator configuration of c's deployment; it fails on options the
+// protocol rejects.
+func SimConfig(c Case) (sim.Config, error) {
+	base := sim.DefaultConfig()
+	if c.Epsilon > 0 {
+		base.Epsilon = c.Epsilon
+	}
+	if c.MaxOffset > 0 {
+		base.MaxOffset = c.MaxOffset
+	}
+	l := topo.DefaultLayout()
+	return bench.SimConfig(bench.Deployment{Protocol: c.Protocol, Options: c.Options, Topology: Topology,
+		NodesPerRegion: l.NodesPerRegion, ShardsPerNode: l.ShardsPerNode, Seed: c.Seed, Base: &base})
+}
+
+// Run runs c, recording the history of checkable transactions.
+func Run(t testing.TB, c Case) *bench.Result {
+	t.Helper()
+	cfg, err := SimConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := c.Workload(cfg.Topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Clients == 0 {
+		c.Clients = 4
+	}
+	if c.Duration == 0 {
+		c.Duration = 2 * time.Second
+	}
+	res, err := bench.SimRun(cfg, bench.Spec{Workload: wl, ClientsPerRegion: c.Clients, Warmup: Warmup,
+		Duration: c.Duration, Record: true, Faults: c.Faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// ListAppend is the checkable list-append workload over keys keys (few keys: high contention)
+// in which a share local of the transactions keep to keys homed in the client's region.
+func ListAppend(keys int, local float64) Workload { return listAppend("list-append", keys, local) }
+
+// Register is ListAppend with read-write registers instead of lists.
+func Register(keys int, local float64) Workload { return listAppend("rw-register", keys, local) }
+
+func listAppend(name string, keys int, local float64) Workload {
+	return func(t *topo.Topology) (workload.Workload, error) {
+		p := bench.DefaultWorkloadParams(name)
+		p.Keys, p.CRTRatio = keys, 1-local
+		return bench.BuildWorkload(t, p)
+	}
+}
+
+// YCSBT is YCSB-T's K2 preset over 2000 keys with Zipf skew theta, adjusted by edit (nil: no
+// change). It is built directly rather than through bench.BuildWorkload, which skips the load
+// phase: here every key exists before the window opens, as in the paper.
+func YCSBT(theta float64, edit func(*ycsbt.Config)) Workload {
+	return func(t *topo.Topology) (workload.Workload, error) {
+		cfg, err := ycsbt.Preset("k2")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Keys, cfg.Theta = 2000, theta
+		if edit != nil {
+			edit(&cfg)
+		}
+		return ycsbt.New(t, cfg)
+	}
+}
+
+// Crashes crashes each node of plan at the window's MeasureFrom plus its offset, and restarts
+// it down later.
+func Crashes(down time.Duration, plan map[topo.NodeID]time.Duration) func(s *sim.Sim, w bench.Window) {
+	return func(s *sim.Sim, w bench.Window) {
+		// Scheduling order breaks ties between events at one instant: sort for determinism.
+		ids := make([]topo.NodeID, 0, len(plan))
+		for id := range plan {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			at := w.MeasureFrom + int64(plan[id])
+			s.At(at, func() { s.Crash(id) })
+			s.At(at+int64(down), func() {
+				if err := s.Restart(id); err != nil {
+					// No test is in reach of a simulator callback; stopping the run is the
+					// only way to report it.
+					panic(fmt.Sprintf("restart node %d: %v", id, err))
+				}
+			})
+		}
+	}
+}
+
+// CrashDataNode crashes the first data node of region at MeasureFrom+at, and restarts it down
+// later. It is Crashes for tests that know a node by its role rather than its id.
+func CrashDataNode(region topo.RegionID, at, down time.Duration) func(s *sim.Sim, w bench.Window) {
+	return func(s *sim.Sim, w bench.Window) {
+		Crashes(down, map[topo.NodeID]time.Duration{s.Topology().DataNodes(region)[0]: at})(s, w)
+	}
+}
+
+// MustCheck checks res's history under model and fails the test if the checker cannot run.
+func MustCheck(t testing.TB, res *bench.Result, model string) *check.Report {
+	t.Helper()
+	rep, err := check.Check(res.History, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// ExpectVerdict fails the test unless the checker's verdict is want.
+func ExpectVerdict(t testing.TB, rep *check.Report, want string) {
+	t.Helper()
+	if rep.Verdict != want {
+		t.Fatalf("%s verdict %s, want %s (%d committed):\n%v", rep.Model, rep.Verdict, want, rep.Counts.OK, rep)
+	}
+}
+
+// ExpectValid fails the test unless the history is valid and at least minOK transactions
+// committed: a valid history of a handful of transactions proves little.
+func ExpectValid(t testing.TB, rep *check.Report, minOK int) {
+	t.Helper()
+	ExpectVerdict(t, rep, check.Valid)
+	if rep.Counts.OK < minOK {
+		t.Fatalf("only %d committed transactions (want ≥ %d): the run checks too little", rep.Counts.OK, minOK)
+	}
+}
+
+// Deterministic runs c twice and fails unless both runs have one trace digest and commit count,
+// and unless c under each of otherSeeds gives a different trace (the seed is really used).
+func Deterministic(t testing.TB, c Case, otherSeeds ...uint64) {
+	t.Helper()
+	a, b := Run(t, c), Run(t, c)
+	if a.TraceDigest != b.TraceDigest || a.Committed != b.Committed {
+		t.Fatalf("seed %d: digests %s vs %s, commits %d vs %d", c.Seed, a.TraceDigest, b.TraceDigest, a.Committed, b.Committed)
+	}
+	for _, seed := range otherSeeds {
+		o := c
+		o.Seed = seed
+		if r := Run(t, o); r.TraceDigest == a.TraceDigest {
+			t.Fatalf("seeds %d and %d gave the same trace %s", c.Seed, seed, r.TraceDigest)
+		}
+	}
+}
