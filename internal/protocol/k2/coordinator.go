@@ -19,6 +19,7 @@ const (
 	stWaitTS     txnState = iota + 1 // queued for a K2-TB timestamp
 	stIdle                           // waiting for the client's next request
 	stBusy                           // a read or write is out at a data node
+	stWriteWait                      // write pipelining: waiting until every write is durable
 	stCommitWait                     // waiting out the commit wait
 	stCommitting                     // the commit is out at the recorder
 	stFinalizing                     // synchronous-finalization ablation: waiting for acks
@@ -50,6 +51,24 @@ type ctxn struct {
 	participants    []topo.NodeID // nodes holding intents, ascending
 	acked           []topo.NodeID // synchronous finalization: participants that acknowledged
 	commitSentLocal int64
+
+	// Write durability. writes holds the latest write of each key (one per key: a rewrite
+	// replaces the earlier one), in sending order; incs the incarnation each participant
+	// first answered with. lost is set when a write may have died in a participant's crash.
+	wseq           uint32
+	writes         []twrite
+	incs           map[topo.NodeID]uint64
+	lost           bool
+	writeNanos     int64 // without pipelining: time spent in writes, for phase.write
+	writeWaitLocal int64 // with pipelining: when the commit began waiting for durability
+}
+
+// twrite is a write of a transaction as its coordinator tracks its durability.
+type twrite struct {
+	node    topo.NodeID
+	key     string
+	wseq    uint32
+	durable bool
 }
 
 func (n *Node) nextReqID(t *ctxn) uint64 {
@@ -128,6 +147,7 @@ func (n *Node) pumpTS() {
 		n.txnSeq++
 		t.id = storage.MakeTxnID(int32(n.self), n.incarnation<<32|n.txnSeq&(1<<32-1))
 		t.ts = stamp
+		n.byID[t.id] = t
 		t.cwDeadlineLocal = now + int64(cw)
 		t.state = stIdle
 		n.m.Observe("phase.get-ts", now-t.arrivedLocal)
@@ -164,15 +184,19 @@ func (n *Node) exec(t *ctxn, req wire.ClientRequest) {
 			t.recorder, t.hasRecorder, t.firstWriteOut = n.tp.PrimaryOf(req.Key), true, true
 		}
 		id := n.nextReqID(t)
+		to := n.tp.PrimaryOf(req.Key)
+		t.wseq++
+		t.writes = slices.DeleteFunc(t.writes, func(w twrite) bool { return w.key == req.Key })
+		t.writes = append(t.writes, twrite{node: to, key: req.Key, wseq: t.wseq})
 		w := &WriteReq{ReqID: id, Txn: t.id, TS: t.ts, Key: req.Key, Tombstone: req.Op == wire.OpDelete,
-			Recorder: t.recorder, CreateRecord: t.firstWriteOut}
+			Recorder: t.recorder, CreateRecord: t.firstWriteOut, WSeq: t.wseq}
 		if req.Op == wire.OpPut {
 			w.Value = slices.Clone(req.Value)
 			if w.Value == nil {
 				w.Value = []byte{}
 			}
 		}
-		n.sendOp(t, n.tp.PrimaryOf(req.Key), w)
+		n.sendOp(t, to, w)
 	case wire.OpCommit:
 		n.commit(t)
 	case wire.OpAbort:
@@ -231,19 +255,131 @@ func (n *Node) onWriteResp(r *WriteResp) {
 		n.abort(t, r.Cause, true)
 		return
 	}
-	n.m.Observe("phase.write", n.env.Now()-t.sentLocal)
+	took := n.env.Now() - t.sentLocal
+	n.m.Observe("op.write", took)
+	t.writeNanos += took
 	p := n.tp.PrimaryOf(t.req.Key)
 	if i, found := slices.BinarySearch(t.participants, p); !found {
 		t.participants = slices.Insert(t.participants, i, p)
+	}
+	n.noteIncarnation(t, p, r.Inc)
+	if !r.Pending {
+		n.markDurable(t, p, []uint32{t.wseq})
 	}
 	t.state = stIdle
 	n.reply(t, &wire.ClientReply{Code: wire.CodeOK})
 }
 
-// commit waits out the commit wait, counted from the moment the timestamp was taken, and only
-// then commits at the recorder: the commit point follows the wait, so any version a reader can
-// see was committed after true time passed its timestamp (notes/k2.md §3.4).
+// noteIncarnation flags t if a participant answers from another life than it first did: the
+// writes the earlier life acknowledged may not have reached its disk.
+func (n *Node) noteIncarnation(t *ctxn, p topo.NodeID, inc uint64) {
+	if t.incs == nil {
+		t.incs = map[topo.NodeID]uint64{}
+	}
+	if first, ok := t.incs[p]; !ok {
+		t.incs[p] = inc
+	} else if first != inc {
+		t.lost = true
+	}
+}
+
+func (n *Node) markDurable(t *ctxn, p topo.NodeID, wseqs []uint32) {
+	for i := range t.writes {
+		if w := &t.writes[i]; w.node == p && slices.Contains(wseqs, w.wseq) {
+			w.durable = true
+		}
+	}
+}
+
+// onWriteDurable learns that writes are durable, or lost. Once the commit is out at the
+// recorder nothing can change: every write was durable before it was sent.
+func (n *Node) onWriteDurable(from node.ID, m *WriteDurable) {
+	t := n.byID[m.Txn]
+	if t == nil || t.state >= stCommitWait {
+		return
+	}
+	n.noteIncarnation(t, from, m.Inc)
+	if m.Lost {
+		t.lost = true
+	}
+	n.markDurable(t, from, m.WSeqs)
+	if t.state == stWriteWait {
+		n.checkWritesDurable(t)
+	}
+}
+
+// commit first makes sure every write is durable (K2's first flush of a commit; with write
+// pipelining the writes were acknowledged from memory), then waits out the commit wait and
+// commits at the recorder (the second flush). Writes that a participant's crash may have lost
+// abort the transaction: the recorder must never persist COMMITTED for a transaction one of
+// whose intents is not on disk.
 func (n *Node) commit(t *ctxn) {
+	if t.lost {
+		n.abort(t, "write-lost", true)
+		return
+	}
+	if len(t.participants) == 0 {
+		n.commitWait(t)
+		return
+	}
+	if !n.cfg.pipelineWrites {
+		n.m.Observe("phase.write", t.writeNanos)
+		n.commitWait(t)
+		return
+	}
+	t.state = stWriteWait
+	t.writeWaitLocal = n.env.Now()
+	n.armWriteWait(t)
+	n.checkWritesDurable(t)
+}
+
+func (n *Node) checkWritesDurable(t *ctxn) {
+	if t.lost {
+		n.abort(t, "write-lost", true)
+		return
+	}
+	for _, w := range t.writes {
+		if !w.durable {
+			return
+		}
+	}
+	n.env.Cancel(t.timer)
+	t.timer = 0
+	n.m.Observe("phase.write", n.env.Now()-t.writeWaitLocal)
+	n.commitWait(t)
+}
+
+// armWriteWait asks again, every op-timeout/8, the participants whose writes have not been
+// reported durable (a report may be lost, or the participant crashed), and gives up after
+// op-timeout.
+func (n *Node) armWriteWait(t *ctxn) {
+	t.timer = n.env.After(n.cfg.opTimeout/8, func() {
+		if t.state != stWriteWait {
+			return
+		}
+		if n.env.Now()-t.writeWaitLocal >= int64(n.cfg.opTimeout) {
+			n.abort(t, "timeout", true)
+			return
+		}
+		ask := map[topo.NodeID][]WriteRef{}
+		for _, w := range t.writes {
+			if !w.durable {
+				ask[w.node] = append(ask[w.node], WriteRef{Key: w.key, WSeq: w.wseq})
+			}
+		}
+		for _, p := range t.participants { // ascending: a deterministic send order
+			if refs := ask[p]; len(refs) > 0 {
+				n.env.Send(p, &DurableReq{Txn: t.id, Writes: refs})
+			}
+		}
+		n.armWriteWait(t)
+	})
+}
+
+// commitWait waits out the commit wait, counted from the moment the timestamp was taken, and
+// only then commits at the recorder: the commit point follows the wait, so any version a reader
+// can see was committed after true time passed its timestamp (notes/k2.md §3.4).
+func (n *Node) commitWait(t *ctxn) {
 	t.state = stCommitWait
 	wait := t.cwDeadlineLocal - n.env.Now()
 	if len(t.participants) == 0 && !n.cfg.roCommitWait {
@@ -373,6 +509,9 @@ func (n *Node) finish(t *ctxn) {
 	n.clearReq(t)
 	t.state = stDone
 	delete(n.txns, t.key)
+	if t.id != 0 && n.byID[t.id] == t {
+		delete(n.byID, t.id)
+	}
 }
 
 // coordinatorTick renews the leases of live transactions at their recorders and aborts the

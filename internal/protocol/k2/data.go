@@ -31,16 +31,24 @@ type push struct {
 	timer    node.TimerID
 }
 
-// Intent metadata: the recorder's node id, so a reader knows where to send PUSHWS.
-func encodeMeta(recorder topo.NodeID) []byte {
-	return binary.BigEndian.AppendUint32(nil, uint32(recorder))
+// intentRef names a transaction's intent on a key.
+type intentRef struct {
+	txn storage.TxnID
+	key string
 }
 
-func decodeMeta(b []byte) (topo.NodeID, bool) {
-	if len(b) != 4 {
-		return 0, false
+// Intent metadata: the recorder's node id, so a reader knows where to send PUSHWS, then the
+// write's sequence number in its transaction, so a data node can tell which write of the
+// transaction a (recovered) intent holds.
+func encodeMeta(recorder topo.NodeID, wseq uint32) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(recorder)), wseq)
+}
+
+func decodeMeta(b []byte) (recorder topo.NodeID, wseq uint32, ok bool) {
+	if len(b) != 8 {
+		return 0, 0, false
 	}
-	return topo.NodeID(binary.BigEndian.Uint32(b)), true
+	return topo.NodeID(binary.BigEndian.Uint32(b)), binary.BigEndian.Uint32(b[4:]), true
 }
 
 // onRead is Fig. 10's READ: register the read in the key's watermark first (so no lower write
@@ -96,7 +104,7 @@ func (n *Node) pushFor(v mvcc.Version, op *readOp) {
 	op.waitLocal = n.env.Now()
 	p := n.pushes[v.Txn]
 	if p == nil {
-		rec, ok := decodeMeta(v.Meta)
+		rec, _, ok := decodeMeta(v.Meta)
 		if !ok {
 			// Cannot happen for intents this protocol wrote; refuse rather than wait forever.
 			op.done = true
@@ -175,7 +183,7 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq) {
 		refuse("read-watermark")
 		return
 	}
-	err := n.store.PutIntent(w.Key, mvcc.Version{TS: w.TS, Txn: w.Txn, Tombstone: w.Tombstone, Value: w.Value, Meta: encodeMeta(w.Recorder)})
+	err := n.store.PutIntent(w.Key, mvcc.Version{TS: w.TS, Txn: w.Txn, Tombstone: w.Tombstone, Value: w.Value, Meta: encodeMeta(w.Recorder, w.WSeq)})
 	var ie *mvcc.IntentError
 	switch {
 	case errors.As(err, &ie):
@@ -196,12 +204,57 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq) {
 			n.leases[w.Txn] = n.env.Now()
 		}
 	}
-	// "All data and temporary write streams are persisted upon creation": answer only once
-	// the intent (and the record it may create) is durable.
 	id := w.ReqID
+	if !n.cfg.pipelineWrites {
+		// "All data and temporary write streams are persisted upon creation": answer only
+		// once the intent (and the record it may create) is durable.
+		n.persist(n.dataWrites(), func() {
+			n.env.Send(from, &WriteResp{ReqID: id, Inc: n.incarnation})
+		})
+		return
+	}
+	// Write pipelining: the conflict check is done and the intent is in the write stream, so
+	// the write is answered now; the intent is still persisted upon creation, in the next
+	// group commit, and the coordinator hears when it is durable. Until then a reader that
+	// meets the intent only pushes its recorder, which cannot commit the transaction before
+	// the coordinator knows every write durable.
+	ref := intentRef{w.Txn, w.Key}
+	wseq, txn := w.WSeq, w.Txn
+	n.unflushed[ref] = wseq
+	n.env.Send(from, &WriteResp{ReqID: id, Pending: true, Inc: n.incarnation})
 	n.persist(n.dataWrites(), func() {
-		n.env.Send(from, &WriteResp{ReqID: id})
+		if n.unflushed[ref] == wseq {
+			delete(n.unflushed, ref)
+		}
+		n.env.Send(from, &WriteDurable{Txn: txn, Inc: n.incarnation, WSeqs: []uint32{wseq}})
 	})
+}
+
+// onDurableReq answers a coordinator that asks again which writes are durable. A write whose
+// intent is still being flushed is not answered here: its flush's completion reports it. A
+// write whose intent is not in the store at all (or holds an older write of the transaction)
+// was lost by a crash of this node, or the transaction was aborted here; either way it must
+// not commit.
+func (n *Node) onDurableReq(from topo.NodeID, r *DurableReq) {
+	resp := &WriteDurable{Txn: r.Txn, Inc: n.incarnation}
+	for _, w := range r.Writes {
+		vis := n.store.VisibleAt(w.Key, ts.Max, r.Txn)
+		have := uint32(0)
+		if vis.Found && vis.Version.Txn == r.Txn && vis.Version.State == mvcc.Intent {
+			_, have, _ = decodeMeta(vis.Version.Meta)
+		}
+		switch {
+		case have < w.WSeq:
+			resp.Lost = true
+		case have > w.WSeq:
+			// A later write of the transaction replaced it; the coordinator asks about that one.
+		case n.unflushed[intentRef{r.Txn, w.Key}] == w.WSeq:
+			// Still being flushed: its completion will report it.
+		default:
+			resp.WSeqs = append(resp.WSeqs, w.WSeq)
+		}
+	}
+	n.env.Send(from, resp)
 }
 
 // onCommit is the recorder's one-phase commit: persist COMMITTED, then wake PUSHWS waiters and

@@ -37,6 +37,7 @@ func (proto) Options() map[string]string {
 		"mv-reads":           "off: ablation, readers block on any write stream of the key (default on)",
 		"mv-writes":          "off: ablation, at most one write intent per key; a second writer aborts (default on)",
 		"async-finalize":     "off: ablation, intents are finalized before the client hears the commit (default on)",
+		"write-pipelining":   "on: a write is acknowledged once its intent is in memory, and commit first waits until every write is durable (the paper's two flushes per commit); off: each write is acknowledged only once durable (default on)",
 		"lease":              "a recorder aborts an undecided transaction whose coordinator is silent this long (default 1s)",
 		"op-timeout":         "a coordinator gives up on a read or write after this long and aborts (default 2s)",
 		"idle-timeout":       "a coordinator aborts a transaction whose client sends nothing for this long (default 5s)",
@@ -59,6 +60,7 @@ type config struct {
 	mvReads          bool
 	mvWrites         bool
 	asyncFinalize    bool
+	pipelineWrites   bool
 	lease            time.Duration
 	opTimeout        time.Duration
 	idleTimeout      time.Duration
@@ -81,6 +83,7 @@ func parseConfig(env node.Env, m map[string]string) (config, error) {
 		mvReads:          o.Bool("mv-reads", true),
 		mvWrites:         o.Bool("mv-writes", true),
 		asyncFinalize:    o.Bool("async-finalize", true),
+		pipelineWrites:   o.Bool("write-pipelining", true),
 		lease:            o.Duration("lease", time.Second),
 		opTimeout:        o.Duration("op-timeout", 2*time.Second),
 		idleTimeout:      o.Duration("idle-timeout", 5*time.Second),
@@ -162,15 +165,20 @@ type Node struct {
 	txnSeq      uint64
 	reqSeq      uint64
 	txns        map[txnkit.ClientTxn]*ctxn
+	byID        map[storage.TxnID]*ctxn // transactions that hold an id, for WriteDurable
 	byReq       map[uint64]*ctxn
 	tsQueue     []*ctxn
 	tsTimer     bool
 
 	// Data node and recorder.
-	store      *mvcc.Store
-	recs       *txnrec.Table
-	leases     map[storage.TxnID]int64 // undecided records: local time their coordinator was last heard of
-	pushes     map[storage.TxnID]*push
+	store  *mvcc.Store
+	recs   *txnrec.Table
+	leases map[storage.TxnID]int64 // undecided records: local time their coordinator was last heard of
+	pushes map[storage.TxnID]*push
+	// unflushed holds the pipelined writes acknowledged but not yet durable: the write
+	// sequence number of the latest such write of a transaction on a key. It is volatile on
+	// purpose: after a restart every intent in the store came from disk.
+	unflushed  map[intentRef]uint32
 	recovering bool // waiting for the oracle before serving reads and writes (read floor)
 	held       []heldMsg
 }
@@ -189,8 +197,8 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	}
 	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(), batcher: b,
 		oracle: tp.Oracle(tp.RegionOf(self)),
-		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{},
-		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}}
+		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{},
+		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}}
 	if n.oracle < 0 {
 		return nil, fmt.Errorf("k2: region of node %d has no oracle (use a layout with OraclePerRegion)", self)
 	}
@@ -265,7 +273,9 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.onFinalizeResp(from, m)
 	case *PushResp:
 		n.onPushResp(m)
-	case *ReadReq, *WriteReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat:
+	case *WriteDurable:
+		n.onWriteDurable(from, m)
+	case *ReadReq, *WriteReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq:
 		if n.recovering {
 			n.held = append(n.held, heldMsg{from, m})
 			return
@@ -290,6 +300,8 @@ func (n *Node) onData(from node.ID, m wire.Msg) {
 		n.onFinalize(from, m)
 	case *Heartbeat:
 		n.onHeartbeat(m)
+	case *DurableReq:
+		n.onDurableReq(from, m)
 	}
 }
 

@@ -28,7 +28,8 @@ type ReadResp struct {
 
 // WriteReq lays down an intent of Txn at TS on Key (Fig. 10, WRITE). Recorder names the node
 // holding the transaction's record; CreateRecord asks this node (the recorder) to create it,
-// piggybacked on the transaction's first write.
+// piggybacked on the transaction's first write. WSeq numbers the transaction's writes (from 1)
+// so that durability reports name one write, not merely a key the transaction may write twice.
 type WriteReq struct {
 	ReqID        uint64
 	Txn          storage.TxnID
@@ -38,13 +39,45 @@ type WriteReq struct {
 	Tombstone    bool   `cbor:",omitempty"`
 	Recorder     topo.NodeID
 	CreateRecord bool `cbor:",omitempty"`
+	WSeq         uint32
 }
 
-// WriteResp answers a WriteReq once the intent (and the record, if created) is durable.
+// WriteResp answers a WriteReq. With write pipelining the intent is only installed in memory
+// (Pending) and a WriteDurable follows; otherwise it (and the record, if created) is durable.
+// Inc is the data node's incarnation: a write acknowledged by an earlier life of the node may
+// have died with it.
 type WriteResp struct {
 	ReqID   uint64
 	Aborted bool
 	Cause   string `cbor:",omitempty"`
+	Pending bool   `cbor:",omitempty"`
+	Inc     uint64
+}
+
+// DurableReq asks a data node which of Txn's pipelined writes are durable; the coordinator sends
+// it while it waits at commit and has not heard of them (a WriteDurable lost, or a node that
+// crashed). It is idempotent.
+type DurableReq struct {
+	Txn    storage.TxnID
+	Writes []WriteRef
+}
+
+// WriteRef names one write of a transaction.
+type WriteRef struct {
+	Key  string
+	WSeq uint32
+}
+
+// WriteDurable tells a coordinator that the writes WSeqs of Txn are durable on the sending node
+// (of incarnation Inc), or, with Lost, that one of the writes it asked about is not there: the
+// node lost it in a crash (or the transaction was aborted there), and the transaction must not
+// commit. It is sent unasked when a pipelined write's batch is flushed, and in answer to a
+// DurableReq.
+type WriteDurable struct {
+	Txn   storage.TxnID
+	Inc   uint64
+	WSeqs []uint32 `cbor:",omitempty"`
+	Lost  bool     `cbor:",omitempty"`
 }
 
 // CommitReq is K2's one-phase commit, sent to the recorder after the commit wait.
@@ -113,10 +146,12 @@ func (*PushResp) Kind() wire.Kind     { return 208 }
 func (*FinalizeReq) Kind() wire.Kind  { return 209 }
 func (*FinalizeResp) Kind() wire.Kind { return 210 }
 func (*Heartbeat) Kind() wire.Kind    { return 211 }
+func (*DurableReq) Kind() wire.Kind   { return 212 }
+func (*WriteDurable) Kind() wire.Kind { return 213 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &CommitReq{}, &CommitResp{},
-		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}} {
+		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}, &DurableReq{}, &WriteDurable{}} {
 		wire.Register(m)
 	}
 }
