@@ -25,10 +25,16 @@
 //     the version. Intents above the reader's timestamp are skipped. Readers never abort.
 //  3. Writes (Fig. 10 WRITE). The one conflict abort of K2-MVTO: a write whose timestamp is below
 //     the key's RT aborts (cause "read-watermark"). Otherwise the write adds an intent to the
-//     key's write stream, which may hold intents of many transactions (no write-write blocking),
-//     and is acknowledged once the intent is persisted.
-//  4. Commit. The coordinator waits out what remains of the commit wait, then sends one COMMIT to
-//     the recorder, which persists COMMITTED and answers (one-phase commit; the decision point).
+//     key's write stream, which may hold intents of many transactions (no write-write blocking).
+//     With write pipelining (the default) the write is acknowledged as soon as the intent is in
+//     memory and the intent is persisted in the node's next group commit; when that flush
+//     completes the node sends the coordinator a WriteDurable. Without it, the write is
+//     acknowledged only once the intent is persisted.
+//  4. Commit. The coordinator first waits until every write of the transaction is durable (K2's
+//     first flush of a commit: "to commit a read-write transaction, K2-MVTO takes at least two
+//     SSD flushes (one for write operations and another for recording commit status)"), then
+//     what remains of the commit wait, then sends one COMMIT to the recorder, which persists
+//     COMMITTED and answers (one-phase commit; the decision point, the second flush).
 //     The client hears of the commit, then the participants finalize asynchronously; readers
 //     that meet a not-yet-finalized intent learn the decision through PUSHWS and finalize it on
 //     their node (lazy cleanup).
@@ -50,7 +56,19 @@
 //     lower intent. Every wait-for edge (PUSHWS) points to a smaller timestamp: no deadlocks.
 //   - A decision is visible only once durable (txnrec), and final: a recorder that aborted a
 //     transaction rejects its commit.
-//   - Intents and records are persisted before they are acknowledged; RT is volatile, and a
+//   - No decision is persisted, and no commit reported, while an intent of the transaction is not
+//     durable. With write pipelining intents are acknowledged from memory, so a data node may
+//     crash with acknowledged intents of an undecided transaction off disk. The coordinator
+//     aborts such a transaction (cause "write-lost"): the node's WriteDurable after restart
+//     says the intent is not in its store (the coordinator re-asks with DurableReq every
+//     op-timeout/8 while it waits, and gives up with cause "timeout" after op-timeout), or a
+//     participant answers from another incarnation than it first did. Writes are numbered per
+//     transaction (WSeq, kept in the intent's metadata), so a key written twice is durable only
+//     when its last write is. Readers that met an in-memory intent only PUSHWS its recorder,
+//     which cannot commit before the coordinator knows every intent durable; the record itself
+//     is created by the first write, whose durability covers it.
+//   - Without write pipelining intents and records are persisted before they are acknowledged.
+//     RT is volatile, and a
 //     restarted data node raises a node-wide read floor above any timestamp a pre-crash reader
 //     could have used before it serves anything.
 //
@@ -78,6 +96,11 @@
 //   - An outcome the coordinator cannot learn (the recorder does not answer the commit after
 //     three tries) is reported as CodeUnknown; a read or write with no answer within op-timeout
 //     aborts the transaction (cause "timeout").
+//   - Write pipelining is the paper's behaviour as its Table 2 and two-flush commit imply (a
+//     NewOrder's whole write phase ≈ 0.55 ms, one RTT plus one flush, for ~25 writes), though
+//     the paper does not describe the mechanism; acknowledging each write after its own flush
+//     made a NewOrder's writes cost ~25 sequential flushes. write-pipelining=off keeps that
+//     behaviour for comparison.
 //   - Scans are not supported (CodeBadArgument): the paper's phantom protection for ranges is
 //     unspecified (notes §3.4), and Meridian's TPC-C uses point reads.
 //   - No K2-VCR: no epochs, no replica reads; records carry no commit epoch.
@@ -92,6 +115,8 @@
 //   - async-finalize=off: the coordinator finalizes every participant and waits for their
 //     acknowledgements before answering the commit.
 //   - ts-batching=off: the strawman of Fig. 3, one oracle request per transaction.
+//   - write-pipelining=off: each write is acknowledged only once its intent is durable, so a
+//     transaction's writes pay one flush each, sequentially, and commit has no durability wait.
 //   - mutant=no-commit-wait skips the commit wait; mutant=ttl-wrong-drift applies the drift to
 //     the batch TTL in the unsafe direction. Neither is observable with honest clocks and
 //     transactions longer than CWT; skew an oracle ahead of true time (sim.SkewClock) and the
@@ -99,10 +124,14 @@
 //
 // # Metrics
 //
-// Counters: commit, commit.read-only, commit.unknown, abort.<cause>, pushws (PUSHWS sent),
+// Counters: commit, commit.read-only, commit.unknown, abort.<cause> (write-lost: a crash lost an
+// acknowledged intent), pushws (PUSHWS sent),
 // recorder.lease-abort. Durations, measured at the coordinator per operation (K2 Table 2):
 // phase.get-ts (first request to timestamp), phase.read (minus its PUSHWS waits), phase.pushws
-// (the wait of a read that pushed, measured at the data node), phase.write, phase.commit (commit
-// request to decision, including synchronous finalization when on), commit-wait (time actually
-// spent waiting at commit; ≤ 1 µs when the transaction outlasted its CWT).
+// (the wait of a read that pushed, measured at the data node), phase.write (Table 2's write
+// phase, once per read-write transaction: with write pipelining, from the commit request until
+// every write is durable; without, the sum of its writes' latencies), op.write (one write,
+// request to acknowledgement), phase.commit (commit wait and durability excluded: COMMIT sent to
+// decision, including synchronous finalization when on), commit-wait (time actually spent
+// waiting at commit; ≤ 1 µs when the transaction outlasted its CWT).
 package k2
