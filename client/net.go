@@ -194,8 +194,13 @@ func (t *NetTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, er
 // Sleep implements Transport.
 func (t *NetTransport) Sleep(d time.Duration) { time.Sleep(d) }
 
-// Now implements Transport: wall-clock nanoseconds.
-func (t *NetTransport) Now() int64 { return time.Now().UnixNano() }
+// processStart anchors Now: wall-clock nanoseconds at start plus Go's monotonic time since, so a
+// wall-clock step never makes a completion precede its invocation in a history, and every client
+// of a process reads the same clock.
+var processStart = time.Now()
+
+// Now implements Transport: nanoseconds on a monotonic clock anchored at the wall clock.
+func (t *NetTransport) Now() int64 { return processStart.UnixNano() + int64(time.Since(processStart)) }
 
 // Close closes the connection; later requests fail.
 func (t *NetTransport) Close() error {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/check"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/report"
 )
@@ -59,6 +60,11 @@ func (c *demoCommand) run(cmd *cobra.Command) error {
 	names := c.protocols
 	if len(names) == 0 {
 		names = protocol.Names()
+	}
+	for _, n := range names {
+		if _, err := protocol.Lookup(n); err != nil {
+			return err
+		}
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Meridian demo: %d protocols on the simulated k2-5region deployment (SH, BJ, GZ, GY, SG), seed %d\n\n", len(names), c.seed)
@@ -131,7 +137,7 @@ func demoTable(rows []demoRow) *report.Table {
 	for _, r := range rows {
 		t.Add(r.protocol, fmt.Sprintf("%.0f", r.perf.Throughput), fmt.Sprintf("%.1f", r.perf.Latency.P50),
 			fmt.Sprintf("%.1f", r.perf.Latency.P99), fmt.Sprintf("%.1f%%", 100*r.perf.AbortRate), r.model, r.verdict,
-			fmt.Sprint(r.checkRes.Committed+r.checkRes.Aborted))
+			fmt.Sprint(checkedTxns(r.checkRes)))
 	}
 	return t
 }
@@ -162,4 +168,12 @@ func (c *demoCommand) writeReport(tbl *report.Table, rows []demoRow) error {
 	b.WriteString(tbl.Markdown())
 	b.WriteString("\n![throughput](throughput.png)\n\n![p99 latency](latency.png)\n")
 	return os.WriteFile(filepath.Join(c.out, "report.md"), []byte(b.String()), 0o644)
+}
+
+// checkedTxns is how many transactions the checker judged (committed, failed and unknown).
+func checkedTxns(r *bench.Result) int {
+	if rep, ok := r.Check.(*check.Report); ok && rep != nil {
+		return rep.Counts.OK + rep.Counts.Fail + rep.Counts.Info
+	}
+	return 0
 }

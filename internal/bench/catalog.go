@@ -38,8 +38,25 @@ func DefaultWorkloadParams(name string) WorkloadParams {
 // Workloads lists the workload names BuildWorkload knows.
 func Workloads() []string { return []string{"list-append", "rw-register", "ycsbt", "tpcc"} }
 
+// ratioOK accepts "default" (negative) or a share in [0, 1]; it rejects NaN.
+func ratioOK(r float64) bool { return r < 0 || (r >= 0 && r <= 1) }
+
 // BuildWorkload constructs a workload over topology t.
 func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error) {
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"write ratio", p.WriteRatio}, {"cross-region ratio", p.CRTRatio}, {"remote item ratio", p.RemoteItemRatio}} {
+		if !ratioOK(r.v) {
+			return nil, fmt.Errorf("%s must be in [0, 1] (or negative for the default), got %g", r.name, r.v)
+		}
+	}
+	if !(p.Zipf < 1) {
+		return nil, fmt.Errorf("zipf θ must be below 1 (or negative for the default), got %g", p.Zipf)
+	}
+	if p.Keys < 0 || p.Ops < 0 || p.Warehouses < 0 {
+		return nil, fmt.Errorf("keys, ops and warehouses must not be negative (0 means the default)")
+	}
 	switch p.Name {
 	case "list-append", "rw-register":
 		cfg := listappend.Config{Keys: p.Keys, Register: p.Name == "rw-register"}

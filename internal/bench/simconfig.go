@@ -29,8 +29,8 @@ func SimConfig(d Deployment) (sim.Config, error) {
 	if d.NodesPerRegion <= 0 {
 		return sim.Config{}, fmt.Errorf("nodes per region must be positive, got %d", d.NodesPerRegion)
 	}
-	if d.ShardsPerNode <= 0 {
-		return sim.Config{}, fmt.Errorf("shards per node must be positive, got %d", d.ShardsPerNode)
+	if d.ShardsPerNode <= 0 || d.ShardsPerNode > 1024 {
+		return sim.Config{}, fmt.Errorf("shards per node must be 1..1024, got %d", d.ShardsPerNode)
 	}
 	l := topo.DefaultLayout()
 	l.NodesPerRegion, l.ShardsPerNode = d.NodesPerRegion, d.ShardsPerNode

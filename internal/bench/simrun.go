@@ -57,6 +57,9 @@ type RowLister interface {
 	Rows(emit func(key string, value []byte) error) error
 }
 
+// clientStream tags the PCG streams of workload clients so they never coincide with a node's.
+const clientStream = 0x636c69656e74 << 16
+
 const (
 	loadersPerRegion = 8
 	loadBatchRows    = 100
@@ -160,7 +163,8 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 			for i := 0; i < spec.ClientsPerRegion; i++ {
 				process++
 				p := process
-				rng := rand.New(rand.NewPCG(cfg.Seed, uint64(p)))
+				// Clients draw from their own streams, disjoint from the nodes' (stream n+1).
+				rng := rand.New(rand.NewPCG(cfg.Seed, clientStream|uint64(p)))
 				gen := spec.Workload.NewClient(p, region, rng)
 				coord := coords[i%len(coords)]
 				if h, ok := gen.(workload.Homed); ok {

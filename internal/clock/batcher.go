@@ -184,7 +184,7 @@ func (b *Batcher) CommitWait() time.Duration { return b.commitWait }
 
 // RequestTimeout is how long, on the local clock, a request counts as in flight. In batching mode
 // a reply arriving later is already expired, so waiting longer is pointless.
-func (b *Batcher) RequestTimeout() time.Duration { return time.Duration(b.expiryLocal) }
+func (b *Batcher) RequestTimeout() time.Duration { return time.Duration(b.inFlightWindow()) }
 
 // Stats returns the counters.
 func (b *Batcher) Stats() BatcherStats { return b.stats }
@@ -253,11 +253,27 @@ func (b *Batcher) fresh(sentLocal, localNow int64) bool {
 	return localNow >= sentLocal && localNow-sentLocal < b.expiryLocal
 }
 
+// strawmanRequestTimeout is how long the strawman counts a request as in flight before asking
+// again (a guard against lost replies). A strawman reply is valid whenever it arrives (its
+// timestamp is T_up and the commit wait runs from receipt), so unlike a batch it does not expire
+// after TTL; counting it lost after TTL made an oracle slower than TTL receive a new request per
+// waiter every TTL, a retry storm that collapsed it.
+const strawmanRequestTimeout = 50 * time.Millisecond
+
+// inFlightWindow is how long a request counts as in flight.
+func (b *Batcher) inFlightWindow() int64 {
+	if b.cfg.Batching {
+		return b.expiryLocal
+	}
+	return int64(strawmanRequestTimeout)
+}
+
 // InFlight reports how many requests sent within RequestTimeout are still unanswered.
 func (b *Batcher) InFlight(localNow int64) int {
 	n := 0
+	w := b.inFlightWindow()
 	for _, p := range b.pending {
-		if b.fresh(p.sentLocal, localNow) {
+		if localNow >= p.sentLocal && localNow-p.sentLocal < w {
 			n++
 		}
 	}

@@ -97,6 +97,12 @@ func LineChart(base string, c Chart, series []Series) error {
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
 	p.Legend.Top = true
+	if c.LogY && !anyPositive(series) {
+		// A log axis cannot show zeros; draw the (all non-positive) data on a linear axis.
+		p.Y.Scale, p.Y.Tick.Marker = plot.LinearScale{}, plot.DefaultTicks{}
+		p.Title.Text += " (no positive values: linear axis)"
+		c.LogY = false
+	}
 	for i, s := range series {
 		pts := make(plotter.XYs, 0, len(s.X))
 		for j := range s.X {
@@ -107,6 +113,7 @@ func LineChart(base string, c Chart, series []Series) error {
 			pts = append(pts, plotter.XY{X: s.X[j], Y: y})
 		}
 		if len(pts) == 0 {
+			p.Legend.Add(s.Name + " (no data)")
 			continue
 		}
 		line, points, err := plotter.NewLinePoints(pts)
@@ -120,6 +127,17 @@ func LineChart(base string, c Chart, series []Series) error {
 		p.Legend.Add(s.Name, line, points)
 	}
 	return save(p, base)
+}
+
+func anyPositive(series []Series) bool {
+	for _, s := range series {
+		for _, y := range s.Y {
+			if y > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Bar is one bar of a bar chart.

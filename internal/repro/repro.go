@@ -262,6 +262,14 @@ func distP90(r *Run, name string) float64 {
 	return r.Result.ProtocolMetrics.Distributions[name].P90
 }
 
+// distP50 returns a protocol metrics distribution's median in ms, 0 if absent.
+func distP50(r *Run, name string) float64 {
+	if r.Result.ProtocolMetrics == nil {
+		return 0
+	}
+	return r.Result.ProtocolMetrics.Distributions[name].P50
+}
+
 // typeP90 returns the p90 latency of one transaction type.
 func typeP90(r *Run, typ string) float64 { return r.Result.PerType[typ].Latency.P90 }
 

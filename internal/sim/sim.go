@@ -64,7 +64,7 @@ func (c *Config) Validate() error {
 		return errors.New("sim: durations must not be negative")
 	case c.Cores < 0 || c.Cores > 1024:
 		return fmt.Errorf("sim: cores must be 1..1024, got %d", c.Cores)
-	case c.MaxDrift < 0 || c.MaxDrift > 0.01:
+	case !(c.MaxDrift >= 0 && c.MaxDrift <= 0.01): // also rejects NaN
 		return fmt.Errorf("sim: drift must be within 0..0.01, got %g", c.MaxDrift)
 	}
 	return protocol.CheckOptions(c.Protocol, c.Options)
@@ -296,7 +296,7 @@ func (s *Sim) send(from, to int32, m wire.Msg, depart int64) {
 		s.stats.Dropped++
 		return
 	}
-	if s.loss > 0 && s.rng.Float64() < s.loss {
+	if s.loss > 0 && from != to && s.rng.Float64() < s.loss {
 		s.stats.Dropped++
 		return
 	}
@@ -318,8 +318,11 @@ func (s *Sim) send(from, to int32, m wire.Msg, depart int64) {
 		s.linkLast[lk] = at
 	}
 	s.schedule(event{at: at, kind: evDeliver, to: to, from: from, msg: m})
-	if s.dup > 0 && s.rng.Float64() < s.dup {
+	if s.dup > 0 && from != to && s.rng.Float64() < s.dup {
 		s.schedule(event{at: at + 1, kind: evDeliver, to: to, from: from, msg: m})
+		if !s.cfg.Reorder {
+			s.linkLast[linkKey(from, to)] = at + 1
+		}
 	}
 }
 
@@ -392,6 +395,7 @@ type clock struct {
 	period  int64
 	eps     int64
 	fault   int64 // injected skew (clock-fault experiments)
+	last    int64 // highest synced reading returned: TrueTime never steps back at a resync
 }
 
 func newClock(r *rand.Rand, c Config) *clock {
@@ -438,7 +442,17 @@ func (c *clock) syncedErr(t int64) int64 {
 	return e
 }
 
-func (c *clock) synced(t int64) int64 { return t + c.syncedErr(t) + c.fault }
+// synced reads the synchronized source. A resync may move its error down; like a real TrueTime
+// daemon the reading then holds still rather than going back. Holding keeps it honest: it was
+// within ε of an earlier true time, and true time has only moved on since.
+func (c *clock) synced(t int64) int64 {
+	v := t + c.syncedErr(t) + c.fault
+	if v < c.last {
+		return c.last
+	}
+	c.last = v
+	return v
+}
 
 func (c *clock) trueTime(t int64) ts.Interval {
 	s := c.synced(t)

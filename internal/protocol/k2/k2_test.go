@@ -98,7 +98,7 @@ func TestCoordinatorFailure(t *testing.T) {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			// The lease is shortened so that the restarted recorder's lease aborts, too, fall
 			// inside the measured window (metrics are read when it closes).
-			res := prototest.Run(t, prototest.Case{Protocol: "k2", Seed: seed, Workload: prototest.ListAppend(20, 0.8), Clients: 8,
+			res := prototest.Run(t, prototest.Case{Protocol: "k2", Seed: seed, Workload: prototest.ListAppend(20, 0.8), Clients: 16,
 				Options: map[string]string{"lease": "500ms"},
 				Faults:  prototest.CrashDataNode(1, 300*time.Millisecond, 1500*time.Millisecond), Duration: 3 * time.Second})
 			prototest.ExpectValid(t, prototest.MustCheck(t, res, model), 100)

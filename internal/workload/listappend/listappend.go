@@ -151,12 +151,25 @@ func (g *gen) Next() workload.Txn {
 }
 
 type body struct {
-	w      *Workload
-	ops    []history.MicroOp
-	latest []history.MicroOp // the last attempt's completed micro-ops
+	w       *Workload
+	ops     []history.MicroOp
+	latest  []history.MicroOp // the last attempt's completed micro-ops
+	reached []bool            // which of the last attempt's reads returned a value
 }
 
-func (b *body) result() []history.MicroOp { return cloneOps(b.latest) }
+// result is what the last attempt did: its writes, and only the reads it actually completed. An
+// attempt that aborted before a read must not claim to have read anything there (a null read of a
+// list means "empty", which opacity would then judge).
+func (b *body) result() []history.MicroOp {
+	out := make([]history.MicroOp, 0, len(b.latest))
+	for i, op := range b.latest {
+		if op.F == history.FRead && !b.reached[i] {
+			continue
+		}
+		out = append(out, op)
+	}
+	return cloneOps(out)
+}
 
 // keyState is one key's value as this attempt sees it.
 type keyState struct {
@@ -168,6 +181,7 @@ type keyState struct {
 
 func (b *body) run(tx *client.Txn) error {
 	b.latest = cloneOps(b.ops)
+	b.reached = make([]bool, len(b.ops))
 	state := map[int64]*keyState{}
 	var dirty []int64 // keys to write, in the order of their first write
 	for i, op := range b.ops {
@@ -189,6 +203,7 @@ func (b *body) run(tx *client.Txn) error {
 			default:
 				b.latest[i].Value = history.ListValue(append([]int64{}, st.list...))
 			}
+			b.reached[i] = true
 		case history.FAppend:
 			st.list = append(st.list, op.Value.Int)
 		case history.FWrite:
