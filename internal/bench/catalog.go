@@ -28,6 +28,8 @@ type WorkloadParams struct {
 	// TPCCMix overrides the weights of New-Order, Payment, Order-Status, Delivery and Stock-Level
 	// (all zero: the spec's 45/43/4/4/4).
 	TPCCMix [5]int
+	// OneRemoteLine makes exactly one line of every TPC-C New-Order remote.
+	OneRemoteLine bool
 }
 
 // DefaultWorkloadParams returns params that keep every default of the named workload.
@@ -128,6 +130,7 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 			}
 			cfg.Mix = p.TPCCMix
 		}
+		cfg.OneRemoteLine = p.OneRemoteLine
 		if p.RemoteItemRatio >= 0 {
 			if p.RemoteItemRatio > 1 {
 				return nil, fmt.Errorf("remote item ratio must be in [0, 1], got %g", p.RemoteItemRatio)

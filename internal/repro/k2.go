@@ -170,26 +170,35 @@ func init() {
 	register(&Experiment{
 		Name:  "k2-table2",
 		Paper: "K2 Table 2: latency breakdown of the p90 NewOrder",
-		About: "TPC-C under K2 with every NewOrder's stock local (remote item ratio 0) and with every stock item in a remote warehouse (ratio 1, warehouses spread over regions). Each phase's p90 as measured at the coordinator.",
+		About: "TPC-C NewOrder under K2 with every stock item local, and with exactly one line of each order supplied by a remote warehouse (warehouses are spread over regions, so nearly always another region). " +
+			"The run is NewOrder-only so that the coordinator-side phases, which the protocol measures per read-write transaction, are NewOrder's: get timestamp, the reads and PUSHWS waits summed over the transaction, the write phase (from the commit request until every write is durable: one flush) and the commit phase (the recorder's flush). " +
+			"Like the paper's, the total is the sum of the phases' p90s; the client-observed p90 additionally includes the client-to-coordinator round trip of every operation of a multi-shot transaction and retries.",
 		Plan: func(sc Scale, seed uint64) []*Run {
 			k2 := variant{"K2-MVTO", "k2", nil}
+			local, remote := tpccParams(sc, 0), tpccParams(sc, 0)
+			remote.OneRemoteLine = true
+			local.TPCCMix, remote.TPCCMix = [5]int{1, 0, 0, 0, 0}, [5]int{1, 0, 0, 0, 0}
 			return []*Run{
-				{Series: "Stock in Local Region", X: 0, Deploy: k2Deploy(k2, sc, seed), Spec: spec(sc), Params: tpccParams(sc, 0)},
-				{Series: "Stock in Remote Region", X: 1, Deploy: k2Deploy(k2, sc, seed), Spec: spec(sc), Params: tpccParams(sc, 1)},
+				{Series: "Stock in Local Region", X: 0, Deploy: k2Deploy(k2, sc, seed), Spec: spec(sc), Params: local},
+				{Series: "Stock in Remote Region", X: 1, Deploy: k2Deploy(k2, sc, seed), Spec: spec(sc), Params: remote},
 			}
 		},
 		Report: func(runs []*Run, dir string) (string, error) {
-			t := &report.Table{Columns: []string{"type", "source", "Get Ts", "Read Phase", "PushWS Phase", "Write Phase", "Commit Phase", "Total (p90 NewOrder)"}}
-			t.Add("Stock in Local Region", "paper", "0.008", "0.052", "0.018", "0.552", "0.526", "1.156")
-			t.Add("Stock in Remote Region", "paper", "0.008", "76.312", "0.025", "43.207", "0.530", "120.057")
+			t := &report.Table{Columns: []string{"type", "source", "Get Ts", "Read Phase", "PushWS Phase", "Write Phase", "Commit Phase", "Total", "client-observed p90 NewOrder"}}
+			t.Add("Stock in Local Region", "paper", "0.008", "0.052", "0.018", "0.552", "0.526", "1.156", "—")
+			t.Add("Stock in Remote Region", "paper", "0.008", "76.312", "0.025", "43.207", "0.530", "120.057", "—")
 			for _, r := range runs {
-				t.Add(r.Series, "ours", distP90(r, "phase.get-ts"), distP90(r, "phase.read"), distP90(r, "phase.pushws"),
-					distP90(r, "phase.write"), distP90(r, "phase.commit"), typeP90(r, "new-order"))
+				ph := []float64{distP90(r, "txn.get-ts"), distP90(r, "txn.read"), distP90(r, "txn.pushws"), distP90(r, "phase.write"), distP90(r, "phase.commit")}
+				total := 0.0
+				for _, v := range ph {
+					total += v
+				}
+				t.Add(r.Series, "ours", ph[0], ph[1], ph[2], ph[3], ph[4], total, typeP90(r, "new-order"))
 			}
 			if err := t.WriteCSV(filepath.Join(dir, "results.csv")); err != nil {
 				return "", err
 			}
-			return t.Markdown() + "\nAll values in ms. Each phase column is that phase's own p90 over all transactions, so the columns need not add up to the total.\n" + consistencyLine(runs), nil
+			return t.Markdown() + "\nAll values in ms, p90 over committed NewOrders.\n" + consistencyLine(runs), nil
 		},
 	})
 	register(&Experiment{

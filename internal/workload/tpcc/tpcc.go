@@ -60,11 +60,14 @@ type Config struct {
 	Items                int    // spec 100000
 	Mix                  [5]int // weights of Types; spec 45, 43, 4, 4, 4
 	RemoteItemRatio      float64
-	RemotePaymentRatio   float64
-	ByLastNameRatio      float64
-	RollbackRatio        float64
-	Compact              bool   // short filler strings (names, addresses, data): smaller rows
-	Seed                 uint64 // seeds the loader and the NURand constants
+	// OneRemoteLine makes exactly one line of every New-Order come from another warehouse (and
+	// ignores RemoteItemRatio): K2's Table 2 case "stock in a remote region".
+	OneRemoteLine      bool
+	RemotePaymentRatio float64
+	ByLastNameRatio    float64
+	RollbackRatio      float64
+	Compact            bool   // short filler strings (names, addresses, data): smaller rows
+	Seed               uint64 // seeds the loader and the NURand constants
 }
 
 // Spec returns the specification's configuration for w warehouses.

@@ -118,6 +118,10 @@ func (g *terminal) draw() *params {
 		n := 5 + rng.IntN(11)
 		p.rollback = rng.Float64() < cfg.RollbackRatio
 		seen := make(map[int]bool, n)
+		remoteLine := -1 // OneRemoteLine: the one line supplied by another warehouse
+		if cfg.OneRemoteLine && cfg.Warehouses > 1 {
+			remoteLine = rng.IntN(n)
+		}
 		for i := 0; i < n; i++ {
 			var it int
 			if p.rollback && i == n-1 {
@@ -132,7 +136,12 @@ func (g *terminal) draw() *params {
 				seen[it] = true
 			}
 			supply := g.wh
-			if cfg.Warehouses > 1 && rng.Float64() < cfg.RemoteItemRatio {
+			switch {
+			case cfg.OneRemoteLine:
+				if i == remoteLine {
+					supply = g.otherWarehouse()
+				}
+			case cfg.Warehouses > 1 && rng.Float64() < cfg.RemoteItemRatio:
 				supply = g.otherWarehouse()
 			}
 			p.lines = append(p.lines, orderLineInput{item: it, supplyWH: supply, qty: 1 + rng.IntN(10)})
