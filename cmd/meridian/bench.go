@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
@@ -39,11 +41,14 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 			if err != nil {
 				return err
 			}
+			// Each run checks its own keys: a cluster keeps the data of earlier runs, whose
+			// values would otherwise read as writes nobody in this history made.
+			wf.p.Namespace = strconv.FormatInt(time.Now().UnixNano(), 36)
 			wl, err := wf.build(cfg.Topology)
 			if err != nil {
 				return err
 			}
-			model, err := resolveModel(check, cfg.Protocol.Model())
+			model, err := resolveModel(check, protocol.PromisedModel(cfg.Protocol, cfg.Options))
 			if err != nil {
 				return err
 			}

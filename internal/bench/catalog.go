@@ -30,6 +30,8 @@ type WorkloadParams struct {
 	TPCCMix [5]int
 	// OneRemoteLine makes exactly one line of every TPC-C New-Order remote.
 	OneRemoteLine bool
+	// Namespace separates list-append/register keys of different runs on one cluster.
+	Namespace string
 }
 
 // DefaultWorkloadParams returns params that keep every default of the named workload.
@@ -61,7 +63,7 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 	}
 	switch p.Name {
 	case "list-append", "rw-register":
-		cfg := listappend.Config{Keys: p.Keys, Register: p.Name == "rw-register"}
+		cfg := listappend.Config{Keys: p.Keys, Register: p.Name == "rw-register", Namespace: p.Namespace}
 		if p.Ops > 0 {
 			cfg.MinOps, cfg.MaxOps = 1, p.Ops
 		}

@@ -18,7 +18,7 @@ type partState uint8
 
 const (
 	partActive   partState = iota + 1 // holds read locks, may be waiting, not prepared
-	partPrepared                      // intents written at prepTS; only the coordinator can abort it
+	partPrepared                      // voted yes (intents at prepTS, or read locks only); only the coordinator can abort it
 	partAborted                       // aborted here (lock policy, wound, idle); a tombstone for late requests
 )
 
@@ -194,9 +194,11 @@ func (p *Participant) replyRead(t *partTxn, m *ReadReq) {
 	p.env.Send(t.coord, r)
 }
 
-// wound hands each wounded transaction to its fate: an unprepared one is aborted here at once
-// (releasing its locks, which may grant the wounder); every one is reported to its coordinator,
-// which alone may abort a prepared transaction, and does so only before it decides to commit.
+// wound hands each wounded transaction to its fate: one that has not voted here is aborted at
+// once (releasing its locks, which may grant the wounder) — its coordinator cannot commit without
+// this participant's vote, and the vote will be no; every one is reported to its coordinator,
+// which alone may abort a transaction that voted yes (prepared, read-only participants
+// included), and does so only before it decides to commit.
 func (p *Participant) wound(ids []storage.TxnID) {
 	for _, id := range ids {
 		w := p.txns[id]
@@ -301,9 +303,15 @@ func (p *Participant) continuePrepare(t *partTxn) {
 	}
 	t.waitPrep = nil
 	if len(m.Writes) == 0 {
-		// A read-only participant: its shared locks are still held (Seen matched); they stay
-		// until the decision.
+		// A read-only participant: its shared locks are still held (Seen matched). Voting yes
+		// makes it prepared like a writer: from now on only the decision releases the locks. A
+		// wound must not abort it here — the coordinator may already hold every vote and decide
+		// commit before the WoundReq arrives, and a writer granted the released lock would then
+		// overwrite what the committing transaction read (a G2 cycle).
+		t.state = partPrepared
+		p.env.Cancel(t.idleTimer)
 		p.env.Send(t.coord, &PrepareResp{Txn: t.id, OK: true})
+		p.armPoll(t, p.cfg.DecisionTimeout)
 		return
 	}
 	tt := p.env.TrueTime()

@@ -37,6 +37,9 @@ type Config struct {
 	ReadRatio        float64 // share of micro-ops that are reads; default 0.5 (set a negative value for 0)
 	Register         bool    // read-write registers instead of lists
 	RegionLocalRatio float64 // share of transactions whose keys all live in the client's region
+	// Namespace, if set, prefixes every key's storage name, so runs against a long-lived
+	// cluster each start from absent keys and their histories judge only their own values.
+	Namespace string
 }
 
 // Workload is a list-append or register workload.
@@ -76,7 +79,11 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 	}
 	w := &Workload{cfg: cfg, t: t, keysByRegion: make([][]int64, len(t.Regions))}
 	for k := 0; k < cfg.Keys; k++ {
-		name := topo.PinnedKey(topo.ShardID(k%len(t.Shards)), "la/"+strconv.Itoa(k))
+		rest := "la/" + strconv.Itoa(k)
+		if cfg.Namespace != "" {
+			rest = "la/" + cfg.Namespace + "/" + strconv.Itoa(k)
+		}
+		name := topo.PinnedKey(topo.ShardID(k%len(t.Shards)), rest)
 		w.names = append(w.names, name)
 		r := t.HomeOf(name)
 		w.keysByRegion[r] = append(w.keysByRegion[r], int64(k))
