@@ -47,10 +47,18 @@
 // lock-policy picks NO_WAIT, WAIT_DIE or wound-wait (default, Spanner's). Reads take shared
 // locks as they execute; writes take exclusive locks at prepare (Spanner buffers writes), so an
 // RMW upgrades. Under wound-wait an older requester wounds younger conflicting transactions:
-// a participant aborts a wounded transaction at once if it has not prepared there, and always
+// a participant aborts a wounded transaction at once if it has not voted there yet, and always
 // tells its coordinator, which aborts it unless it already decided to commit (a committed
 // transaction waits for nothing, so the wounder's wait is short). This closes the cross-shard
 // cycle where a prepared younger transaction waits elsewhere for the older one.
+//
+// Invariant: once a participant has voted yes — a read-only vote included — it never releases
+// the transaction's locks before the decision (wound, idle timeout and lost-lock checks all leave
+// it alone); it is "prepared" there. Its vote and the WoundReq race to the coordinator, and the
+// vote was sent first, so the coordinator may commit on it: a read lock dropped at the wound
+// would let the wounder overwrite what the committing transaction read, with the transaction's
+// locks elsewhere possibly not yet acquired — a G2-item cycle (found by wound-wait/seed1/keys5
+// after a change of client seeding; TestWoundAfterReadOnlyVote replays it).
 //
 // A transaction's age is the TrueTime (earliest) at the coordinator when the client's first
 // attempt of the logical transaction began; the coordinator remembers it per client endpoint
@@ -71,8 +79,13 @@
 //   - Decisions follow presumed abort: only commits are recorded (before any participant hears
 //     of them); a coordinator asked about a transaction it neither runs nor has a record of
 //     answers "aborted". Records are forgotten once every participant acknowledged.
-//   - A participant polls the coordinator about a prepared transaction after decision-timeout,
-//     and after a restart re-locks its recovered intents and polls at once.
+//   - A participant polls the coordinator about a prepared transaction (read-only votes
+//     included) after decision-timeout, and after a restart re-locks its recovered intents and
+//     polls at once.
+//   - Known gap: a read-only vote is not persisted, so a participant that crashes after voting
+//     yes and before the decision loses that transaction's read locks while its coordinator may
+//     still commit. Closing it needs a durable read-prepare record (one more flush per
+//     read-only participant); the crash tests have not hit it.
 //   - A participant aborts an unprepared transaction whose coordinator has been silent for
 //     idle-timeout. Each request carries how many read locks the participant granted the
 //     transaction before, so one that lost locks (restart, idle abort) votes no.
@@ -84,7 +97,8 @@
 //     "same distribution, replication, and storage layer"). Snapshot reads are served by the
 //     primaries, not by replicas at safe time.
 //   - Read-only participants vote in 2PC (no persist) so a lost read lock is detected before
-//     commit; Spanner's client drives 2PC itself instead of a coordinator TM.
+//     commit, and then hold their read locks until the decision like prepared writers; Spanner's
+//     client drives 2PC itself instead of a coordinator TM.
 //   - Scans are not supported (no range locks); TPC-C here uses point reads.
 //
 // # Options
