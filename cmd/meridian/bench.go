@@ -15,15 +15,16 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		cf       clusterFlags
-		wf       workloadFlags
-		clients  int
-		duration time.Duration
-		warmup   time.Duration
-		seed     uint64
-		history  string
-		check    string
-		asJSON   bool
+		cf        clusterFlags
+		wf        workloadFlags
+		clients   int
+		duration  time.Duration
+		warmup    time.Duration
+		seed      uint64
+		history   string
+		check     string
+		asJSON    bool
+		namespace string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -43,7 +44,10 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 			}
 			// Each run checks its own keys: a cluster keeps the data of earlier runs, whose
 			// values would otherwise read as writes nobody in this history made.
-			wf.p.Namespace = strconv.FormatInt(time.Now().UnixNano(), 36)
+			wf.p.Namespace = namespace
+			if namespace == "" {
+				wf.p.Namespace = strconv.FormatInt(time.Now().UnixNano(), 36)
+			}
 			wl, err := wf.build(cfg.Topology)
 			if err != nil {
 				return err
@@ -87,6 +91,7 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 	cmd.Flags().DurationVar(&warmup, "warmup", time.Second, "warm-up before measuring")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the clients' transaction generators")
 	cmd.Flags().StringVar(&history, "history", "", "write the recorded history (Elle JSON lines) to this file")
+	cmd.Flags().StringVar(&namespace, "namespace", "", "list-append key namespace (default: a fresh one per run, so each run's history is judged on its own keys)")
 	cmd.Flags().StringVar(&check, "check", "auto", "check the history: auto (the protocol's promised model), a model name, or none")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -155,6 +154,7 @@ exactly as the list-append workload stores them, so exec and the workload see th
 		},
 	}
 	exec.Flags().BoolVar(&register, "register", false, "read-write registers (w, r) instead of lists (append, r)")
+	exec.Flags().StringVar(&laNamespace, "namespace", "", "work on the keys of this list-append namespace (as given to `meridian bench --namespace`)")
 	cmd.AddCommand(exec)
 	return cmd
 }
@@ -241,11 +241,11 @@ func execLine(line []byte, db *client.DB, tp *topo.Topology, register bool) exec
 	return execAnswer{Type: "fail", Error: err.Error()}
 }
 
-// laKey is listappend's storage key for integer key k (listappend.Workload.KeyName without the
-// precomputed table, so any key works; a test pins the two together).
-func laKey(tp *topo.Topology, k int64) string {
-	return topo.PinnedKey(topo.ShardID(k%int64(len(tp.Shards))), "la/"+strconv.FormatInt(k, 10))
-}
+// laNamespace is kv exec's --namespace: which list-append run's keys it works on.
+var laNamespace string
+
+// laKey is listappend's storage key for integer key k.
+func laKey(tp *topo.Topology, k int64) string { return listappend.StorageKey(tp, laNamespace, k) }
 
 // execTxn runs ops like the list-append workload's body: each key read at most once, writes
 // buffered and applied at the end, later reads seeing earlier writes of the same transaction.

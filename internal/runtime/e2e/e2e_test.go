@@ -249,7 +249,7 @@ func TestBenchKillRestart(t *testing.T) {
 	)
 	go func() {
 		defer close(benchDone)
-		benchOut, benchErr = c.run(120*time.Second, nil, "bench", "--workload", "list-append", "--keys", fmt.Sprint(keys),
+		benchOut, benchErr = c.run(120*time.Second, nil, "bench", "--workload", "list-append", "--keys", fmt.Sprint(keys), "--namespace", "e2e",
 			"--clients", "3", "--warmup", "0s", "--duration", "6s", "--history", historyPath, "--json")
 	}()
 
@@ -324,7 +324,7 @@ func TestBenchKillRestart(t *testing.T) {
 		reads = append(reads, fmt.Sprintf(`{"value":[["r",%d,null]]}`, k))
 	}
 	for _, region := range []string{"SH", "SG"} {
-		answers := c.exec(reads, "--region", region)
+		answers := c.exec(reads, "--region", region, "--namespace", "e2e")
 		for k, a := range answers {
 			if a.Type != "ok" {
 				t.Fatalf("reading key %d through %s: %+v", k, region, a)

@@ -79,16 +79,22 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 	}
 	w := &Workload{cfg: cfg, t: t, keysByRegion: make([][]int64, len(t.Regions))}
 	for k := 0; k < cfg.Keys; k++ {
-		rest := "la/" + strconv.Itoa(k)
-		if cfg.Namespace != "" {
-			rest = "la/" + cfg.Namespace + "/" + strconv.Itoa(k)
-		}
-		name := topo.PinnedKey(topo.ShardID(k%len(t.Shards)), rest)
+		name := StorageKey(t, cfg.Namespace, int64(k))
 		w.names = append(w.names, name)
 		r := t.HomeOf(name)
 		w.keysByRegion[r] = append(w.keysByRegion[r], int64(k))
 	}
 	return w, nil
+}
+
+// StorageKey is the storage name of integer key k in namespace ns ("" for none): it lives on
+// shard k mod shards. Tools that read a workload's data (meridian kv exec) use the same names.
+func StorageKey(t *topo.Topology, ns string, k int64) string {
+	rest := "la/" + strconv.FormatInt(k, 10)
+	if ns != "" {
+		rest = "la/" + ns + "/" + strconv.FormatInt(k, 10)
+	}
+	return topo.PinnedKey(topo.ShardID(k%int64(len(t.Shards))), rest)
 }
 
 // Name is "list-append" or "rw-register".
