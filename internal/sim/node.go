@@ -246,10 +246,20 @@ func (n *simNode) flushDone(inc uint32) {
 	done := n.inFlight
 	n.inFlight = nil
 	n.flushing = false
+	// One flush completes once: its callbacks run, in issue order, as one piece of work (one
+	// completion to handle), not as one queued item each.
+	var fns []func()
 	for _, p := range done {
 		if p.done != nil {
-			n.enqueue(work{fn: p.done})
+			fns = append(fns, p.done)
 		}
+	}
+	if len(fns) > 0 {
+		n.enqueue(work{fn: func() {
+			for _, fn := range fns {
+				fn()
+			}
+		}})
 	}
 	if len(n.diskQueue) > 0 {
 		n.startFlush()

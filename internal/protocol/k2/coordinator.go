@@ -298,6 +298,13 @@ func (n *Node) markDurable(t *ctxn, p topo.NodeID, wseqs []uint32) {
 	}
 }
 
+// onDurableNotes learns of writes that a participant's flush made durable.
+func (n *Node) onDurableNotes(from node.ID, m *DurableNotes) {
+	for _, note := range m.Notes {
+		n.onWriteDurable(from, &WriteDurable{Txn: note.Txn, Inc: m.Inc, WSeqs: []uint32{note.WSeq}})
+	}
+}
+
 // onWriteDurable learns that writes are durable, or lost. Once the commit is out at the
 // recorder nothing can change: every write was durable before it was sent.
 func (n *Node) onWriteDurable(from node.ID, m *WriteDurable) {
@@ -356,8 +363,24 @@ func (n *Node) checkWritesDurable(t *ctxn) {
 	n.commitWait(t)
 }
 
+// askDurable asks each participant holding writes not yet known durable to answer once they
+// are (one question per participant per commit).
+func (n *Node) askDurable(t *ctxn) {
+	ask := map[topo.NodeID][]WriteRef{}
+	for _, w := range t.writes {
+		if !w.durable {
+			ask[w.node] = append(ask[w.node], WriteRef{Key: w.key, WSeq: w.wseq})
+		}
+	}
+	for _, p := range t.participants { // ascending: a deterministic send order
+		if refs := ask[p]; len(refs) > 0 {
+			n.env.Send(p, &DurableReq{Txn: t.id, Writes: refs})
+		}
+	}
+}
+
 // armWriteWait asks again, every op-timeout/8, the participants whose writes have not been
-// reported durable (a report may be lost, or the participant crashed), and gives up after
+// reported durable (an answer may be lost, or the participant crashed), and gives up after
 // op-timeout.
 func (n *Node) armWriteWait(t *ctxn) {
 	t.timer = n.env.After(n.cfg.opTimeout/8, func() {
@@ -368,17 +391,7 @@ func (n *Node) armWriteWait(t *ctxn) {
 			n.abort(t, "timeout", true)
 			return
 		}
-		ask := map[topo.NodeID][]WriteRef{}
-		for _, w := range t.writes {
-			if !w.durable {
-				ask[w.node] = append(ask[w.node], WriteRef{Key: w.key, WSeq: w.wseq})
-			}
-		}
-		for _, p := range t.participants { // ascending: a deterministic send order
-			if refs := ask[p]; len(refs) > 0 {
-				n.env.Send(p, &DurableReq{Txn: t.id, Writes: refs})
-			}
-		}
+		n.askDurable(t)
 		n.armWriteWait(t)
 	})
 }

@@ -3,6 +3,7 @@ package k2
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/storage"
@@ -226,17 +227,48 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq) {
 		if n.unflushed[ref] == wseq {
 			delete(n.unflushed, ref)
 		}
-		n.env.Send(from, &WriteDurable{Txn: txn, Inc: n.incarnation, WSeqs: []uint32{wseq}})
+		// Tell the coordinator, batched: every write a flush made durable for one coordinator
+		// goes out in one message once the flush's completions have run.
+		n.durNotes[from] = append(n.durNotes[from], DurableNote{Txn: txn, WSeq: wseq})
+		if !n.durNotesArmed {
+			n.durNotesArmed = true
+			n.env.After(0, n.sendDurableNotes)
+		}
+		if q, ok := n.durWaiters[txn]; ok {
+			delete(n.durWaiters, txn)
+			n.onDurableReq(q.from, q.req)
+		}
 	})
 }
 
-// onDurableReq answers a coordinator that asks again which writes are durable. A write whose
-// intent is still being flushed is not answered here: its flush's completion reports it. A
+// sendDurableNotes sends each coordinator the writes that became durable, one message each.
+func (n *Node) sendDurableNotes() {
+	n.durNotesArmed = false
+	coords := make([]topo.NodeID, 0, len(n.durNotes))
+	for c := range n.durNotes {
+		coords = append(coords, c)
+	}
+	slices.Sort(coords) // a deterministic send order
+	for _, c := range coords {
+		n.env.Send(c, &DurableNotes{Inc: n.incarnation, Notes: n.durNotes[c]})
+		delete(n.durNotes, c)
+	}
+}
+
+// durWaiter is a coordinator's durability question waiting for a flush to complete.
+type durWaiter struct {
+	from topo.NodeID
+	req  *DurableReq
+}
+
+// onDurableReq answers a coordinator that asks which writes are durable. If one of them is still
+// being flushed, the answer waits for the flush. A
 // write whose intent is not in the store at all (or holds an older write of the transaction)
 // was lost by a crash of this node, or the transaction was aborted here; either way it must
 // not commit.
 func (n *Node) onDurableReq(from topo.NodeID, r *DurableReq) {
 	resp := &WriteDurable{Txn: r.Txn, Inc: n.incarnation}
+	pending := false
 	for _, w := range r.Writes {
 		vis := n.store.VisibleAt(w.Key, ts.Max, r.Txn)
 		have := uint32(0)
@@ -249,10 +281,14 @@ func (n *Node) onDurableReq(from topo.NodeID, r *DurableReq) {
 		case have > w.WSeq:
 			// A later write of the transaction replaced it; the coordinator asks about that one.
 		case n.unflushed[intentRef{r.Txn, w.Key}] == w.WSeq:
-			// Still being flushed: its completion will report it.
+			pending = true // still being flushed: answer when its flush completes
 		default:
 			resp.WSeqs = append(resp.WSeqs, w.WSeq)
 		}
+	}
+	if pending && !resp.Lost {
+		n.durWaiters[r.Txn] = durWaiter{from: from, req: r}
+		return
 	}
 	n.env.Send(from, resp)
 }

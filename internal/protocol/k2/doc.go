@@ -27,9 +27,11 @@
 //     the key's RT aborts (cause "read-watermark"). Otherwise the write adds an intent to the
 //     key's write stream, which may hold intents of many transactions (no write-write blocking).
 //     With write pipelining (the default) the write is acknowledged as soon as the intent is in
-//     memory and the intent is persisted in the node's next group commit; when that flush
-//     completes the node sends the coordinator a WriteDurable. Without it, the write is
-//     acknowledged only once the intent is persisted.
+//     memory and the intent is persisted in the node's next group commit. When a flush
+//     completes the node tells each coordinator, in one DurableNotes message per coordinator
+//     per flush (not one per write), which of its writes are now durable; a coordinator still
+//     missing some at commit asks again (DurableReq, answered when they are on disk). Without
+//     pipelining, the write is acknowledged only once the intent is persisted.
 //  4. Commit. The coordinator first waits until every write of the transaction is durable (K2's
 //     first flush of a commit: "to commit a read-write transaction, K2-MVTO takes at least two
 //     SSD flushes (one for write operations and another for recording commit status)"), then

@@ -179,8 +179,12 @@ type Node struct {
 	// sequence number of the latest such write of a transaction on a key. It is volatile on
 	// purpose: after a restart every intent in the store came from disk.
 	unflushed  map[intentRef]uint32
-	recovering bool // waiting for the oracle before serving reads and writes (read floor)
-	held       []heldMsg
+	durWaiters map[storage.TxnID]durWaiter // durability questions waiting for a flush
+	// durNotes batches the durability reports of one flush per coordinator.
+	durNotes      map[topo.NodeID][]DurableNote
+	durNotesArmed bool
+	recovering    bool // waiting for the oracle before serving reads and writes (read floor)
+	held          []heldMsg
 }
 
 type heldMsg struct {
@@ -198,7 +202,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(), batcher: b,
 		oracle: tp.Oracle(tp.RegionOf(self)),
 		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{},
-		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}}
+		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{}, durNotes: map[topo.NodeID][]DurableNote{}}
 	if n.oracle < 0 {
 		return nil, fmt.Errorf("k2: region of node %d has no oracle (use a layout with OraclePerRegion)", self)
 	}
@@ -275,6 +279,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.onPushResp(m)
 	case *WriteDurable:
 		n.onWriteDurable(from, m)
+	case *DurableNotes:
+		n.onDurableNotes(from, m)
 	case *ReadReq, *WriteReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq:
 		if n.recovering {
 			n.held = append(n.held, heldMsg{from, m})

@@ -43,7 +43,8 @@ type WriteReq struct {
 }
 
 // WriteResp answers a WriteReq. With write pipelining the intent is only installed in memory
-// (Pending) and a WriteDurable follows; otherwise it (and the record, if created) is durable.
+// (Pending) and the coordinator learns of its durability at commit (DurableReq); otherwise it
+// (and the record, if created) is durable.
 // Inc is the data node's incarnation: a write acknowledged by an earlier life of the node may
 // have died with it.
 type WriteResp struct {
@@ -54,9 +55,9 @@ type WriteResp struct {
 	Inc     uint64
 }
 
-// DurableReq asks a data node which of Txn's pipelined writes are durable; the coordinator sends
-// it while it waits at commit and has not heard of them (a WriteDurable lost, or a node that
-// crashed). It is idempotent.
+// DurableReq asks a data node to answer, once they are durable, which of Txn's pipelined writes
+// are; the coordinator sends it when it commits, and again while it has no answer (a lost
+// message, or a node that crashed). It is idempotent.
 type DurableReq struct {
 	Txn    storage.TxnID
 	Writes []WriteRef
@@ -66,6 +67,19 @@ type DurableReq struct {
 type WriteRef struct {
 	Key  string
 	WSeq uint32
+}
+
+// DurableNote names one write that became durable.
+type DurableNote struct {
+	Txn  storage.TxnID
+	WSeq uint32
+}
+
+// DurableNotes tells a coordinator which of its transactions' pipelined writes one flush of the
+// sending node made durable (one message per coordinator per flush, not one per write).
+type DurableNotes struct {
+	Inc   uint64
+	Notes []DurableNote
 }
 
 // WriteDurable tells a coordinator that the writes WSeqs of Txn are durable on the sending node
@@ -148,10 +162,11 @@ func (*FinalizeResp) Kind() wire.Kind { return 210 }
 func (*Heartbeat) Kind() wire.Kind    { return 211 }
 func (*DurableReq) Kind() wire.Kind   { return 212 }
 func (*WriteDurable) Kind() wire.Kind { return 213 }
+func (*DurableNotes) Kind() wire.Kind { return 214 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &CommitReq{}, &CommitResp{},
-		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}, &DurableReq{}, &WriteDurable{}} {
+		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}, &DurableReq{}, &WriteDurable{}, &DurableNotes{}} {
 		wire.Register(m)
 	}
 }
