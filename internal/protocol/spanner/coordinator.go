@@ -29,7 +29,7 @@ const (
 // participant is the coordinator's view of one participant of a transaction.
 type participant struct {
 	node    node.ID
-	granted uint32 // read locks it granted
+	granted uint32 // locks it granted: reads, and eager writes
 	writes  bool
 	voted   bool
 	acked   bool
@@ -55,6 +55,7 @@ type coordTxn struct {
 	prepMax   ts.Timestamp
 	commitTS  ts.Timestamp
 	start     int64 // local clock at the first request
+	opStart   int64 // local clock when the pending eager write was sent
 	prepStart int64
 	idleTimer node.TimerID
 }
@@ -185,6 +186,10 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "write in a read-only transaction"})
 			return
 		}
+		if c.cfg.EagerWrites {
+			c.writeEager(t, &cp)
+			return
+		}
 		if _, seen := t.writes[m.Key]; !seen {
 			t.writeOrder = append(t.writeOrder, m.Key)
 		}
@@ -275,6 +280,35 @@ func (c *Coordinator) onReadResp(m *ReadResp) {
 	req := t.pending
 	t.pending = nil
 	txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Found: m.Found, Value: m.Value})
+}
+
+// writeEager sends a write to its key's participant, which locks the key exclusively now and
+// keeps the value pending until the decision (write-locks=eager). The coordinator keeps no copy:
+// the transaction's later reads of the key go to the participant, which answers from the
+// pending write.
+func (c *Coordinator) writeEager(t *coordTxn, m *wire.ClientRequest) {
+	primary := c.env.Topology().PrimaryOf(m.Key)
+	p := c.part(t, primary)
+	p.writes = true
+	t.pending, t.opStart = m, c.env.Now()
+	c.env.Send(primary, &WriteReq{Txn: t.id, Age: t.age, Seq: m.Seq, Key: m.Key, Value: slices.Clone(m.Value),
+		Delete: m.Op == wire.OpDelete, Seen: p.granted})
+}
+
+func (c *Coordinator) onWriteResp(m *WriteResp) {
+	t := c.byID[m.Txn]
+	if t == nil || t.pending == nil || t.pending.Seq != m.Seq || (t.pending.Op != wire.OpPut && t.pending.Op != wire.OpDelete) {
+		return // the transaction was aborted meanwhile
+	}
+	if !m.OK {
+		c.abort(t, m.Cause)
+		return
+	}
+	c.part(t, c.env.Topology().PrimaryOf(t.pending.Key)).granted++
+	c.metrics.Observe("write", c.env.Now()-t.opStart)
+	req := t.pending
+	t.pending = nil
+	txnkit.OK(c.env, t.key.Client, req)
 }
 
 func (c *Coordinator) onSnapReadResp(m *SnapReadResp) {

@@ -45,6 +45,26 @@ type SnapReadResp struct {
 	Value []byte `cbor:",omitempty"`
 }
 
+// WriteReq is an eager write (write-locks=eager): the participant takes key's exclusive lock
+// now and keeps the value as the transaction's pending write, visible only to its own reads.
+type WriteReq struct {
+	Txn    storage.TxnID
+	Age    ts.Timestamp
+	Seq    uint32 // the client request it serves, echoed back
+	Key    string
+	Value  []byte `cbor:",omitempty"`
+	Delete bool   `cbor:",omitempty"`
+	Seen   uint32 // locks (read and write) this participant granted the transaction before
+}
+
+// WriteResp answers a WriteReq.
+type WriteResp struct {
+	Txn   storage.TxnID
+	Seq   uint32
+	OK    bool
+	Cause string `cbor:",omitempty"` // abort cause when !OK
+}
+
 // Write is one buffered write shipped with a prepare.
 type Write struct {
 	Key    string
@@ -58,8 +78,8 @@ type Write struct {
 type PrepareReq struct {
 	Txn    storage.TxnID
 	Age    ts.Timestamp
-	Seen   uint32
-	Writes []Write `cbor:",omitempty"` // sorted by key
+	Seen   uint32  // locks this participant granted the transaction before (reads, eager writes)
+	Writes []Write `cbor:",omitempty"` // buffered writes, sorted by key (none with eager writes)
 }
 
 // PrepareResp is a participant's vote. TS is its prepare timestamp (zero for read-only votes).
@@ -120,10 +140,12 @@ func (*DecideAck) Kind() wire.Kind    { return 307 }
 func (*WoundReq) Kind() wire.Kind     { return 308 }
 func (*StatusReq) Kind() wire.Kind    { return 309 }
 func (*StatusResp) Kind() wire.Kind   { return 310 }
+func (*WriteReq) Kind() wire.Kind     { return 311 }
+func (*WriteResp) Kind() wire.Kind    { return 312 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &SnapReadReq{}, &SnapReadResp{}, &PrepareReq{},
-		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}} {
+		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}} {
 		wire.Register(m)
 	}
 }

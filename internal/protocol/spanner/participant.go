@@ -2,6 +2,7 @@ package spanner
 
 import (
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -29,11 +30,16 @@ type partTxn struct {
 	age     locks.Age
 	state   partState
 	cause   string // why it was aborted here
-	granted uint32 // read locks granted here (matched against the coordinator's Seen)
+	granted uint32 // locks granted here, reads and eager writes (matched against the coordinator's Seen)
+	// writes are the eager writes (write-locks=eager) held under exclusive locks, pending until
+	// prepare turns them into intents; only the transaction's own reads see them. Volatile: a
+	// restart loses them with the locks, and Seen then no longer matches.
+	writes map[string]Write
 
-	// At most one request of a transaction waits here at a time: a read, or a prepare that is
-	// acquiring its exclusive locks one key at a time.
+	// At most one request of a transaction waits here at a time: a read, an eager write, or a
+	// prepare that is acquiring its exclusive locks one key at a time.
 	waitRead   *ReadReq
+	waitWrite  *WriteReq
 	waitPrep   *PrepareReq
 	prepNext   int   // next write of waitPrep to lock
 	waitSince  int64 // local clock, for the lock-wait distribution
@@ -157,7 +163,7 @@ func (p *Participant) onRead(from node.ID, m *ReadReq) {
 	case t.state == partAborted:
 		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: t.cause})
 		return
-	case t.state != partActive || t.granted != m.Seen || t.waitRead != nil || t.waitPrep != nil:
+	case t.state != partActive || t.granted != m.Seen || t.waiting():
 		p.abortLocal(t, causeLostLocks)
 		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostLocks})
 		p.drain()
@@ -191,7 +197,61 @@ func (p *Participant) replyRead(t *partTxn, m *ReadReq) {
 			r.Found, r.Value = true, v.Value
 		}
 	}
+	if w, ok := t.writes[m.Key]; ok {
+		// Read-your-writes: the transaction's own pending write hides the committed version.
+		r.Found, r.Value = !w.Delete, w.Value
+	}
 	p.env.Send(t.coord, r)
+}
+
+func (t *partTxn) waiting() bool { return t.waitRead != nil || t.waitWrite != nil || t.waitPrep != nil }
+
+// onWrite takes an eager write's exclusive lock (upgrading the transaction's shared lock, if
+// any) under the lock policy and keeps the value pending; the answer goes out once it is held.
+func (p *Participant) onWrite(from node.ID, m *WriteReq) {
+	t := p.txns[m.Txn]
+	if t == nil && m.Seen > 0 {
+		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostLocks})
+		return
+	}
+	t = p.txn(m.Txn, from, m.Age)
+	switch {
+	case t.state == partAborted:
+		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: t.cause})
+		return
+	case t.state != partActive || t.granted != m.Seen || t.waiting():
+		p.abortLocal(t, causeLostLocks)
+		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostLocks})
+		p.drain()
+		return
+	}
+	if p.cfg.Mutant == MutantEagerNoLock {
+		// Broken on purpose: the write is pending with no exclusive lock, and prepare takes none.
+		p.grantWrite(t, m)
+		return
+	}
+	res := p.locks.Acquire(t.id, m.Key, locks.Exclusive, p.cfg.Policy, t.age)
+	switch res.Outcome {
+	case locks.Granted:
+		p.grantWrite(t, m)
+	case locks.Waiting:
+		t.waitWrite, t.waitSince = m, p.now()
+		p.wound(res.Wound)
+	case locks.Aborted:
+		p.abortLocal(t, res.Reason)
+		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: res.Reason})
+	}
+	p.drain()
+}
+
+// grantWrite records an eager write whose exclusive lock t holds and acknowledges it.
+func (p *Participant) grantWrite(t *partTxn, m *WriteReq) {
+	if t.writes == nil {
+		t.writes = map[string]Write{}
+	}
+	t.writes[m.Key] = Write{Key: m.Key, Value: m.Value, Delete: m.Delete}
+	t.granted++
+	p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: m.Seq, OK: true})
 }
 
 // wound hands each wounded transaction to its fate: one that has not voted here is aborted at
@@ -225,10 +285,13 @@ func (p *Participant) abortLocal(t *partTxn, cause string) {
 	if r := t.waitRead; r != nil {
 		p.env.Send(t.coord, &ReadResp{Txn: t.id, Seq: r.Seq, Cause: cause})
 	}
+	if w := t.waitWrite; w != nil {
+		p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: w.Seq, Cause: cause})
+	}
 	if t.waitPrep != nil {
 		p.env.Send(t.coord, &PrepareResp{Txn: t.id, Cause: cause})
 	}
-	t.waitRead, t.waitPrep = nil, nil
+	t.waitRead, t.waitWrite, t.waitPrep, t.writes = nil, nil, nil, nil
 	p.grants = append(p.grants, p.locks.Release(t.id)...)
 	p.armIdle(t) // expires the tombstone
 }
@@ -250,6 +313,10 @@ func (p *Participant) drain() {
 			t.waitRead = nil
 			t.granted++
 			p.replyRead(t, r)
+		case t.waitWrite != nil && t.waitWrite.Key == g.Key:
+			w := t.waitWrite
+			t.waitWrite = nil
+			p.grantWrite(t, w)
 		case t.waitPrep != nil:
 			t.prepNext++
 			p.continuePrepare(t)
@@ -274,7 +341,7 @@ func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
 	case t.state == partAborted:
 		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: t.cause})
 		return
-	case t.granted != m.Seen || t.waitRead != nil || t.waitPrep != nil:
+	case t.granted != m.Seen || t.waiting():
 		p.abortLocal(t, causeLostLocks)
 		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: causeLostLocks})
 		p.drain()
@@ -302,7 +369,16 @@ func (p *Participant) continuePrepare(t *partTxn) {
 		}
 	}
 	t.waitPrep = nil
-	if len(m.Writes) == 0 {
+	// Eager writes are already locked; buffered ones were just locked above. In either mode
+	// only one of the two lists is non-empty.
+	writes := m.Writes
+	if len(t.writes) > 0 {
+		writes = slices.Clone(m.Writes)
+		for _, k := range slices.Sorted(maps.Keys(t.writes)) {
+			writes = append(writes, t.writes[k])
+		}
+	}
+	if len(writes) == 0 {
 		// A read-only participant: its shared locks are still held (Seen matched). Voting yes
 		// makes it prepared like a writer: from now on only the decision releases the locks. A
 		// wound must not abort it here — the coordinator may already hold every vote and decide
@@ -319,17 +395,22 @@ func (p *Participant) continuePrepare(t *partTxn) {
 	p.maxTS = t.prepTS
 	t.state = partPrepared
 	p.env.Cancel(t.idleTimer)
-	for _, w := range m.Writes {
+	for _, w := range writes {
 		err := p.store.PutIntent(w.Key, mvcc.Version{TS: t.prepTS, Txn: t.id, Value: w.Value, Tombstone: w.Delete})
 		if err != nil {
-			// Only size limits can fail here (the exclusive lock excludes other intents), and
-			// the client validated sizes: a broken invariant, surfaced as a vote against.
+			// Only size limits can fail here (the exclusive lock excludes other intents; only
+			// mutant=eager-no-lock breaks that), and the client validated sizes: a broken
+			// invariant, surfaced as a vote against.
+			if p.cfg.Mutant == "" {
+				slog.Error("spanner: writing an intent at prepare", "txn", t.id, "key", w.Key, "err", err)
+			}
 			p.store.AbortTxn(t.id)
-			t.state = partActive
-			p.abortLocal(t, "prepare-failed: "+err.Error())
+			t.state, t.waitPrep = partActive, m // abortLocal answers the prepare
+			p.abortLocal(t, causePrepareFailed)
 			return
 		}
 	}
+	t.writes = nil // now intents
 	coord, id, prepTS := t.coord, t.id, t.prepTS
 	p.persist(func() {
 		p.env.Send(coord, &PrepareResp{Txn: id, OK: true, TS: prepTS})
@@ -386,7 +467,7 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 		p.env.Cancel(t.pollTimer)
 		if t.state == partActive {
 			// Aborted by its coordinator while waiting here: nobody waits for an answer.
-			t.waitRead, t.waitPrep = nil, nil
+			t.waitRead, t.waitWrite, t.waitPrep = nil, nil, nil
 		}
 		delete(p.txns, id)
 		p.grants = append(p.grants, p.locks.Release(id)...)

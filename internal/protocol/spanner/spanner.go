@@ -24,6 +24,7 @@ const Name = "spanner"
 const (
 	MutantEarlyRelease = "early-release"
 	MutantNoReadLock   = "no-read-lock"
+	MutantEagerNoLock  = "eager-no-lock"
 )
 
 func init() { protocol.Register(proto{}) }
@@ -47,7 +48,8 @@ func (proto) Options() map[string]string {
 		"commit-wait":      "on (default): wait until TT.now().earliest > commit ts before releasing locks and replying (strict serializability); off as in K2's d2PL-TTC runs (serializable)",
 		"idle-timeout":     "abort a transaction whose client or coordinator is silent this long (default 5s)",
 		"decision-timeout": "a participant holding a prepared transaction asks its coordinator for the decision after this long, and again every period (default 500ms)",
-		"mutant":           "break a rule on purpose: 'early-release' releases locks and replies at the decision, before it is durable and before commit wait; 'no-read-lock' reads without shared locks",
+		"write-locks":      "buffered (default, Spanner's): writes wait at the coordinator and take exclusive locks at prepare; eager (K2's d2PL-TTC): each write goes to its participant and takes its exclusive lock when issued",
+		"mutant":           "break a rule on purpose: 'early-release' releases locks and replies at the decision, before it is durable and before commit wait; 'no-read-lock' reads without shared locks; 'eager-no-lock' (with write-locks=eager) writes without exclusive locks",
 	}
 }
 func (proto) Layout(l topo.Layout) topo.Layout { return l }
@@ -59,6 +61,9 @@ type Config struct {
 	IdleTimeout     time.Duration
 	DecisionTimeout time.Duration
 	Mutant          string
+	// EagerWrites sends each write to its participant when issued, which locks it then
+	// (write-locks=eager); otherwise writes are buffered until prepare.
+	EagerWrites bool
 }
 
 // ParseOptions validates protocol options.
@@ -76,9 +81,13 @@ func ParseOptions(m map[string]string) (Config, error) {
 	c.CommitWait = o.Bool("commit-wait", true)
 	c.IdleTimeout = o.Duration("idle-timeout", 5*time.Second)
 	c.DecisionTimeout = o.Duration("decision-timeout", 500*time.Millisecond)
-	c.Mutant = o.Enum("mutant", "", "", MutantEarlyRelease, MutantNoReadLock)
+	c.Mutant = o.Enum("mutant", "", "", MutantEarlyRelease, MutantNoReadLock, MutantEagerNoLock)
+	c.EagerWrites = o.Enum("write-locks", "buffered", "buffered", "eager") == "eager"
 	if o.Err != nil {
 		return Config{}, o.Err
+	}
+	if c.Mutant == MutantEagerNoLock && !c.EagerWrites {
+		return Config{}, fmt.Errorf("protocol %s: mutant=%s needs write-locks=eager", Name, MutantEagerNoLock)
 	}
 	if c.IdleTimeout <= 0 || c.DecisionTimeout <= 0 {
 		return Config{}, fmt.Errorf("protocol %s: idle-timeout and decision-timeout must be positive", Name)
@@ -158,6 +167,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Coord.Request(from, m)
 	case *ReadResp:
 		n.Coord.onReadResp(m)
+	case *WriteResp:
+		n.Coord.onWriteResp(m)
 	case *SnapReadResp:
 		n.Coord.onSnapReadResp(m)
 	case *PrepareResp:
@@ -170,6 +181,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Coord.onStatusReq(from, m)
 	case *ReadReq:
 		n.Part.onRead(from, m)
+	case *WriteReq:
+		n.Part.onWrite(from, m)
 	case *SnapReadReq:
 		n.Part.onSnapRead(from, m)
 	case *PrepareReq:
@@ -188,11 +201,12 @@ func isLockPolicyCause(c string) bool {
 }
 
 const (
-	causeWoundWait   = "wound-wait"
-	causeLostLocks   = "participant-lost-locks"
-	causeIdle        = "idle-timeout"
-	causeUnknownTxn  = "unknown-transaction"
-	causeClientAbort = "client-abort"
+	causeWoundWait     = "wound-wait"
+	causeLostLocks     = "participant-lost-locks"
+	causeIdle          = "idle-timeout"
+	causeUnknownTxn    = "unknown-transaction"
+	causeClientAbort   = "client-abort"
+	causePrepareFailed = "prepare-failed"
 )
 
 // tsAfter returns the smallest timestamp issued by origin that is greater than t and not below

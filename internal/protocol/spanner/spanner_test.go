@@ -23,24 +23,28 @@ func TestSmoke(t *testing.T) {
 // unprepared transactions are lost, its prepared ones recovered from intents.
 var crashOne = prototest.CrashDataNode(1, 300*time.Millisecond, 400*time.Millisecond)
 
-// TestStrictSerializable runs list-append at high contention under every lock policy, several
-// seeds, the default drifting clocks (within bounds) and a node crash, and checks each history.
+// TestStrictSerializable runs list-append at high contention under both write-lock modes, every
+// lock policy, several seeds, the default drifting clocks (within bounds) and a node crash, and
+// checks each history.
 func TestStrictSerializable(t *testing.T) {
-	for _, policy := range []string{"no-wait", "wait-die", "wound-wait"} {
-		for _, seed := range []uint64{1, 2, 3} {
-			for _, keys := range []int{5, 20} {
-				name := fmt.Sprintf("%s/seed%d/keys%d", policy, seed, keys)
-				t.Run(name, func(t *testing.T) {
-					c := prototest.Case{Protocol: Name, Seed: seed, Options: map[string]string{"lock-policy": policy},
-						Workload: prototest.ListAppend(keys, 0), Duration: 5 * time.Second}
-					if seed == 2 {
-						c.Faults = crashOne
-					}
-					res := prototest.Run(t, c)
-					rep := prototest.MustCheck(t, res, "strict-serializable")
-					prototest.ExpectValid(t, rep, 5)
-					t.Logf("ok=%d info=%d deadlocks=%d", rep.Counts.OK, rep.Counts.Info, res.ProtocolMetrics.Counters["deadlocks"])
-				})
+	for _, writeLocks := range []string{"buffered", "eager"} {
+		for _, policy := range []string{"no-wait", "wait-die", "wound-wait"} {
+			for _, seed := range []uint64{1, 2, 3} {
+				for _, keys := range []int{5, 20} {
+					name := fmt.Sprintf("%s/%s/seed%d/keys%d", writeLocks, policy, seed, keys)
+					t.Run(name, func(t *testing.T) {
+						c := prototest.Case{Protocol: Name, Seed: seed,
+							Options:  map[string]string{"lock-policy": policy, "write-locks": writeLocks},
+							Workload: prototest.ListAppend(keys, 0), Duration: 5 * time.Second}
+						if seed == 2 {
+							c.Faults = crashOne
+						}
+						res := prototest.Run(t, c)
+						rep := prototest.MustCheck(t, res, "strict-serializable")
+						prototest.ExpectValid(t, rep, 5)
+						t.Logf("ok=%d info=%d deadlocks=%d", rep.Counts.OK, rep.Counts.Info, res.ProtocolMetrics.Counters["deadlocks"])
+					})
+				}
 			}
 		}
 	}
@@ -65,30 +69,37 @@ func TestCommitWaitOffSerializable(t *testing.T) {
 func TestMutantsCaught(t *testing.T) {
 	cases := []struct {
 		mutant, model string
+		writeLocks    string
 		epsilon       time.Duration
 		keys          int
 		seed          uint64
 	}{
-		{MutantEarlyRelease, "strict-serializable", 10 * time.Millisecond, 5, 1},
-		{MutantNoReadLock, "serializable", 0, 5, 1},
+		{MutantEarlyRelease, "strict-serializable", "buffered", 10 * time.Millisecond, 5, 1},
+		{MutantNoReadLock, "serializable", "buffered", 0, 5, 1},
+		{MutantEagerNoLock, "serializable", "eager", 0, 5, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant, func(t *testing.T) {
-			run := prototest.Case{Protocol: Name, Seed: c.seed, Options: map[string]string{"mutant": c.mutant}, Epsilon: c.epsilon,
-				Workload: prototest.ListAppend(c.keys, 0), Clients: 6, Duration: 5 * time.Second}
+			run := prototest.Case{Protocol: Name, Seed: c.seed, Options: map[string]string{"mutant": c.mutant, "write-locks": c.writeLocks},
+				Epsilon: c.epsilon, Workload: prototest.ListAppend(c.keys, 0), Clients: 6, Duration: 5 * time.Second}
 			rep := prototest.MustCheck(t, prototest.Run(t, run), c.model)
 			prototest.ExpectVerdict(t, rep, check.Invalid)
 			t.Logf("caught: %v", rep.AnomalyTypes)
 			// The same run without the mutant is valid: the checker is not crying wolf.
-			run.Options = nil
+			run.Options = map[string]string{"write-locks": c.writeLocks}
 			prototest.ExpectValid(t, prototest.MustCheck(t, prototest.Run(t, run), c.model), 0)
 		})
 	}
 }
 
-// TestDeterministic: one seed, one trace.
+// TestDeterministic: one seed, one trace, in both write-lock modes.
 func TestDeterministic(t *testing.T) {
-	prototest.Deterministic(t, prototest.Case{Protocol: Name, Seed: 7, Workload: prototest.ListAppend(8, 0), Faults: crashOne})
+	for _, writeLocks := range []string{"buffered", "eager"} {
+		t.Run(writeLocks, func(t *testing.T) {
+			prototest.Deterministic(t, prototest.Case{Protocol: Name, Seed: 7, Options: map[string]string{"write-locks": writeLocks},
+				Workload: prototest.ListAppend(8, 0), Faults: crashOne})
+		})
+	}
 }
 
 // TestYCSBDeadlocksReported: YCSB-T from Zipf 0.5 to 0.99 under each policy commits, reports
@@ -115,13 +126,14 @@ func TestYCSBDeadlocksReported(t *testing.T) {
 func TestBadOptions(t *testing.T) {
 	for _, opts := range []map[string]string{
 		{"lock-policy": "sometimes"}, {"commit-wait": "maybe"}, {"mutant": "gremlin"}, {"idle-timeout": "0s"},
+		{"write-locks": "lazy"}, {"mutant": MutantEagerNoLock}, {"mutant": MutantEagerNoLock, "write-locks": "buffered"},
 	} {
 		if _, err := ParseOptions(opts); err == nil {
 			t.Errorf("%v accepted", opts)
 		}
 	}
 	c, err := ParseOptions(nil)
-	if err != nil || c.Policy.String() != "wound-wait" || !c.CommitWait {
+	if err != nil || c.Policy.String() != "wound-wait" || !c.CommitWait || c.EagerWrites {
 		t.Fatalf("defaults: %+v, %v", c, err)
 	}
 }
@@ -141,17 +153,20 @@ func TestStrictSerializableSweep(t *testing.T) {
 		}
 		seeds = n
 	}
-	for _, policy := range []string{"no-wait", "wait-die", "wound-wait"} {
-		for seed := uint64(1); seed <= seeds; seed++ {
-			for _, keys := range []int{5, 20} {
-				t.Run(fmt.Sprintf("%s/seed%d/keys%d", policy, seed, keys), func(t *testing.T) {
-					c := prototest.Case{Protocol: Name, Seed: seed, Options: map[string]string{"lock-policy": policy},
-						Workload: prototest.ListAppend(keys, 0), Duration: 5 * time.Second}
-					if seed%3 == 2 {
-						c.Faults = crashOne
-					}
-					prototest.ExpectValid(t, prototest.MustCheck(t, prototest.Run(t, c), "strict-serializable"), 5)
-				})
+	for _, writeLocks := range []string{"buffered", "eager"} {
+		for _, policy := range []string{"no-wait", "wait-die", "wound-wait"} {
+			for seed := uint64(1); seed <= seeds; seed++ {
+				for _, keys := range []int{5, 20} {
+					t.Run(fmt.Sprintf("%s/%s/seed%d/keys%d", writeLocks, policy, seed, keys), func(t *testing.T) {
+						c := prototest.Case{Protocol: Name, Seed: seed,
+							Options:  map[string]string{"lock-policy": policy, "write-locks": writeLocks},
+							Workload: prototest.ListAppend(keys, 0), Duration: 5 * time.Second}
+						if seed%3 == 2 {
+							c.Faults = crashOne
+						}
+						prototest.ExpectValid(t, prototest.MustCheck(t, prototest.Run(t, c), "strict-serializable"), 5)
+					})
+				}
 			}
 		}
 	}
