@@ -29,6 +29,7 @@ type simFlags struct {
 	opts           []string
 	jitter         time.Duration
 	serviceTime    time.Duration
+	oracleService  time.Duration
 	flushLatency   time.Duration
 	cores          int
 	epsilon        time.Duration
@@ -46,6 +47,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.opts, "opt", nil, "protocol option key=value (repeatable)")
 	fs.DurationVar(&f.jitter, "jitter", d.Jitter, "extra one-way network delay, uniform in [0, jitter)")
 	fs.DurationVar(&f.serviceTime, "service-time", d.ServiceTime, "CPU time per message on a node")
+	fs.DurationVar(&f.oracleService, "oracle-service-time", 0, "CPU time per request on a TrueTime oracle node (0: --service-time)")
 	fs.DurationVar(&f.flushLatency, "flush-latency", d.FlushLatency, "disk flush latency")
 	fs.IntVar(&f.cores, "cores", d.Cores, "cores per node")
 	fs.DurationVar(&f.epsilon, "epsilon", d.Epsilon, "TrueTime uncertainty ε")
@@ -73,6 +75,7 @@ func (f *simFlags) config() (sim.Config, error) {
 	}
 	base := sim.DefaultConfig()
 	base.Jitter, base.ServiceTime, base.FlushLatency, base.Cores = f.jitter, f.serviceTime, f.flushLatency, f.cores
+	base.OracleServiceTime = f.oracleService
 	base.Epsilon, base.MaxDrift, base.MaxOffset = f.epsilon, f.maxDrift, f.maxOffset
 	return bench.SimConfig(bench.Deployment{Protocol: f.protocol, Options: opts, Topology: f.topology,
 		NodesPerRegion: f.nodesPerRegion, ShardsPerNode: f.shardsPerNode, Seed: f.seed, Base: &base})

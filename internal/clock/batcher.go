@@ -292,9 +292,20 @@ func (b *Batcher) NeedRequest(localNow int64, waiting int) bool {
 		return false
 	}
 	if b.cfg.Batching {
-		return !b.batchUsable(localNow) && inFlight == 0
+		return inFlight == 0 && !b.batchUsable(localNow)
 	}
 	return waiting > inFlight+len(b.unused)
+}
+
+// NeedPrefetch reports whether the caller should ask for the next batch now, before the current
+// one runs out: once half of its TTL has passed (or half of it is used) with no request in
+// flight. The new batch's TTL starts at its own request, so asking early costs one request per
+// half TTL and keeps timestamps local while the reply travels (K2: ">99.9%" served locally).
+func (b *Batcher) NeedPrefetch(localNow int64) bool {
+	if !b.cfg.Batching || !b.batchUsable(localNow) || b.InFlight(localNow) > 0 {
+		return false
+	}
+	return localNow-b.cur.sentLocal >= b.expiryLocal/2 || b.used >= b.count/2
 }
 
 // StartRequest records that a request is being sent at localNow and returns it. The TTL of the

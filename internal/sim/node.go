@@ -95,7 +95,7 @@ func (n *simNode) enqueue(w work) {
 		n.sim.stats.Dropped++
 		return
 	}
-	if n.sim.cfg.ServiceTime == 0 && !n.running {
+	if n.serviceTime() == 0 && !n.running {
 		// No CPU model: run at once, sends leave now.
 		n.run(w)
 		n.flushOutbox(n.sim.now)
@@ -125,10 +125,18 @@ func (n *simNode) dispatch() {
 		}
 		n.charge = 0
 		n.run(w)
-		end := now + int64(n.sim.cfg.ServiceTime) + n.charge
+		end := now + int64(n.serviceTime()) + n.charge
 		n.flushOutbox(end)
 		n.busyUntil[c] = end
 	}
+}
+
+// serviceTime is the CPU cost of one piece of work on this node.
+func (n *simNode) serviceTime() time.Duration {
+	if n.roles&topo.RoleOracle != 0 && n.sim.cfg.OracleServiceTime > 0 {
+		return n.sim.cfg.OracleServiceTime
+	}
+	return n.sim.cfg.ServiceTime
 }
 
 // freeCore returns a core idle at now, or -1.

@@ -27,9 +27,12 @@ type Config struct {
 	Reorder bool          // allow messages on one link to overtake each other
 
 	// CPU and disk.
-	Cores        int           // cores per node (0: 1)
-	ServiceTime  time.Duration // CPU cost of each message, timer or persist completion (0: free)
-	FlushLatency time.Duration // one disk flush
+	Cores       int           // cores per node (0: 1)
+	ServiceTime time.Duration // CPU cost of each message, timer or persist completion (0: free)
+	// OracleServiceTime, if set, is the service time of oracle nodes instead (K2 measured one
+	// TTC oracle server at ~60k timestamps per second).
+	OracleServiceTime time.Duration
+	FlushLatency      time.Duration // one disk flush
 
 	// Clocks.
 	MaxOffset     time.Duration // local oscillators start within ±MaxOffset of true time
@@ -60,7 +63,7 @@ func (c *Config) Validate() error {
 		return errors.New("sim: no topology")
 	case c.Protocol == nil:
 		return errors.New("sim: no protocol")
-	case c.Jitter < 0, c.ServiceTime < 0, c.FlushLatency < 0, c.MaxOffset < 0, c.Epsilon < 0, c.SyncPeriod < 0, c.ClientTimeout < 0:
+	case c.Jitter < 0, c.ServiceTime < 0, c.OracleServiceTime < 0, c.FlushLatency < 0, c.MaxOffset < 0, c.Epsilon < 0, c.SyncPeriod < 0, c.ClientTimeout < 0:
 		return errors.New("sim: durations must not be negative")
 	case c.Cores < 0 || c.Cores > 1024:
 		return fmt.Errorf("sim: cores must be 1..1024, got %d", c.Cores)

@@ -160,6 +160,9 @@ func (n *Node) pumpTS() {
 	}
 	if len(n.tsQueue) == 0 {
 		n.tsQueue = nil
+		if n.batcher.NeedPrefetch(now) {
+			n.env.Send(n.oracle, n.batcher.StartRequest(now))
+		}
 		return
 	}
 	for n.batcher.NeedRequest(now, len(n.tsQueue)) {
