@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -151,11 +152,17 @@ func BenchmarkOracleTimestamps(b *testing.B) {
 
 // BenchmarkYCSBT measures single-region YCSB-T transactions per second against real servers
 // (Pebble on disk, one process) with 1 and 3 data nodes. Each iteration is a 3-second run.
+// BenchmarkYCSBT runs single-region YCSB-T against real in-process servers with 1 and 3 data
+// nodes; MERIDIAN_BENCH_PROTOCOL picks the protocol (default k2).
 func BenchmarkYCSBT(b *testing.B) {
+	proto := os.Getenv("MERIDIAN_BENCH_PROTOCOL")
+	if proto == "" {
+		proto = "k2"
+	}
 	for _, dataNodes := range []int{1, 3} {
-		b.Run(fmt.Sprintf("data-nodes=%d", dataNodes), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/data-nodes=%d", proto, dataNodes), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				cfg := benchConfig(b, "serial", "", dataNodes)
+				cfg := benchConfig(b, proto, "", dataNodes)
 				servers, err := StartAll(cfg, Options{})
 				if err != nil {
 					b.Fatal(err)
@@ -166,7 +173,7 @@ func BenchmarkYCSBT(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				res, err := bench.RealRun(bench.RealConfig{Topology: cfg.Topology, Protocol: "serial", Seed: 1,
+				res, err := bench.RealRun(bench.RealConfig{Topology: cfg.Topology, Protocol: proto, Seed: 1,
 					Dial: func(c topo.NodeID) (client.Transport, error) {
 						return client.Dial(cfg.Nodes[c].Addr, client.WithCluster(cfg.Name))
 					}}, bench.Spec{Workload: wl, ClientsPerRegion: 16, Warmup: 500 * time.Millisecond, Duration: 3 * time.Second})
