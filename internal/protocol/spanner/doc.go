@@ -10,13 +10,15 @@
 //
 //   - Coordinator (coordinator.go): the transaction manager of the clients attached to the node.
 //     It executes operations one at a time: a read goes to the key's primary, which takes a
-//     shared lock and returns the latest committed value; a write is buffered. At commit it
+//     shared lock and returns the latest committed value; a write is buffered (or, with
+//     write-locks=eager, sent to its participant at once — see "Write locks"). At commit it
 //     runs 2PC over every participant (read-only participants too: they confirm they still
 //     hold the read locks), picks the commit timestamp, persists the decision in its txnrec
 //     table, waits out commit wait, then sends the decision and answers the client.
 //   - Participant (participant.go): owns the primaries' data (mvcc, single intent per key) and
-//     the lock table (internal/storage/locks). Prepare takes exclusive locks in key order,
-//     writes intents at a prepare timestamp, persists them and votes; the decision installs
+//     the lock table (internal/storage/locks). Prepare takes exclusive locks in key order
+//     (buffered writes; eager writes hold theirs already), writes intents at a prepare
+//     timestamp, persists them and votes; the decision installs
 //     the intents at the commit timestamp (persisted, then acknowledged) and releases every
 //     lock of the transaction.
 //
@@ -42,11 +44,32 @@
 //     also waits until TT.now().earliest > s_read, so a transaction that starts after it ends
 //     gets a larger timestamp.
 //
+// # Write locks: buffered (Spanner) or eager (K2's d2PL-TTC)
+//
+// write-locks=buffered (default) is Spanner: the coordinator buffers writes, answers the
+// transaction's reads of them itself, and ships them with the prepare, which takes the exclusive
+// locks. A write costs no round trip and its lock is held only from prepare to decision.
+//
+// write-locks=eager is the d2PL-TTC K2's paper compares against (notes/k2.md §4: it "blocks on
+// all conflict types", and K2 also sends writes to participants during execution): each
+// Put/Delete goes to the key's participant as a WriteReq when the client issues it. The
+// participant takes the exclusive lock then, under the lock policy (upgrading the transaction's
+// shared lock; a wound-wait/wait-die/no-wait abort reaches the client as an abort with that
+// cause), keeps the value as the transaction's pending write — volatile, invisible to other
+// transactions and to snapshot reads, returned to the transaction's own later reads there
+// (read-your-writes; the coordinator keeps no copy) — and answers. Prepare then takes no lock:
+// it turns the pending writes into intents at the prepare timestamp, persists them and votes;
+// commit and abort are unchanged. Each eager write grants one more "lock" in the Seen count, so a
+// participant that lost pending writes (restart, idle abort) votes no. Each write pays a round
+// trip to its participant (the "write" distribution under protocol_metrics) and holds its lock
+// for the rest of the transaction, which is what makes d2PL-TTC slower than K2 at low
+// contention in the paper's Figs. 17–18.
+//
 // # Lock policies and the deadlock metric
 //
 // lock-policy picks NO_WAIT, WAIT_DIE or wound-wait (default, Spanner's). Reads take shared
-// locks as they execute; writes take exclusive locks at prepare (Spanner buffers writes), so an
-// RMW upgrades. Under wound-wait an older requester wounds younger conflicting transactions:
+// locks as they execute; writes take exclusive locks at prepare (buffered) or when issued
+// (eager), so an RMW upgrades. Under wound-wait an older requester wounds younger conflicting transactions:
 // a participant aborts a wounded transaction at once if it has not voted there yet, and always
 // tells its coordinator, which aborts it unless it already decided to commit (a committed
 // transaction waits for nothing, so the wounder's wait is short). This closes the cross-shard
@@ -105,9 +128,12 @@
 //
 //	lock-policy=no-wait|wait-die|wound-wait   default wound-wait
 //	commit-wait=on|off                        default on (K2's runs used off)
+//	write-locks=buffered|eager                default buffered (Spanner); eager is K2's d2PL-TTC
 //	idle-timeout=5s                           abort silent unprepared transactions
 //	decision-timeout=500ms                    prepared participants poll the coordinator
 //	mutant=early-release                      reply and release at the decision, before it is
 //	                                          durable and before commit wait: real-time order breaks
 //	mutant=no-read-lock                       reads take no shared lock: G-single / G2
+//	mutant=eager-no-lock                      (needs write-locks=eager) writes take no exclusive
+//	                                          lock: lost updates / G0
 package spanner
