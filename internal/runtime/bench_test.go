@@ -93,6 +93,9 @@ func (n *tsNode) pump() {
 	for n.b.NeedRequest(now, len(n.waiting)) {
 		n.env.Send(oracle, n.b.StartRequest(now))
 	}
+	if n.b.NeedPrefetch(now) { // as k2's coordinator does
+		n.env.Send(oracle, n.b.StartRequest(now))
+	}
 }
 
 func init() { protocol.Register(tsBench{}) }
