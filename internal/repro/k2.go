@@ -75,7 +75,7 @@ func init() {
 		},
 		Report: func(runs []*Run, dir string) (string, error) {
 			body, err := sweepReport(runs, dir, "zipf", "Zipf θ", "YCSB-T on k2-5region", ycsbMetrics)
-			return body + shapeChecks(runs, "K2-MVTO"), err
+			return body + shapeChecks(runs, "K2-MVTO") + whyLatencyBound, err
 		},
 	})
 	register(&Experiment{
@@ -93,7 +93,7 @@ func init() {
 		},
 		Report: func(runs []*Run, dir string) (string, error) {
 			body, err := sweepReport(runs, dir, "write %", "write ratio (%)", "YCSB-T, Zipf 0.5, on k2-5region", ycsbMetrics)
-			return body + shapeChecks(runs, "K2-MVTO"), err
+			return body + shapeChecks(runs, "K2-MVTO") + whyLatencyBound, err
 		},
 	})
 	register(&Experiment{
@@ -128,7 +128,7 @@ func init() {
 			t := &report.Table{Columns: []string{"ratio of peak throughputs", "paper", "ours"}}
 			t.Add("K2-MVTO / MVTO-HLC", "2.32×", ratio(peak["K2-MVTO"], peak["MVTO-HLC"]))
 			t.Add("K2-MVTO / d2PL-TTC", "9.82×", ratio(peak["K2-MVTO"], peak["d2PL-TTC"]))
-			return body + "\n" + t.Markdown() + consistencyLine(runs), nil
+			return body + "\n" + t.Markdown() + consistencyLine(runs) + whyTPCC, nil
 		},
 	})
 	register(&Experiment{
@@ -168,7 +168,7 @@ func init() {
 			if err := report.BarChart(filepath.Join(dir, "breakdown"), report.Chart{Title: "K2 factor breakdown, YCSB-T Zipf 0.8", YLabel: "throughput / baseline"}, bars); err != nil {
 				return "", err
 			}
-			return t.Markdown() + "\n| paper | MV for read-write transactions: 9.18× |\n|---|---|\n\n![breakdown](breakdown.png)\n" + consistencyLine(runs), nil
+			return t.Markdown() + "\n| paper | MV for read-write transactions: 9.18× |\n|---|---|\n\n![breakdown](breakdown.png)\n" + consistencyLine(runs) + whyBreakdown, nil
 		},
 	})
 	register(&Experiment{
@@ -202,7 +202,7 @@ func init() {
 			if err := t.WriteCSV(filepath.Join(dir, "results.csv")); err != nil {
 				return "", err
 			}
-			return t.Markdown() + "\nAll values in ms, p90 over committed NewOrders.\n" + consistencyLine(runs), nil
+			return t.Markdown() + "\nAll values in ms, p90 over committed NewOrders.\n" + consistencyLine(runs) + whyTable2, nil
 		},
 	})
 	register(&Experiment{
@@ -240,6 +240,53 @@ func init() {
 		},
 	})
 }
+
+// Why our numbers differ from the paper's, as far as we have found out. These are findings
+// about the model and the setup, written next to the numbers they explain; nothing here was
+// tuned to move a number toward the paper's.
+const (
+	whyLatencyBound = `
+**Why ours differs.** At the quick scale the system is latency-bound, not CPU-bound: 20
+closed-loop clients per region, each operation of a multi-shot transaction a round trip (to a
+primary that is usually in another region), so throughput ≈ clients ÷ latency and the protocols'
+order follows their latency and abort rate. The paper's YCSB-T numbers are CPU-bound (100 primary
+cores, up to ~300k txn/s), where an aborted attempt or a blocked lock holder also wastes CPU;
+that is where its gaps between protocols grow. Run with ` + "`--scale paper`" + ` for 5 data nodes
+per region and 200 clients per region.
+`
+	whyTPCC = `
+**Why ours differs.** K2-MVTO ≥ 2× MVTO-HLC holds here; K2-MVTO over d2PL-TTC does not reach the
+paper's 9.82×. What we found: (1) at the quick scale the peak is reached by contention, not CPU:
+TPC-C's district row (every NewOrder increments D_NEXT_O_ID) and warehouse/district YTD (every
+Payment) make abort rates climb past 50% well before any node's CPU saturates, and in that regime
+all three protocols lose throughput to the same hot rows; (2) our d2PL-TTC resolves deadlocks with
+wound-wait, which aborts immediately; the paper does not say which policy its d2PL-TTC used, and
+a detection- or timeout-based one (its Fig. 17d counts deadlocks) keeps lock holders waiting
+longer; (3) every protocol pays the same 5 µs per message on one core, while 2PL's lock management
+and 2PC messages cost more CPU per transaction than K2's in a real server. The paper-scale run
+(` + "`--scale paper`" + `) is where (1) changes.
+`
+	whyBreakdown = `
+**Why ours differs.** The paper's 9.18× for multi-versioning comes from TPC-C at peak load with
+1000 warehouses, where readers blocked behind write streams leave cores idle. At the quick scale,
+most reads in our runs do not meet another transaction's write stream at all, so taking
+multi-versioning away costs little; multiple intents per key matter more on YCSB-T (they remove
+the aborts of a second writer) and asynchronous finalization removes one round of messages from
+the commit path.
+`
+	whyTable2 = `
+**Why ours differs.** (1) Get Ts: K2-TB serves timestamps locally only when a coordinator takes
+them faster than one per TTL; at this load (a few hundred transactions per second per
+coordinator) each batch expires unused and a transaction waits one oracle round trip (0.2 ms in
+the simulated region, against the paper's 18 µs RPC). (2) PushWS: our NewOrders meet each other's
+write streams on the district row (D_NEXT_O_ID), ten clients per warehouse; readers then wait
+for the writer's decision. The paper's 0.018 ms says its NewOrders rarely did. (3) Write Phase in
+the remote case: our multi-shot client issues the remote stock write mid-transaction, so its
+flush overlaps later operations and is already durable at commit; the paper's 43 ms is a WAN
+round trip at the end. (4) The client-observed p90 adds, for every one of a NewOrder's ~45
+operations, the round trip between client and coordinator (0.2 ms), plus retries.
+`
+)
 
 func ratio(a, b float64) string {
 	if b == 0 {
