@@ -38,7 +38,7 @@ report.md, which puts the paper's reported numbers beside ours. 'meridian repro 
 	cmd.Flags().StringVar(&c.scale, "scale", "quick", "quick (minutes) or paper (5 data nodes per region, 200 clients per region; much longer)")
 	cmd.Flags().Uint64Var(&c.seed, "seed", 1, "random seed")
 	cmd.Flags().StringVar(&c.out, "out", "repro-out", "output directory")
-	cmd.Flags().IntVar(&c.parallel, "parallel", 0, "simulations run at once (0: one per CPU)")
+	cmd.Flags().IntVar(&c.parallel, "parallel", 0, "simulations run at once (0: one per CPU at --scale quick, one at --scale paper)")
 	return cmd
 }
 

@@ -110,6 +110,11 @@ func Execute(e *Experiment, o Options) (string, error) {
 	runs := e.Plan(o.Scale, o.Seed)
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.NumCPU()
+		if o.Scale.Name == "paper" {
+			// A paper-scale simulation holds several GB (k2-fig18 peaked at ~10 GB per run);
+			// two at once came within reach of this machine's 24 GB.
+			o.Parallel = 1
+		}
 	}
 	var (
 		mu       sync.Mutex
