@@ -138,3 +138,18 @@ func runAttempt(db *client.DB, txn workload.Txn, attempt, process, region int, r
 	}
 	return err
 }
+
+// newRecorder returns the history recorder a run needs (nil if it records nothing), told each
+// key's region when the workload knows it (region-aware models).
+func newRecorder(spec Spec) *history.Recorder {
+	if !spec.Record {
+		return nil
+	}
+	rec := history.NewRecorder()
+	if kr, ok := spec.Workload.(interface{ KeyRegions() map[int64]int }); ok {
+		for k, r := range kr.KeyRegions() {
+			rec.SetKeyRegion(k, r)
+		}
+	}
+	return rec
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/client"
-	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/workload"
 )
@@ -44,15 +43,7 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 	tp := cfg.Topology
 	wallStart := time.Now()
 	m := NewMetrics()
-	var rec *history.Recorder
-	if spec.Record {
-		rec = history.NewRecorder()
-		if kr, ok := spec.Workload.(interface{ KeyRegions() map[int64]int }); ok {
-			for k, r := range kr.KeyRegions() {
-				rec.SetKeyRegion(k, r)
-			}
-		}
-	}
+	rec := newRecorder(spec)
 	res := &Result{Protocol: cfg.Protocol, Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
 		Clients: spec.ClientsPerRegion * len(tp.Regions)}
 

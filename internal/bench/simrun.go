@@ -127,15 +127,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	defer s.Stop()
 	tp := s.Topology()
 	m := NewMetrics()
-	var rec *history.Recorder
-	if spec.Record {
-		rec = history.NewRecorder()
-		if kr, ok := spec.Workload.(interface{ KeyRegions() map[int64]int }); ok {
-			for k, r := range kr.KeyRegions() {
-				rec.SetKeyRegion(k, r)
-			}
-		}
-	}
+	rec := newRecorder(spec)
 	res := &Result{Protocol: cfg.Protocol.Name(), Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
 		Clients: spec.ClientsPerRegion * len(tp.Regions)}
 
