@@ -152,21 +152,34 @@ func (p *Participant) armPoll(t *partTxn, d time.Duration) {
 	})
 }
 
-func (p *Participant) onRead(from node.ID, m *ReadReq) {
-	t := p.txns[m.Txn]
-	if t == nil && m.Seen > 0 {
-		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostLocks})
-		return
+// admit finds (or creates) the transaction an operation belongs to and checks it may take another
+// lock here: it must be active, idle, and hold exactly the locks its coordinator saw granted
+// (seen); otherwise refuse is called with the cause and admit returns nil.
+func (p *Participant) admit(from node.ID, txn storage.TxnID, seen uint32, age ts.Timestamp, refuse func(cause string)) *partTxn {
+	t := p.txns[txn]
+	if t == nil && seen > 0 {
+		refuse(causeLostLocks)
+		return nil
 	}
-	t = p.txn(m.Txn, from, m.Age)
+	t = p.txn(txn, from, age)
 	switch {
 	case t.state == partAborted:
-		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: t.cause})
-		return
-	case t.state != partActive || t.granted != m.Seen || t.waiting():
+		refuse(t.cause)
+		return nil
+	case t.state != partActive || t.granted != seen || t.waiting():
 		p.abortLocal(t, causeLostLocks)
-		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostLocks})
+		refuse(causeLostLocks)
 		p.drain()
+		return nil
+	}
+	return t
+}
+
+func (p *Participant) onRead(from node.ID, m *ReadReq) {
+	t := p.admit(from, m.Txn, m.Seen, m.Age, func(cause string) {
+		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: cause})
+	})
+	if t == nil {
 		return
 	}
 	if p.cfg.Mutant == MutantNoReadLock {
@@ -209,20 +222,10 @@ func (t *partTxn) waiting() bool { return t.waitRead != nil || t.waitWrite != ni
 // onWrite takes an eager write's exclusive lock (upgrading the transaction's shared lock, if
 // any) under the lock policy and keeps the value pending; the answer goes out once it is held.
 func (p *Participant) onWrite(from node.ID, m *WriteReq) {
-	t := p.txns[m.Txn]
-	if t == nil && m.Seen > 0 {
-		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostLocks})
-		return
-	}
-	t = p.txn(m.Txn, from, m.Age)
-	switch {
-	case t.state == partAborted:
-		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: t.cause})
-		return
-	case t.state != partActive || t.granted != m.Seen || t.waiting():
-		p.abortLocal(t, causeLostLocks)
-		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostLocks})
-		p.drain()
+	t := p.admit(from, m.Txn, m.Seen, m.Age, func(cause string) {
+		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: cause})
+	})
+	if t == nil {
 		return
 	}
 	if p.cfg.Mutant == MutantEagerNoLock {
