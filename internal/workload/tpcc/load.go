@@ -80,7 +80,15 @@ func (w *Workload) Rows(emit func(key string, value []byte) error) error {
 func (w *Workload) warehouseRows(rng *rand.Rand, wh int, emit func(string, []byte) error) error {
 	cfg := w.cfg
 	wr := warehouse{Tax: int64(rng.IntN(2001)), YTD: int64(cfg.Districts) * initDistrictYTD, Name: w.astr(rng, 6, 10)}
-	if err := emit(w.key(wh, "w"), wr.encode()); err != nil {
+	if cfg.Families {
+		st := staticFamily{Tax: wr.Tax, Name: wr.Name}
+		if err := emit(w.key(wh, "w"), st.encode()); err != nil {
+			return err
+		}
+		if err := emit(w.key(wh, tableWarehouseYTD), encodeInts(wr.YTD)); err != nil {
+			return err
+		}
+	} else if err := emit(w.key(wh, "w"), wr.encode()); err != nil {
 		return err
 	}
 	for i := 1; i <= cfg.Items; i++ {
@@ -92,7 +100,7 @@ func (w *Workload) warehouseRows(rng *rand.Rand, wh int, emit func(string, []byt
 	nCust := cfg.CustomersPerDistrict
 	for d := 1; d <= cfg.Districts; d++ {
 		dr := district{Tax: int64(rng.IntN(2001)), YTD: initDistrictYTD, NextOID: int64(nCust + 1), Name: w.astr(rng, 6, 10)}
-		if err := emit(w.key(wh, "d", d), dr.encode()); err != nil {
+		if err := w.emitDistrict(wh, d, &dr, emit); err != nil {
 			return err
 		}
 		byName := map[string][]int{}
@@ -172,6 +180,22 @@ func (w *Workload) warehouseRows(rng *rand.Rand, wh int, emit func(string, []byt
 		}
 	}
 	return nil
+}
+
+// emitDistrict writes district d of warehouse wh as one row or, under Config.Families, as
+// its static, D_NEXT_O_ID and D_YTD families.
+func (w *Workload) emitDistrict(wh, d int, dr *district, emit func(string, []byte) error) error {
+	if !w.cfg.Families {
+		return emit(w.key(wh, "d", d), dr.encode())
+	}
+	st := staticFamily{Tax: dr.Tax, Name: dr.Name}
+	if err := emit(w.key(wh, "d", d), st.encode()); err != nil {
+		return err
+	}
+	if err := emit(w.key(wh, tableDistrictNext, d), encodeInts(dr.NextOID)); err != nil {
+		return err
+	}
+	return emit(w.key(wh, tableDistrictYTD, d), encodeInts(dr.YTD))
 }
 
 // newOrderMark is the value of a NEW-ORDER row: its key says everything.

@@ -98,6 +98,27 @@ func (r *district) decode(b []byte) error {
 	return d.done()
 }
 
+// staticFamily is the static column family of a warehouse or district row under
+// Config.Families: the columns no transaction writes (W_TAX, W_NAME; D_TAX, D_NAME). The hot
+// columns (W_YTD; D_YTD, D_NEXT_O_ID) are single-int rows of their own (encodeInts).
+type staticFamily struct {
+	Tax  int64
+	Name string
+}
+
+func (r *staticFamily) encode() []byte {
+	e := encoder{make([]byte, 0, 16)}
+	e.int(r.Tax)
+	e.str(r.Name)
+	return e.b
+}
+
+func (r *staticFamily) decode(b []byte) error {
+	d := decoder{b: b}
+	r.Tax, r.Name = d.int(), d.str()
+	return d.done()
+}
+
 type customer struct {
 	First, Middle, Last, Credit, Data                              string
 	Discount, CreditLim, Balance, YTDPayment, PaymentCnt, DelivCnt int64

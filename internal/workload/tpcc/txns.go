@@ -221,6 +221,18 @@ func getInts(tx *client.Txn, key string) ([]int64, error) {
 	return out, nil
 }
 
+// getInt reads a single-int row: a hot-column family under Config.Families.
+func getInt(tx *client.Txn, key string) (int64, error) {
+	v, err := getInts(tx, key)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 1 {
+		return 0, errRow(key, errMalformed)
+	}
+	return v[0], nil
+}
+
 // findCustomer resolves a customer reference: by last name it takes the one at position
 // ⌈n/2⌉ of the customers with that name ordered by first name (§2.5.2.2).
 func (w *Workload) findCustomer(tx *client.Txn, ref customerRef) (int, *customer, error) {
@@ -242,19 +254,41 @@ func (w *Workload) findCustomer(tx *client.Txn, ref customerRef) (int, *customer
 	return id, c, nil
 }
 
-func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
+// takeOrderID is New-Order's reading of W_TAX and D_TAX and its increment of D_NEXT_O_ID,
+// whose old value it returns. Under Config.Families it touches neither W_YTD nor D_YTD.
+func (w *Workload) takeOrderID(tx *client.Txn, wh, d int) (int, error) {
+	dk := w.key(wh, "d", d)
+	if w.cfg.Families {
+		var ws, ds staticFamily
+		if err := get(tx, w.key(wh, "w"), &ws); err != nil {
+			return 0, err
+		}
+		if err := get(tx, dk, &ds); err != nil {
+			return 0, err
+		}
+		nk := w.key(wh, tableDistrictNext, d)
+		next, err := getInt(tx, nk)
+		if err != nil {
+			return 0, err
+		}
+		return int(next), tx.Put(nk, encodeInts(next+1))
+	}
 	var wr warehouse
 	if err := get(tx, w.key(wh, "w"), &wr); err != nil {
-		return err
+		return 0, err
 	}
-	dk := w.key(wh, "d", p.d)
 	var dr district
 	if err := get(tx, dk, &dr); err != nil {
-		return err
+		return 0, err
 	}
 	oid := int(dr.NextOID)
 	dr.NextOID++
-	if err := tx.Put(dk, dr.encode()); err != nil {
+	return oid, tx.Put(dk, dr.encode())
+}
+
+func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
+	oid, err := w.takeOrderID(tx, wh, p.d)
+	if err != nil {
 		return err
 	}
 	var c customer
@@ -321,23 +355,57 @@ func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
 	return nil
 }
 
-func (w *Workload) payment(tx *client.Txn, wh, terminalID int, p *params) error {
-	wk := w.key(wh, "w")
+// addYTD is Payment's increment of W_YTD and D_YTD by amount; it returns W_NAME and D_NAME
+// for the history row. Under Config.Families it touches no D_NEXT_O_ID.
+func (w *Workload) addYTD(tx *client.Txn, wh, d int, amount int64) (wName, dName string, err error) {
+	wk, dk := w.key(wh, "w"), w.key(wh, "d", d)
+	if w.cfg.Families {
+		var ws, ds staticFamily
+		if err := get(tx, wk, &ws); err != nil {
+			return "", "", err
+		}
+		if err := addInt(tx, w.key(wh, tableWarehouseYTD), amount); err != nil {
+			return "", "", err
+		}
+		if err := get(tx, dk, &ds); err != nil {
+			return "", "", err
+		}
+		if err := addInt(tx, w.key(wh, tableDistrictYTD, d), amount); err != nil {
+			return "", "", err
+		}
+		return ws.Name, ds.Name, nil
+	}
 	var wr warehouse
 	if err := get(tx, wk, &wr); err != nil {
-		return err
+		return "", "", err
 	}
-	wr.YTD += p.amount
+	wr.YTD += amount
 	if err := tx.Put(wk, wr.encode()); err != nil {
-		return err
+		return "", "", err
 	}
-	dk := w.key(wh, "d", p.d)
 	var dr district
 	if err := get(tx, dk, &dr); err != nil {
+		return "", "", err
+	}
+	dr.YTD += amount
+	if err := tx.Put(dk, dr.encode()); err != nil {
+		return "", "", err
+	}
+	return wr.Name, dr.Name, nil
+}
+
+// addInt adds delta to the single-int row at key.
+func addInt(tx *client.Txn, key string, delta int64) error {
+	v, err := getInt(tx, key)
+	if err != nil {
 		return err
 	}
-	dr.YTD += p.amount
-	if err := tx.Put(dk, dr.encode()); err != nil {
+	return tx.Put(key, encodeInts(v+delta))
+}
+
+func (w *Workload) payment(tx *client.Txn, wh, terminalID int, p *params) error {
+	wName, dName, err := w.addYTD(tx, wh, p.d, p.amount)
+	if err != nil {
 		return err
 	}
 	cid, c, err := w.findCustomer(tx, p.cust)
@@ -357,7 +425,7 @@ func (w *Workload) payment(tx *client.Txn, wh, terminalID int, p *params) error 
 		return err
 	}
 	h := historyRow{CID: int64(cid), CDID: int64(p.cust.d), CWID: int64(p.cust.wh), DID: int64(p.d), WID: int64(wh),
-		Date: int64(p.seq), Amount: p.amount, Data: wr.Name + "    " + dr.Name}
+		Date: int64(p.seq), Amount: p.amount, Data: wName + "    " + dName}
 	return tx.Put(w.historyKey(wh, "t"+strconv.Itoa(terminalID)+"-"+strconv.Itoa(p.seq)), h.encode())
 }
 
@@ -443,13 +511,27 @@ func (w *Workload) delivery(tx *client.Txn, wh int, p *params) error {
 	return nil
 }
 
-func (w *Workload) stockLevel(tx *client.Txn, wh int, p *params) error {
+// nextOrderID reads D_NEXT_O_ID: the whole district row, or under Config.Families only its
+// own family.
+func (w *Workload) nextOrderID(tx *client.Txn, wh, d int) (int, error) {
+	if w.cfg.Families {
+		next, err := getInt(tx, w.key(wh, tableDistrictNext, d))
+		return int(next), err
+	}
 	var dr district
-	if err := get(tx, w.key(wh, "d", p.d), &dr); err != nil {
+	if err := get(tx, w.key(wh, "d", d), &dr); err != nil {
+		return 0, err
+	}
+	return int(dr.NextOID), nil
+}
+
+func (w *Workload) stockLevel(tx *client.Txn, wh int, p *params) error {
+	next, err := w.nextOrderID(tx, wh, p.d)
+	if err != nil {
 		return err
 	}
 	items := map[int64]bool{}
-	for oid := max(1, int(dr.NextOID)-20); oid < int(dr.NextOID); oid++ {
+	for oid := max(1, next-20); oid < next; oid++ {
 		var o order
 		if err := get(tx, w.key(wh, "o", p.d, oid), &o); err != nil {
 			return err
