@@ -29,6 +29,7 @@ func (f *workloadFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.p.TPCCFull, "tpcc-full", false, "TPC-C at the specification's scale (3000 customers per district, 100k items) instead of the simulation-sized default")
 	fs.IntSliceVar(&f.mix, "tpcc-mix", nil, "TPC-C weights of new-order,payment,order-status,delivery,stock-level (default 45,43,4,4,4)")
 	fs.Float64Var(&f.p.RemoteItemRatio, "remote-item-ratio", -1, "TPC-C share of remote order lines (-1: the spec's 1%)")
+	fs.BoolVar(&f.p.TPCCFamilies, "tpcc-families", false, "TPC-C with hot columns (W_YTD, D_YTD, D_NEXT_O_ID) in their own keys, like CockroachDB's --families")
 }
 
 // build constructs the workload over topology t.

@@ -30,6 +30,9 @@ type WorkloadParams struct {
 	TPCCMix [5]int
 	// OneRemoteLine makes exactly one line of every TPC-C New-Order remote.
 	OneRemoteLine bool
+	// TPCCFamilies stores TPC-C's hot columns (W_YTD, D_YTD, D_NEXT_O_ID) under keys of their
+	// own (tpcc.Config.Families).
+	TPCCFamilies bool
 	// Namespace separates list-append/register keys of different runs on one cluster.
 	Namespace string
 }
@@ -133,6 +136,7 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 			cfg.Mix = p.TPCCMix
 		}
 		cfg.OneRemoteLine = p.OneRemoteLine
+		cfg.Families = p.TPCCFamilies
 		if p.RemoteItemRatio >= 0 {
 			if p.RemoteItemRatio > 1 {
 				return nil, fmt.Errorf("remote item ratio must be in [0, 1], got %g", p.RemoteItemRatio)
