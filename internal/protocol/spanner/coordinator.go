@@ -485,11 +485,16 @@ func (c *Coordinator) onDecideAck(from node.ID, m *DecideAck) {
 	}
 }
 
-// onWound aborts a transaction an older one wounded, unless it already decided to commit
-// (then the wounder simply waits: the locks go soon).
+// onWound aborts a transaction an older one wounded, or the deadlock detector's victim, unless
+// it already decided to commit (then the wounder simply waits: the locks go soon; for the
+// detector, the wait it saw was already over).
 func (c *Coordinator) onWound(m *WoundReq) {
+	cause := causeWoundWait
+	if m.Cause == causeDeadlock {
+		cause = causeDeadlock
+	}
 	if t := c.byID[m.Txn]; t != nil && t.phase != phaseCommitted {
-		c.abort(t, causeWoundWait)
+		c.abort(t, cause)
 	}
 }
 

@@ -67,7 +67,12 @@
 //
 // # Lock policies and the deadlock metric
 //
-// lock-policy picks NO_WAIT, WAIT_DIE or wound-wait (default, Spanner's). Reads take shared
+// lock-policy picks NO_WAIT, WAIT_DIE, wound-wait (default, Spanner's) or detect. The first
+// three prevent deadlocks by aborting on some conflicts; detect blocks on every conflict and
+// breaks the deadlocks that form with one global wait-for graph (deadlock.go: the youngest
+// transaction of each cycle dies). K2's d2PL-TTC is described as blocking "on all conflict
+// types" (K2 Fig. 7) with deadlocks that occur and are counted (Fig. 17d), which is detect.
+// Reads take shared
 // locks as they execute; writes take exclusive locks at prepare (buffered) or when issued
 // (eager), so an RMW upgrades. Under wound-wait an older requester wounds younger conflicting transactions:
 // a participant aborts a wounded transaction at once if it has not voted there yet, and always
@@ -91,11 +96,13 @@
 // a coordinator restart a retry simply gets a fresh age.
 //
 // "deadlocks" under protocol_metrics counts transactions aborted by the lock policy — causes
-// no-wait, wait-die and wound-wait, each victim once, counted at its coordinator. These
-// policies never let a deadlock form, so each of these aborts is a deadlock the policy avoided
-// (or, for NO_WAIT, a conflict it refused to wait on); this is how K2's Fig. 17d counts victims
-// for d2PL-TTC (notes/k2.md §4 recommends counting each victim). Per-cause counts are under
-// aborts/<cause>.
+// no-wait, wait-die, wound-wait and deadlock, each victim once, counted at its coordinator.
+// Under detect each is a real deadlock broken (deadlocks-detected counts the cycles the
+// detector found; a victim that had already committed is not aborted). The other policies
+// never let a deadlock form, so each of their aborts is a deadlock avoided (or, for NO_WAIT, a
+// conflict it refused to wait on); notes/k2.md §4 recommends counting each victim.
+// idle-aborts counts transactions a participant aborted because their coordinator fell silent
+// (a crash, or a wait nobody resolved). Per-cause counts are under aborts/<cause>.
 //
 // # Faults
 //
@@ -126,7 +133,7 @@
 //
 // # Options
 //
-//	lock-policy=no-wait|wait-die|wound-wait   default wound-wait
+//	lock-policy=no-wait|wait-die|wound-wait|detect   default wound-wait
 //	commit-wait=on|off                        default on (K2's runs used off)
 //	write-locks=buffered|eager                default buffered (Spanner); eager is K2's d2PL-TTC
 //	idle-timeout=5s                           abort silent unprepared transactions

@@ -105,9 +105,11 @@ type DecideAck struct {
 }
 
 // WoundReq tells a coordinator that an older transaction wounded its transaction at a
-// participant (wound-wait); the coordinator aborts it unless it has already decided to commit.
+// participant (wound-wait), or that the deadlock detector chose it as a victim (Cause
+// "deadlock"); the coordinator aborts it unless it has already decided to commit.
 type WoundReq struct {
-	Txn storage.TxnID
+	Txn   storage.TxnID
+	Cause string `cbor:",omitempty"` // empty: wound-wait
 }
 
 // StatusReq asks a coordinator for the fate of a transaction prepared at the sender.
@@ -142,10 +144,12 @@ func (*StatusReq) Kind() wire.Kind    { return 309 }
 func (*StatusResp) Kind() wire.Kind   { return 310 }
 func (*WriteReq) Kind() wire.Kind     { return 311 }
 func (*WriteResp) Kind() wire.Kind    { return 312 }
+func (*WaitsFor) Kind() wire.Kind     { return 313 }
+func (*WaitEnded) Kind() wire.Kind    { return 314 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &SnapReadReq{}, &SnapReadResp{}, &PrepareReq{},
-		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}} {
+		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitsFor{}, &WaitEnded{}} {
 		wire.Register(m)
 	}
 }

@@ -41,8 +41,9 @@ type partTxn struct {
 	waitRead   *ReadReq
 	waitWrite  *WriteReq
 	waitPrep   *PrepareReq
-	prepNext   int   // next write of waitPrep to lock
-	waitSince  int64 // local clock, for the lock-wait distribution
+	prepNext   int    // next write of waitPrep to lock
+	waitSince  int64  // local clock, for the lock-wait distribution
+	waitID     uint64 // the wait reported to the deadlock detector, 0 if none
 	prepTS     ts.Timestamp
 	woundSent  bool
 	idleTimer  node.TimerID
@@ -76,6 +77,10 @@ type Participant struct {
 	snapQ   map[string][]snapWaiter
 	self    uint32
 	pending int // persists in flight (tests)
+	// detector is the deadlock detector's node (lock-policy=detect); lastWait numbers the
+	// waits reported to it.
+	detector node.ID
+	lastWait uint64
 }
 
 func newParticipant(env node.Env, c Config, m *protocol.Metrics, store *mvcc.Store) *Participant {
@@ -132,6 +137,8 @@ func (p *Participant) armIdle(t *partTxn) {
 		}
 		switch t.state {
 		case partActive:
+			// Counted so tests can tell a stuck wait (a deadlock nobody broke) from progress.
+			p.metrics.Add("idle-aborts", 1)
 			p.abortLocal(t, causeIdle)
 			p.drain()
 		case partAborted:
@@ -193,8 +200,8 @@ func (p *Participant) onRead(from node.ID, m *ReadReq) {
 		t.granted++
 		p.replyRead(t, m)
 	case locks.Waiting:
-		t.waitRead, t.waitSince = m, p.now()
-		p.wound(res.Wound)
+		t.waitRead = m
+		p.startWait(t, res)
 	case locks.Aborted:
 		p.abortLocal(t, res.Reason)
 		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: res.Reason})
@@ -238,8 +245,8 @@ func (p *Participant) onWrite(from node.ID, m *WriteReq) {
 	case locks.Granted:
 		p.grantWrite(t, m)
 	case locks.Waiting:
-		t.waitWrite, t.waitSince = m, p.now()
-		p.wound(res.Wound)
+		t.waitWrite = m
+		p.startWait(t, res)
 	case locks.Aborted:
 		p.abortLocal(t, res.Reason)
 		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: res.Reason})
@@ -255,6 +262,32 @@ func (p *Participant) grantWrite(t *partTxn, m *WriteReq) {
 	t.writes[m.Key] = Write{Key: m.Key, Value: m.Value, Delete: m.Delete}
 	t.granted++
 	p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: m.Seq, OK: true})
+}
+
+// startWait notes that t's current request waits for a lock: it wounds younger conflicting
+// transactions under wound-wait, or reports the wait to the deadlock detector.
+func (p *Participant) startWait(t *partTxn, res locks.Result) {
+	t.waitSince = p.now()
+	p.wound(res.Wound)
+	if p.cfg.DetectDeadlocks {
+		p.lastWait++
+		t.waitID = p.lastWait
+		p.env.Send(p.detector, &WaitsFor{Waiter: t.id, Age: t.age, Wait: t.waitID, Blockers: res.Conflicts})
+		// An upgrade queued ahead of other waiters adds an edge to each of their waits.
+		for _, id := range res.Jumped {
+			if j := p.txns[id]; j != nil && j.waitID != 0 {
+				p.env.Send(p.detector, &WaitsFor{Waiter: id, Age: j.age, Wait: j.waitID, Blockers: []storage.TxnID{t.id}})
+			}
+		}
+	}
+}
+
+// endWait tells the deadlock detector that t's reported wait is over.
+func (p *Participant) endWait(t *partTxn) {
+	if t.waitID != 0 {
+		p.env.Send(p.detector, &WaitEnded{Waiter: t.id, Wait: t.waitID})
+		t.waitID = 0
+	}
 }
 
 // wound hands each wounded transaction to its fate: one that has not voted here is aborted at
@@ -285,6 +318,7 @@ func (p *Participant) abortLocal(t *partTxn, cause string) {
 		return
 	}
 	t.state, t.cause = partAborted, cause
+	p.endWait(t)
 	if r := t.waitRead; r != nil {
 		p.env.Send(t.coord, &ReadResp{Txn: t.id, Seq: r.Seq, Cause: cause})
 	}
@@ -310,6 +344,7 @@ func (p *Participant) drain() {
 			continue
 		}
 		p.metrics.Observe("lock_wait", p.now()-t.waitSince)
+		p.endWait(t)
 		switch {
 		case t.waitRead != nil && t.waitRead.Key == g.Key:
 			r := t.waitRead
@@ -363,8 +398,7 @@ func (p *Participant) continuePrepare(t *partTxn) {
 		res := p.locks.Acquire(t.id, m.Writes[t.prepNext].Key, locks.Exclusive, p.cfg.Policy, t.age)
 		switch res.Outcome {
 		case locks.Waiting:
-			t.waitSince = p.now()
-			p.wound(res.Wound)
+			p.startWait(t, res)
 			return
 		case locks.Aborted:
 			p.abortLocal(t, res.Reason)
@@ -471,6 +505,7 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 		if t.state == partActive {
 			// Aborted by its coordinator while waiting here: nobody waits for an answer.
 			t.waitRead, t.waitWrite, t.waitPrep = nil, nil, nil
+			p.endWait(t)
 		}
 		delete(p.txns, id)
 		p.grants = append(p.grants, p.locks.Release(id)...)

@@ -44,7 +44,7 @@ func (proto) ModelFor(opts map[string]string) string {
 }
 func (proto) Options() map[string]string {
 	return map[string]string{
-		"lock-policy":      "deadlock avoidance: no-wait, wait-die or wound-wait (default wound-wait, Spanner's)",
+		"lock-policy":      "deadlock handling: no-wait, wait-die or wound-wait (default wound-wait, Spanner's) prevent deadlocks by aborting on conflict; detect blocks on every conflict and aborts the youngest transaction of each deadlock a global wait-for graph finds",
 		"commit-wait":      "on (default): wait until TT.now().earliest > commit ts before releasing locks and replying (strict serializability); off as in K2's d2PL-TTC runs (serializable)",
 		"idle-timeout":     "abort a transaction whose client or coordinator is silent this long (default 5s)",
 		"decision-timeout": "a participant holding a prepared transaction asks its coordinator for the decision after this long, and again every period (default 500ms)",
@@ -64,13 +64,18 @@ type Config struct {
 	// EagerWrites sends each write to its participant when issued, which locks it then
 	// (write-locks=eager); otherwise writes are buffered until prepare.
 	EagerWrites bool
+	// DetectDeadlocks (lock-policy=detect): conflicts always wait (Policy is locks.Wait) and
+	// the detector breaks deadlocks (deadlock.go).
+	DetectDeadlocks bool
 }
 
 // ParseOptions validates protocol options.
 func ParseOptions(m map[string]string) (Config, error) {
 	o := &txnkit.Options{Protocol: Name, M: m}
 	var c Config
-	switch o.Enum("lock-policy", "wound-wait", "no-wait", "wait-die", "wound-wait") {
+	switch o.Enum("lock-policy", "wound-wait", "no-wait", "wait-die", "wound-wait", "detect") {
+	case "detect":
+		c.Policy, c.DetectDeadlocks = locks.Wait, true
 	case "no-wait":
 		c.Policy = locks.NoWait
 	case "wait-die":
@@ -121,6 +126,8 @@ type Node struct {
 	metrics *protocol.Metrics
 	Coord   *Coordinator
 	Part    *Participant
+	// Detector is the deadlock detector, on one node only (lock-policy=detect).
+	Detector *Detector
 }
 
 // Durable key of the node's incarnation counter (outside mvcc's 'v' and txnrec's 't').
@@ -148,6 +155,12 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	inc++
 	n := &Node{env: env, cfg: c, metrics: protocol.NewMetrics()}
 	n.Part = newParticipant(env, c, n.metrics, store)
+	if c.DetectDeadlocks {
+		n.Part.detector = detectorOf(env.Topology())
+		if n.Part.detector == env.Self() {
+			n.Detector = newDetector(env.Send, n.metrics)
+		}
+	}
 	n.Coord = newCoordinator(env, c, n.metrics, recs, inc)
 	// Transaction ids embed the incarnation, so ids never repeat across restarts; until the new
 	// incarnation is durable the coordinator queues client requests.
@@ -191,17 +204,26 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Part.onDecide(from, m)
 	case *StatusResp:
 		n.Part.onStatusResp(m)
+	case *WaitsFor:
+		if n.Detector != nil {
+			n.Detector.onWaitsFor(from, m)
+		}
+	case *WaitEnded:
+		if n.Detector != nil {
+			n.Detector.onWaitEnded(from, m)
+		}
 	}
 }
 
 // lockCauses are the abort causes the lock policy produces; each such abort is a "deadlock" in
 // K2's Fig. 17d sense (see the package comment).
 func isLockPolicyCause(c string) bool {
-	return c == locks.ReasonNoWait || c == locks.ReasonWaitDie || c == causeWoundWait
+	return c == locks.ReasonNoWait || c == locks.ReasonWaitDie || c == causeWoundWait || c == causeDeadlock
 }
 
 const (
 	causeWoundWait     = "wound-wait"
+	causeDeadlock      = "deadlock"
 	causeLostLocks     = "participant-lost-locks"
 	causeIdle          = "idle-timeout"
 	causeUnknownTxn    = "unknown-transaction"

@@ -117,6 +117,9 @@ type Result struct {
 	// Wound are the younger conflicting transactions an older WoundWait requester wounds: the
 	// protocol aborts them (unless already committing) and releases their locks.
 	Wound []storage.TxnID
+	// Jumped are the waiters a queued upgrade went ahead of: from now on they also wait for
+	// the requester (a deadlock detector needs these edges; Conflicts does not hold them).
+	Jumped []storage.TxnID
 }
 
 // Grant is a waiting request that Release granted.
@@ -265,6 +268,9 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 		i := 0
 		for i < len(l.waiters) && t.isHolder(l, l.waiters[i].txn) {
 			i++
+		}
+		for _, w := range l.waiters[i:] {
+			res.Jumped = append(res.Jumped, w.txn)
 		}
 		l.waiters = slices.Insert(l.waiters, i, me)
 	} else {

@@ -175,3 +175,25 @@ func TestReleaseEmptiesTable(t *testing.T) {
 		t.Fatalf("after releasing everything: %d keys, %d txns left", tab.Len(), len(tab.txns))
 	}
 }
+
+// TestUpgradeReportsJumpedWaiters: an upgrade queued ahead of waiters names them, because they
+// now wait for the upgrader too (a deadlock detector needs that edge).
+func TestUpgradeReportsJumpedWaiters(t *testing.T) {
+	const a, b, c = 1, 2, 3
+	tb := New()
+	for _, id := range []storage.TxnID{a, b} {
+		if r := tb.Acquire(id, "k", Shared, Wait, ts.Timestamp{Wall: int64(id)}); r.Outcome != Granted {
+			t.Fatalf("S for %d: %v", id, r.Outcome)
+		}
+	}
+	if r := tb.Acquire(c, "k", Exclusive, Wait, ts.Timestamp{Wall: 3}); r.Outcome != Waiting || len(r.Jumped) != 0 {
+		t.Fatalf("X for c: %+v", r)
+	}
+	r := tb.Acquire(a, "k", Exclusive, Wait, ts.Timestamp{Wall: 1})
+	if r.Outcome != Waiting || !slices.Equal(r.Conflicts, []storage.TxnID{b}) || !slices.Equal(r.Jumped, []storage.TxnID{c}) {
+		t.Fatalf("upgrade by a: %+v, want waiting for b, jumping c", r)
+	}
+	if got := tb.Waiters("k"); !slices.Equal(got, []storage.TxnID{a, c}) {
+		t.Fatalf("queue %v, want [a c]", got)
+	}
+}
