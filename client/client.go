@@ -94,6 +94,9 @@ func (db *DB) Transport() Transport { return db.t }
 type TxnOptions struct {
 	ReadOnly bool   // the transaction will only read; protocols may serve it lock-free
 	Attempt  uint32 // retry number of the same logical transaction (set by RunTxn)
+	// Label names the transaction's kind for the protocol's metrics (e.g. "new-order"); it is
+	// sent with the first request only.
+	Label string
 }
 
 // Txn is one transaction. Its methods must be called from one goroutine.
@@ -133,6 +136,9 @@ func (tx *Txn) call(op wire.Op, key, end string, limit int, value []byte) (*wire
 	}
 	req := &wire.ClientRequest{Txn: tx.id, Seq: tx.seq, Op: op, Key: key, EndKey: end, Limit: int32(limit), Value: value,
 		ReadOnly: tx.opts.ReadOnly, Attempt: tx.opts.Attempt}
+	if tx.seq == 0 {
+		req.Label = tx.opts.Label
+	}
 	tx.seq++
 	rep, err := tx.db.t.RoundTrip(req)
 	if err != nil {

@@ -114,7 +114,11 @@ func runAttempt(db *client.DB, txn workload.Txn, attempt, process, region int, r
 	if recording {
 		rec.Invoke(process, region, t.Now(), txn.Invoke)
 	}
-	tx := db.Begin(client.TxnOptions{ReadOnly: txn.ReadOnly, Attempt: uint32(attempt - 1)})
+	label := txn.Label
+	if label == "" {
+		label = txn.Type
+	}
+	tx := db.Begin(client.TxnOptions{ReadOnly: txn.ReadOnly, Attempt: uint32(attempt - 1), Label: label})
 	err := txn.Run(tx)
 	if err == nil {
 		err = tx.Commit()

@@ -76,6 +76,9 @@ type ClientRequest struct {
 	Value    []byte `cbor:",omitempty"`
 	ReadOnly bool   `cbor:",omitempty"` // declared read-only at the first request
 	Attempt  uint32 `cbor:",omitempty"` // retry number of the same logical transaction (0 first)
+	// Label names the transaction's kind (e.g. "new-order/remote-stock"), sent with its first
+	// request; protocols may break their metrics down by it.
+	Label string `cbor:",omitempty"`
 }
 
 // KV is one row of a scan.

@@ -53,6 +53,9 @@ type Homed interface {
 type Txn struct {
 	Type     string // "ycsbt", "new-order", "payment", "list-append", …: latencies are kept per type
 	ReadOnly bool   // declared read-only (client.TxnOptions.ReadOnly)
+	// Label, if set, is a finer kind than Type passed to the protocol for its per-kind metrics
+	// (client.TxnOptions.Label), e.g. TPC-C's "new-order/remote-stock"; empty means Type.
+	Label string
 	// Run is the body. It must be safe to re-run on a fresh client.Txn after a retryable abort,
 	// and returns client errors as they are (or ErrUserAbort). The driver commits after it.
 	Run func(tx *client.Txn) error

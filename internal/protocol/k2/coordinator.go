@@ -58,6 +58,10 @@ type ctxn struct {
 	// Per-transaction phase totals (K2 Table 2 reports a NewOrder's phases summed over its
 	// operations): observed as txn.* when a read-write transaction commits.
 	getTSNanos, readNanos, pushNanos int64
+	writePhaseNanos                  int64
+	// label is the client's name for the transaction's kind (wire.ClientRequest.Label): the
+	// txn.* phases are also kept per label, e.g. for Table 2's local and remote New-Orders.
+	label string
 
 	wseq           uint32
 	writes         []twrite
@@ -117,7 +121,7 @@ func (n *Node) onClient(from node.ID, req *wire.ClientRequest) {
 			txnkit.OK(n.env, from, req)
 			return
 		}
-		t = &ctxn{key: k, readOnly: req.ReadOnly, state: stWaitTS, arrivedLocal: now, lastClientLocal: now, req: *req}
+		t = &ctxn{key: k, readOnly: req.ReadOnly, state: stWaitTS, arrivedLocal: now, lastClientLocal: now, req: *req, label: req.Label}
 		n.txns[k] = t
 		n.tsQueue = append(n.tsQueue, t)
 		n.pumpTS()
@@ -341,6 +345,7 @@ func (n *Node) commit(t *ctxn) {
 	}
 	if !n.cfg.pipelineWrites {
 		n.m.Observe("phase.write", t.writeNanos)
+		t.writePhaseNanos = t.writeNanos
 		n.commitWait(t)
 		return
 	}
@@ -363,6 +368,7 @@ func (n *Node) checkWritesDurable(t *ctxn) {
 	n.env.Cancel(t.timer)
 	t.timer = 0
 	n.m.Observe("phase.write", n.env.Now()-t.writeWaitLocal)
+	t.writePhaseNanos = n.env.Now() - t.writeWaitLocal
 	n.commitWait(t)
 }
 
@@ -464,7 +470,6 @@ func (n *Node) onCommitResp(r *CommitResp) {
 		return
 	}
 	if n.cfg.asyncFinalize {
-		n.m.Observe("phase.commit", n.env.Now()-t.commitSentLocal)
 		n.observeTxnPhases(t)
 		n.m.Add("commit", 1)
 		n.reply(t, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.ts})
@@ -500,13 +505,22 @@ func (n *Node) onFinalizeResp(from node.ID, r *FinalizeResp) {
 // Table 2 (get-ts, read and PUSHWS summed over the transaction's reads; write and commit are
 // already once per transaction).
 func (n *Node) observeTxnPhases(t *ctxn) {
+	commit := n.env.Now() - t.commitSentLocal
+	n.m.Observe("phase.commit", commit)
 	n.m.Observe("txn.get-ts", t.getTSNanos)
 	n.m.Observe("txn.read", t.readNanos)
 	n.m.Observe("txn.pushws", t.pushNanos)
+	if t.label != "" {
+		for _, ph := range [...]struct {
+			name string
+			ns   int64
+		}{{"get-ts", t.getTSNanos}, {"read", t.readNanos}, {"pushws", t.pushNanos}, {"write", t.writePhaseNanos}, {"commit", commit}} {
+			n.m.Observe("txn."+ph.name+"/"+t.label, ph.ns)
+		}
+	}
 }
 
 func (n *Node) finishCommit(t *ctxn) {
-	n.m.Observe("phase.commit", n.env.Now()-t.commitSentLocal)
 	n.observeTxnPhases(t)
 	n.m.Add("commit", 1)
 	n.reply(t, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.ts})

@@ -136,6 +136,14 @@ func TestYCSBT(t *testing.T) {
 					t.Errorf("phase %s not measured", phase)
 				}
 			}
+			// The driver labels each transaction with its type; every committed read-write
+			// transaction's phases are kept under that label too (Table 2's form).
+			all := res.ProtocolMetrics.Distributions["txn.read"].Count
+			for _, phase := range []string{"get-ts", "read", "pushws", "write", "commit"} {
+				if got := res.ProtocolMetrics.Distributions["txn."+phase+"/ycsbt"].Count; got != all || all == 0 {
+					t.Errorf("txn.%s/ycsbt has %d samples, txn.read %d", phase, got, all)
+				}
+			}
 		})
 	}
 }

@@ -252,3 +252,6 @@ func (w *Workload) lastNameKey(wh, d int, last string) string {
 func (w *Workload) historyKey(wh int, tag string) string {
 	return string(keyBuf(w.key(wh, "h")).s(tag))
 }
+
+// regionOf is the region warehouse wh is homed in.
+func (w *Workload) regionOf(wh int) topo.RegionID { return topo.RegionID((wh - 1) % len(w.t.Regions)) }

@@ -80,6 +80,7 @@ func (g *terminal) Next() workload.Txn {
 	txn := workload.Txn{Type: p.typ}
 	switch p.typ {
 	case NewOrder:
+		txn.Label = labelOf(w, g.wh, p)
 		txn.Run = func(tx *client.Txn) error { return w.newOrder(tx, g.wh, p) }
 	case Payment:
 		txn.Run = func(tx *client.Txn) error { return w.payment(tx, g.wh, g.id, p) }
@@ -93,6 +94,17 @@ func (g *terminal) Next() workload.Txn {
 		txn.Run = func(tx *client.Txn) error { return w.stockLevel(tx, g.wh, p) }
 	}
 	return txn
+}
+
+// labelOf names a New-Order by where its stock is, as K2's Table 2 splits New-Order latency:
+// "new-order/remote-stock" when a line's supplying warehouse is homed in another region.
+func labelOf(w *Workload, home int, p *params) string {
+	for _, l := range p.lines {
+		if w.regionOf(l.supplyWH) != w.regionOf(home) {
+			return NewOrder + "/remote-stock"
+		}
+	}
+	return NewOrder + "/local-stock"
 }
 
 func (g *terminal) draw() *params {
