@@ -136,7 +136,8 @@
 // request to acknowledgement), phase.commit (commit wait and durability excluded: COMMIT sent to
 // decision, including synchronous finalization when on), commit-wait (time actually spent
 // waiting at commit; ≤ 1 µs when the transaction outlasted its CWT). Per committed read-write
-// transaction: txn.get-ts, txn.read and txn.pushws (summed over its operations), and, when the
+// transaction: txn.get-ts, txn.read and txn.pushws (summed over its operations), txn.write (its
+// writes' round trips plus, with pipelining, the wait for their flush at commit), and, when the
 // client labelled the transaction (wire.ClientRequest.Label), txn.<phase>/<label> for all five
 // phases — the form of Table 2, one row per label.
 package k2
