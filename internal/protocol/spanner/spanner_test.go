@@ -154,7 +154,7 @@ func TestStrictSerializableSweep(t *testing.T) {
 		seeds = n
 	}
 	for _, writeLocks := range []string{"buffered", "eager"} {
-		for _, policy := range []string{"no-wait", "wait-die", "wound-wait"} {
+		for _, policy := range []string{"no-wait", "wait-die", "wound-wait", "detect"} {
 			for seed := uint64(1); seed <= seeds; seed++ {
 				for _, keys := range []int{5, 20} {
 					t.Run(fmt.Sprintf("%s/%s/seed%d/keys%d", writeLocks, policy, seed, keys), func(t *testing.T) {
