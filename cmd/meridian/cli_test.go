@@ -122,6 +122,8 @@ func TestBadInputOneLineError(t *testing.T) {
 		{[]string{"sim", "--protocol", "serial", "--opt", "colour=blue"}, "unknown option"},
 		{[]string{"sim", "--protocol", "serial", "--workload", "nope"}, "unknown workload"},
 		{[]string{"sim", "--protocol", "serial", "--check", "nope"}, "--check"},
+		{[]string{"sim", "--workload", "tpcc", "--tpcc-items", "5"}, "TPC-C items must be 100..100000"},
+		{[]string{"sim", "--protocol", "spanner", "--opt", "lock-policy=sometimes"}, "lock-policy"},
 		{[]string{"nope"}, "unknown command"},
 	}
 	for _, c := range cases {

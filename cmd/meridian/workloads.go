@@ -28,6 +28,7 @@ func (f *workloadFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.p.Preset, "preset", "", "YCSB-T preset: k2, rls, wren, fwkv")
 	fs.BoolVar(&f.p.TPCCFull, "tpcc-full", false, "TPC-C at the specification's scale (3000 customers per district, 100k items) instead of the simulation-sized default")
 	fs.IntSliceVar(&f.mix, "tpcc-mix", nil, "TPC-C weights of new-order,payment,order-status,delivery,stock-level (default 45,43,4,4,4)")
+	fs.IntVar(&f.p.TPCCItems, "tpcc-items", 0, "TPC-C items (and stock rows per warehouse), 100..100000 (0: 100000 with --tpcc-full, else 1000)")
 	fs.Float64Var(&f.p.RemoteItemRatio, "remote-item-ratio", -1, "TPC-C share of remote order lines (-1: the spec's 1%)")
 	fs.BoolVar(&f.p.TPCCFamilies, "tpcc-families", false, "TPC-C with hot columns (W_YTD, D_YTD, D_NEXT_O_ID) in their own keys, like CockroachDB's --families")
 }

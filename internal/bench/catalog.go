@@ -23,6 +23,10 @@ type WorkloadParams struct {
 	Warehouses int
 	Preset     string // YCSB-T preset: k2, rls, wren, fwkv
 	TPCCFull   bool   // TPC-C at the specification's scale
+	// TPCCItems overrides the ITEM (and per-warehouse STOCK) table size (0: the configuration's:
+	// 100,000 with TPCCFull, else 1,000). Stock rows are read-modify-written by every
+	// New-Order, so a small table makes them hotter than TPC-C's.
+	TPCCItems int
 	// RemoteItemRatio overrides TPC-C's share of remote order lines (negative: the spec's 1%).
 	RemoteItemRatio float64
 	// TPCCMix overrides the weights of New-Order, Payment, Order-Status, Delivery and Stock-Level
@@ -134,6 +138,12 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 				}
 			}
 			cfg.Mix = p.TPCCMix
+		}
+		if p.TPCCItems != 0 {
+			if p.TPCCItems < 100 || p.TPCCItems > 100_000 {
+				return nil, fmt.Errorf("TPC-C items must be 100..100000, got %d", p.TPCCItems)
+			}
+			cfg.Items = p.TPCCItems
 		}
 		cfg.OneRemoteLine = p.OneRemoteLine
 		cfg.Families = p.TPCCFamilies
