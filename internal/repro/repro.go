@@ -286,3 +286,11 @@ func per30s(r *Run, n float64) float64 {
 	}
 	return n * 30 / secs
 }
+
+// distCount returns how many samples a protocol metrics distribution holds, 0 if absent.
+func distCount(r *Run, name string) int64 {
+	if r.Result.ProtocolMetrics == nil {
+		return 0
+	}
+	return r.Result.ProtocolMetrics.Distributions[name].Count
+}
