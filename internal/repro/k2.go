@@ -117,7 +117,7 @@ func init() {
 	register(&Experiment{
 		Name:  "k2-fig18",
 		Paper: "K2 Fig. 18: TPC-C throughput and p90 NewOrder latency vs load",
-		About: "TPC-C (standard mix, 1% remote items, 15% remote payments; two warehouses per data node) with the number of closed-loop clients per region growing until throughput peaks.\n\n" +
+		About: "TPC-C (standard mix, 1% remote items, 15% remote payments) with the number of closed-loop clients per region growing until throughput peaks. Warehouses: one per ten clients of the scale's base load (the specification's ten terminals per warehouse; 10 at quick scale, 100 at paper scale), spread over the data nodes; 100,000 items at quick scale, the simulation-sized 1,000 at paper scale (memory).\n\n" +
 			"Paper: K2-MVTO's peak throughput is **2.32×** MVTO-HLC's and **9.82×** d2PL-TTC's.",
 		Plan: func(sc Scale, seed uint64) []*Run {
 			var runs []*Run
