@@ -112,10 +112,11 @@
 //   - A participant polls the coordinator about a prepared transaction (read-only votes
 //     included) after decision-timeout, and after a restart re-locks its recovered intents and
 //     polls at once.
-//   - Known gap: a read-only vote is not persisted, so a participant that crashes after voting
-//     yes and before the decision loses that transaction's read locks while its coordinator may
-//     still commit. Closing it needs a durable read-prepare record (one more flush per
-//     read-only participant); the crash tests have not hit it.
+//   - A read-only vote is durable before it is sent (Spanner logs every participant's prepare
+//     record): a record "s/rv/<txn>" lists the keys the participant holds read locks on, and a
+//     restarted participant takes those locks back and polls the coordinator, so a crash
+//     between vote and decision cannot let a writer commit over what a committing transaction
+//     read. The record is deleted with the decision. It costs read-only participants one flush.
 //   - A participant aborts an unprepared transaction whose coordinator has been silent for
 //     idle-timeout. Each request carries how many read locks the participant granted the
 //     transaction before, so one that lost locks (restart, idle abort) votes no.
@@ -126,8 +127,9 @@
 //   - No Paxos: each shard has one primary that persists through env.Persist (the K2 setup:
 //     "same distribution, replication, and storage layer"). Snapshot reads are served by the
 //     primaries, not by replicas at safe time.
-//   - Read-only participants vote in 2PC (no persist) so a lost read lock is detected before
-//     commit, and then hold their read locks until the decision like prepared writers; Spanner's
+//   - Read-only participants vote in 2PC (after persisting the vote) so a lost read lock is
+//     detected before commit, and then hold their read locks until the decision like prepared
+//     writers; Spanner's
 //     client drives 2PC itself instead of a coordinator TM.
 //   - Scans are not supported (no range locks); TPC-C here uses point reads.
 //

@@ -1,6 +1,9 @@
 package spanner
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -46,6 +49,7 @@ type partTxn struct {
 	waitID     uint64 // the wait reported to the deadlock detector, 0 if none
 	prepTS     ts.Timestamp
 	woundSent  bool
+	readVote   bool // voted yes with read locks only; its durable record goes at the decision
 	idleTimer  node.TimerID
 	pollTimer  node.TimerID
 	lastActive int64
@@ -88,9 +92,10 @@ func newParticipant(env node.Env, c Config, m *protocol.Metrics, store *mvcc.Sto
 		txns: map[storage.TxnID]*partTxn{}, snapQ: map[string][]snapWaiter{}, self: uint32(env.Self())}
 }
 
-// recover re-locks the intents of transactions prepared before a crash and asks their
-// coordinators for the decisions. Timestamps restart above anything served before the crash.
-func (p *Participant) recover() {
+// recover re-locks the intents of transactions prepared before a crash, and the read locks of
+// those that voted yes with reads only, and asks their coordinators for the decisions.
+// Timestamps restart above anything served before the crash.
+func (p *Participant) recover(d node.Durable) error {
 	tt := p.env.TrueTime()
 	// A snapshot read served before the crash used at most some coordinator's TT.latest, which
 	// is below our TT.latest plus the interval width.
@@ -109,6 +114,27 @@ func (p *Participant) recover() {
 		p.txns[id] = t
 		p.armPoll(t, time.Millisecond)
 	}
+	var bad error
+	err := d.Scan(readVotePrefix, readVoteEnd, func(k, v []byte) bool {
+		id, ok := readVoteTxn(k)
+		keys, err := decodeKeys(v)
+		if !ok || err != nil {
+			// Refuse to start rather than serve without read locks a transaction may commit on.
+			bad = fmt.Errorf("spanner: corrupt read-vote record %q: %v", k, err)
+			return false
+		}
+		t := &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared, readVote: true}
+		for _, key := range keys {
+			p.locks.Acquire(id, key, locks.Shared, locks.Wait, ts.Zero)
+		}
+		p.txns[id] = t
+		p.armPoll(t, time.Millisecond)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return bad
 }
 
 func (p *Participant) now() int64 { return p.env.Now() }
@@ -420,10 +446,15 @@ func (p *Participant) continuePrepare(t *partTxn) {
 		// makes it prepared like a writer: from now on only the decision releases the locks. A
 		// wound must not abort it here — the coordinator may already hold every vote and decide
 		// commit before the WoundReq arrives, and a writer granted the released lock would then
-		// overwrite what the committing transaction read (a G2 cycle).
-		t.state = partPrepared
+		// overwrite what the committing transaction read (a G2 cycle). For the same reason the
+		// vote is durable first, as Spanner logs every participant's prepare record: a crash
+		// between vote and decision must not forget the read locks (recover re-takes them).
+		t.state, t.readVote = partPrepared, true
 		p.env.Cancel(t.idleTimer)
-		p.env.Send(t.coord, &PrepareResp{Txn: t.id, OK: true})
+		coord, id := t.coord, t.id
+		p.env.Persist([]node.Write{{Key: readVoteKey(id), Value: encodeKeys(p.locks.Held(id))}}, func() {
+			p.env.Send(coord, &PrepareResp{Txn: id, OK: true})
+		})
 		p.armPoll(t, p.cfg.DecisionTimeout)
 		return
 	}
@@ -499,6 +530,9 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 	} else {
 		p.store.AbortTxn(id)
 	}
+	if t != nil && t.readVote {
+		p.env.Persist([]node.Write{{Key: readVoteKey(id), Delete: true}}, nil)
+	}
 	if t != nil {
 		p.env.Cancel(t.idleTimer)
 		p.env.Cancel(t.pollTimer)
@@ -559,3 +593,43 @@ func (p *Participant) Len() int { return len(p.txns) }
 
 // Store exposes the participant's versions (tests, Spanner-RLS).
 func (p *Participant) Store() *mvcc.Store { return p.store }
+
+// Durable read-vote records: "s/rv/" + the transaction id (8 bytes, big-endian) → the keys the
+// participant holds read locks on, each as a uvarint length and the bytes.
+var (
+	readVotePrefix = []byte("s/rv/")
+	readVoteEnd    = []byte("s/rv0") // '0' follows '/'
+)
+
+func readVoteKey(id storage.TxnID) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte{}, readVotePrefix...), uint64(id))
+}
+
+func readVoteTxn(k []byte) (storage.TxnID, bool) {
+	if len(k) != len(readVotePrefix)+8 {
+		return 0, false
+	}
+	return storage.TxnID(binary.BigEndian.Uint64(k[len(readVotePrefix):])), true
+}
+
+func encodeKeys(keys []string) []byte {
+	var b []byte
+	for _, k := range keys {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+	}
+	return b
+}
+
+func decodeKeys(b []byte) ([]string, error) {
+	var keys []string
+	for len(b) > 0 {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return nil, errors.New("truncated key list")
+		}
+		keys = append(keys, string(b[w:w+int(n)]))
+		b = b[w+int(n):]
+	}
+	return keys, nil
+}

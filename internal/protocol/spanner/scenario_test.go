@@ -8,6 +8,7 @@ import (
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/storage/mvcc"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -23,6 +24,7 @@ type scriptEnv struct {
 	sent     []sentMsg
 	persists []func()
 	timers   node.TimerID
+	disk     *durable.Mem // if set, persisted batches land here when the test flushes
 }
 
 type sentMsg struct {
@@ -42,10 +44,17 @@ func (e *scriptEnv) After(time.Duration, func()) node.TimerID {
 	return e.timers
 }
 func (e *scriptEnv) Cancel(node.TimerID) {}
-func (e *scriptEnv) Persist(_ []node.Write, done func()) {
-	if done != nil {
-		e.persists = append(e.persists, done)
-	}
+func (e *scriptEnv) Persist(batch []node.Write, done func()) {
+	e.persists = append(e.persists, func() {
+		if e.disk != nil {
+			if err := e.disk.Apply(batch); err != nil {
+				panic(err)
+			}
+		}
+		if done != nil {
+			done()
+		}
+	})
 }
 func (e *scriptEnv) Rand() *rand.Rand     { return rand.New(rand.NewPCG(1, 2)) }
 func (e *scriptEnv) Charge(time.Duration) {}
@@ -148,5 +157,73 @@ func TestWoundAfterReadOnlyVote(t *testing.T) {
 				t.Errorf("participant tracks %d transactions, want only the prepared writer", p.Len())
 			}
 		})
+	}
+}
+
+// TestReadVoteSurvivesCrash: a participant that voted yes holding only read locks persists the
+// vote before sending it, and after a crash takes the read locks back and asks the coordinator
+// for the decision. Otherwise a writer could commit over what the transaction read while its
+// coordinator still commits it at a later timestamp (an anti-dependency against timestamp
+// order). Without the durable record the restarted participant would grant the writer at once.
+func TestReadVoteSurvivesCrash(t *testing.T) {
+	disk := durable.NewMem()
+	env := &scriptEnv{now: int64(time.Second), disk: disk}
+	c := Config{Policy: locks.WoundWait, CommitWait: true, IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
+	p := newParticipant(env, c, protocol.NewMetrics(), mvcc.New(mvcc.Options{SingleIntent: true}))
+	const coord node.ID = 4
+	reader := storage.MakeTxnID(int32(coord), 1)
+	p.onRead(coord, &ReadReq{Txn: reader, Age: ts.Timestamp{Wall: 100}, Key: "a"})
+	p.onRead(coord, &ReadReq{Txn: reader, Age: ts.Timestamp{Wall: 100}, Seen: 1, Key: "b"})
+	p.onPrepare(coord, &PrepareReq{Txn: reader, Age: ts.Timestamp{Wall: 100}, Seen: 2})
+	if v := votes(env.take())[reader]; v != nil {
+		t.Fatalf("voted %+v before the vote was durable", v)
+	}
+	env.flush()
+	if v := votes(env.take())[reader]; v == nil || !v.OK {
+		t.Fatalf("no yes vote after the flush: %+v", v)
+	}
+
+	// Crash: the participant's memory (lock table included) is gone; the disk stays.
+	env2 := &scriptEnv{now: env.now + int64(time.Second), disk: disk}
+	p2 := newParticipant(env2, c, protocol.NewMetrics(), mvcc.New(mvcc.Options{SingleIntent: true}))
+	if err := p2.recover(disk); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if holders, mode := p2.locks.Holders(k); len(holders) != 1 || holders[0] != reader || mode != locks.Shared {
+			t.Fatalf("after restart %q is held by %v (%v), want the voted reader's shared lock", k, holders, mode)
+		}
+	}
+	writer := storage.MakeTxnID(2, 1)
+	p2.onPrepare(2, &PrepareReq{Txn: writer, Age: ts.Timestamp{Wall: 50}, Writes: []Write{{Key: "a", Value: []byte("w")}}})
+	env2.flush()
+	if v := votes(env2.take())[writer]; v != nil {
+		t.Fatalf("writer prepared over the voted reader's restored lock: %+v", v)
+	}
+	// The decision releases the locks and removes the record.
+	p2.onStatusResp(&StatusResp{Txn: reader, Status: statusCommitted, TS: ts.Timestamp{Wall: env2.now}})
+	env2.flush()
+	if v := votes(env2.take())[writer]; v == nil || !v.OK {
+		t.Fatalf("writer not prepared after the reader's decision: %+v", v)
+	}
+	n := 0
+	if err := disk.Scan(readVotePrefix, readVoteEnd, func(_, _ []byte) bool { n++; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d read-vote records left after the decision", n)
+	}
+}
+
+// TestCorruptReadVoteRefused: a read-vote record that does not decode stops the restart
+// instead of being skipped (which would drop read locks a transaction may commit on).
+func TestCorruptReadVoteRefused(t *testing.T) {
+	disk := durable.NewMem()
+	if err := disk.Apply([]node.Write{{Key: readVoteKey(storage.MakeTxnID(4, 1)), Value: []byte{0xff}}}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := newScriptParticipant(t, locks.WoundWait)
+	if err := p.recover(disk); err == nil {
+		t.Fatal("recovered from a corrupt read-vote record")
 	}
 }

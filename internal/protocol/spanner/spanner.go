@@ -165,7 +165,9 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	// Transaction ids embed the incarnation, so ids never repeat across restarts; until the new
 	// incarnation is durable the coordinator queues client requests.
 	env.Persist([]node.Write{{Key: incarnationKey, Value: binary.BigEndian.AppendUint64(nil, inc)}}, n.Coord.ready)
-	n.Part.recover()
+	if err := n.Part.recover(d); err != nil {
+		return nil, err
+	}
 	n.Coord.recover()
 	return n, nil
 }

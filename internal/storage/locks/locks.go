@@ -374,6 +374,21 @@ func (t *Table) Holders(key string) ([]storage.TxnID, Mode) {
 	return out, mode
 }
 
+// Held returns the keys txn holds a lock on (not those it waits for), in first-touch order.
+func (t *Table) Held(txn storage.TxnID) []string {
+	st := t.txns[txn]
+	if st == nil {
+		return nil
+	}
+	var keys []string
+	for _, k := range st.keys {
+		if l := t.locks[k]; l != nil && t.isHolder(l, txn) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 // Waiters returns the transactions queued on key, in FIFO order.
 func (t *Table) Waiters(key string) []storage.TxnID {
 	l := t.locks[key]
