@@ -1,7 +1,7 @@
 package spanner
 
 import (
-	"slices"
+	"maps"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol"
@@ -16,35 +16,34 @@ import (
 // which is what K2's Fig. 17d counts. Wound-wait and wait-die instead prevent them by aborting
 // on conflict.
 //
-// One detector for the whole deployment keeps the global wait-for graph, the design TiDB
-// uses for its pessimistic transactions: each participant reports a wait (waiter → the
-// holders and queued requests ahead of it) when it starts and again when it ends; the detector
-// checks each new wait for a cycle through the waiter and, on finding one, picks the youngest
-// transaction of the cycle as the victim and asks its coordinator to abort it (a WoundReq with
-// cause "deadlock"; a coordinator that already decided to commit ignores it, as for a wound —
-// then the edge was stale). Reports from other regions reach the detector a WAN delay later,
-// so a cross-region deadlock costs about one round trip to the detector's region.
-//
-// A wait's blockers are the incompatible holders and the requests queued ahead of it when it
-// began; the only later arrivals ahead of it are upgrades (an upgrader already holds the lock
-// and goes to the head of the queue), which the participant reports as extra blockers of the
-// waits they jumped. The graph lives in the detector's memory, so a detector restart forgets
-// the waits in progress; the participants' idle timeout, which aborts a transaction whose
-// coordinator has been silent (a waiting one included), is the backstop.
+// One detector for the whole deployment (on the first data node) assembles the global wait-for
+// graph from the participants' reports, the design TiDB uses for its pessimistic transactions.
+// Each report is a participant's whole part of the graph, read from its lock table's queues
+// (locks.Table.WaitsFor), sent whenever it changed and again every decision-timeout while it is
+// not empty; the detector keeps only the newest report of each participant (by incarnation,
+// then sequence number). Sending snapshots rather than wait/unwait events makes the graph
+// exactly what the lock tables said, whatever the order reports arrive in: no edge can be
+// missed (an upgrade that goes ahead of queued requests simply shows in the next report), a
+// late report cannot resurrect a finished wait, and a participant's restart replaces its old
+// edges. After each report the detector searches for cycles through the report's waiters and
+// aborts the youngest transaction of each cycle (a WoundReq with cause "deadlock" to its
+// coordinator, which ignores it if it already decided to commit: the edge was stale). A victim's
+// edges are ignored until no report lists it as waiting, so a doomed transaction cannot get
+// others killed. Reports from other regions reach the detector a WAN delay later, so a
+// cross-region deadlock costs about one round trip to the detector's region. If the detector
+// restarts it learns the graph again from the periodic reports.
 
-// WaitsFor reports to the detector that Waiter started waiting at the sender for Blockers, or,
-// for a wait already reported, that it now also waits for Blockers.
-type WaitsFor struct {
+// Wait is one waiting request at a participant: Waiter waits for Blockers.
+type Wait struct {
 	Waiter   storage.TxnID
 	Age      ts.Timestamp // victim choice: the youngest (largest age) transaction of a cycle dies
-	Wait     uint64       // the sender's id for this wait, repeated by WaitEnded
 	Blockers []storage.TxnID
 }
 
-// WaitEnded reports that a wait the sender reported is over (granted, or the waiter aborted).
-type WaitEnded struct {
-	Waiter storage.TxnID
-	Wait   uint64
+// WaitGraph is a participant's whole part of the wait-for graph (lock-policy=detect).
+type WaitGraph struct {
+	Inc, Seq uint64 // the sender's incarnation and report number: newer replaces older
+	Waits    []Wait
 }
 
 // detectorOf returns the node that runs the deadlock detector: the first data node.
@@ -57,102 +56,78 @@ func detectorOf(t *topo.Topology) node.ID {
 	return 0
 }
 
-type waitKey struct {
-	from node.ID
-	wait uint64
+type report struct {
+	inc, seq uint64
+	waits    []Wait
 }
 
-type waitEdge struct {
-	waiter   storage.TxnID
-	blockers []storage.TxnID
-	dead     bool // its waiter was chosen as a victim: ignored until its WaitEnded arrives
-}
-
-// Detector holds the global wait-for graph. Deterministic: edges are walked in arrival order.
+// Detector holds the newest report of every participant. Deterministic: participants are
+// walked in the order they first reported, edges in report order.
 type Detector struct {
 	send    func(node.ID, wire.Msg)
 	metrics *protocol.Metrics
-	waits   map[waitKey]*waitEdge
-	byTxn   map[storage.TxnID][]waitKey // a waiter's waits, in arrival order
-	ages    map[storage.TxnID]ts.Timestamp
-	// early holds WaitEnded messages that overtook their WaitsFor (messages from one sender
-	// are not ordered); the late WaitsFor is then dropped.
-	early map[waitKey]bool
+	reports map[node.ID]*report
+	senders []node.ID
+	// Derived from the reports after each one: who each transaction waits for, and ages.
+	waitsFor map[storage.TxnID][]storage.TxnID
+	ages     map[storage.TxnID]ts.Timestamp
+	victims  map[storage.TxnID]bool
 }
 
 func newDetector(send func(node.ID, wire.Msg), m *protocol.Metrics) *Detector {
-	return &Detector{send: send, metrics: m, waits: map[waitKey]*waitEdge{},
-		byTxn: map[storage.TxnID][]waitKey{}, ages: map[storage.TxnID]ts.Timestamp{}, early: map[waitKey]bool{}}
+	return &Detector{send: send, metrics: m, reports: map[node.ID]*report{}, victims: map[storage.TxnID]bool{}}
 }
 
-func (d *Detector) onWaitsFor(from node.ID, m *WaitsFor) {
-	k := waitKey{from, m.Wait}
-	if d.early[k] {
-		delete(d.early, k)
-		return
+func (d *Detector) onWaitGraph(from node.ID, m *WaitGraph) {
+	r := d.reports[from]
+	switch {
+	case r == nil:
+		d.senders = append(d.senders, from)
+	case m.Inc < r.inc || (m.Inc == r.inc && m.Seq <= r.seq):
+		return // older than what we have
 	}
-	if e := d.waits[k]; e != nil {
-		// More blockers for a wait in progress (an upgrade went ahead of it in a queue).
-		e.blockers = append(e.blockers, m.Blockers...)
-	} else {
-		d.waits[k] = &waitEdge{waiter: m.Waiter, blockers: m.Blockers}
-		d.byTxn[m.Waiter] = append(d.byTxn[m.Waiter], k)
-	}
-	d.ages[m.Waiter] = m.Age
-	// The new edges may close several cycles; each victim's edges go dead, so this ends.
-	for cycle := d.cycleThrough(m.Waiter); cycle != nil; cycle = d.cycleThrough(m.Waiter) {
-		d.breakCycle(cycle)
-	}
-}
-
-func (d *Detector) onWaitEnded(from node.ID, m *WaitEnded) {
-	k := waitKey{from, m.Wait}
-	if d.waits[k] == nil {
-		d.early[k] = true
-		return
-	}
-	delete(d.waits, k)
-	keys := slices.DeleteFunc(d.byTxn[m.Waiter], func(x waitKey) bool { return x == k })
-	if len(keys) == 0 {
-		delete(d.byTxn, m.Waiter)
-		delete(d.ages, m.Waiter)
-	} else {
-		d.byTxn[m.Waiter] = keys
-	}
-}
-
-// successors are the transactions txn currently waits for, over all its live waits.
-func (d *Detector) successors(txn storage.TxnID, visit func(storage.TxnID) bool) bool {
-	for _, k := range d.byTxn[txn] {
-		e := d.waits[k]
-		if e == nil || e.dead {
-			continue
-		}
-		for _, b := range e.blockers {
-			if b != txn && visit(b) {
-				return true
-			}
+	d.reports[from] = &report{inc: m.Inc, seq: m.Seq, waits: m.Waits}
+	d.rebuild()
+	for _, w := range m.Waits {
+		// The new edges may close several cycles; each victim's edges go dead, so this ends.
+		for cycle := d.cycleThrough(w.Waiter); cycle != nil; cycle = d.cycleThrough(w.Waiter) {
+			d.breakCycle(cycle)
 		}
 	}
-	return false
+}
+
+// rebuild derives the graph from the reports and forgets victims no report lists as waiting.
+func (d *Detector) rebuild() {
+	d.waitsFor = map[storage.TxnID][]storage.TxnID{}
+	d.ages = map[storage.TxnID]ts.Timestamp{}
+	for _, s := range d.senders {
+		for _, w := range d.reports[s].waits {
+			d.waitsFor[w.Waiter] = append(d.waitsFor[w.Waiter], w.Blockers...)
+			d.ages[w.Waiter] = w.Age
+		}
+	}
+	maps.DeleteFunc(d.victims, func(t storage.TxnID, _ bool) bool { return d.waitsFor[t] == nil })
 }
 
 // cycleThrough returns a cycle of the wait-for graph that contains start (start first), or
-// nil. Only cycles through the newest waiter can be new, so that is all it looks for.
+// nil. Victims' edges do not count.
 func (d *Detector) cycleThrough(start storage.TxnID) []storage.TxnID {
+	if d.victims[start] {
+		return nil
+	}
 	seen := map[storage.TxnID]bool{}
 	var path []storage.TxnID
 	var dfs func(storage.TxnID) bool
 	dfs = func(t storage.TxnID) bool {
 		path = append(path, t)
 		seen[t] = true
-		if d.successors(t, func(next storage.TxnID) bool {
+		for _, next := range d.waitsFor[t] {
 			if next == start {
 				return true
 			}
-			return !seen[next] && dfs(next)
-		}) {
-			return true
+			if next != t && !seen[next] && !d.victims[next] && dfs(next) {
+				return true
+			}
 		}
 		path = path[:len(path)-1]
 		return false
@@ -171,12 +146,10 @@ func (d *Detector) breakCycle(cycle []storage.TxnID) {
 			victim = t
 		}
 	}
-	for _, k := range d.byTxn[victim] {
-		d.waits[k].dead = true
-	}
+	d.victims[victim] = true
 	d.metrics.Add("deadlocks-detected", 1)
 	d.send(node.ID(victim.Coordinator()), &WoundReq{Txn: victim, Cause: causeDeadlock})
 }
 
-// Len returns the number of waits the detector tracks (tests).
-func (d *Detector) Len() int { return len(d.waits) }
+// Len returns the number of waiting transactions in the detector's graph (tests).
+func (d *Detector) Len() int { return len(d.waitsFor) }

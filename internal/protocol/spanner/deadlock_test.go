@@ -26,54 +26,73 @@ func (v *victims) send(to node.ID, m wire.Msg) {
 	v.got = append(v.got, w.Txn)
 }
 
-func waitsFor(waiter storage.TxnID, age int64, wait uint64, blockers ...storage.TxnID) *WaitsFor {
-	return &WaitsFor{Waiter: waiter, Age: ts.Timestamp{Wall: age}, Wait: wait, Blockers: blockers}
+func wait(waiter storage.TxnID, age int64, blockers ...storage.TxnID) Wait {
+	return Wait{Waiter: waiter, Age: ts.Timestamp{Wall: age}, Blockers: blockers}
+}
+
+type rep struct {
+	from     node.ID
+	inc, seq uint64
+	waits    []Wait
 }
 
 func TestDetector(t *testing.T) {
 	a, b, c, d := txnAt(0, 1), txnAt(1, 2), txnAt(2, 3), txnAt(3, 4)
 	// Ages: a oldest … d youngest.
-	type msg struct {
-		from  node.ID
-		wf    *WaitsFor
-		ended *WaitEnded
-	}
 	cases := []struct {
-		name string
-		msgs []msg
-		want []storage.TxnID
-		left int // waits still tracked
+		name    string
+		reports []rep
+		want    []storage.TxnID
+		left    int // waiting transactions in the graph at the end
 	}{
-		{"chain, no cycle", []msg{{1, waitsFor(a, 1, 1, b), nil}, {2, waitsFor(b, 2, 1, c), nil}}, nil, 2},
-		{"two-cycle: youngest dies", []msg{{1, waitsFor(a, 1, 1, b), nil}, {2, waitsFor(b, 2, 1, a), nil}}, []storage.TxnID{b}, 2},
-		{"three-cycle across nodes", []msg{{1, waitsFor(c, 3, 1, a), nil}, {2, waitsFor(a, 1, 1, b), nil}, {3, waitsFor(b, 2, 1, c), nil}}, []storage.TxnID{c}, 3},
-		{"ended wait breaks the cycle", []msg{{1, waitsFor(a, 1, 1, b), nil}, {1, nil, &WaitEnded{Waiter: a, Wait: 1}}, {2, waitsFor(b, 2, 1, a), nil}}, nil, 1},
-		{"end overtakes its report", []msg{{1, nil, &WaitEnded{Waiter: a, Wait: 1}}, {1, waitsFor(a, 1, 1, b), nil}, {2, waitsFor(b, 2, 1, a), nil}}, nil, 1},
-		// d closes two cycles at once (d→a→d and d→b→d): both must be broken.
-		{"two cycles through one waiter", []msg{{1, waitsFor(a, 1, 1, d), nil}, {2, waitsFor(b, 2, 1, d), nil}, {3, waitsFor(d, 4, 1, a, b), nil}}, []storage.TxnID{d}, 3},
-		// a's wait closes a→c→a (c dies); b's wait then closes b→a→d→b (d dies).
-		{"each cycle gets its victim", []msg{{1, waitsFor(c, 3, 1, a), nil}, {2, waitsFor(d, 4, 1, b), nil}, {3, waitsFor(a, 1, 1, c, d), nil}, {4, waitsFor(b, 2, 1, a), nil}},
+		{"chain, no cycle", []rep{{1, 1, 1, []Wait{wait(a, 1, b)}}, {2, 1, 1, []Wait{wait(b, 2, c)}}}, nil, 2},
+		{"two-cycle across nodes: youngest dies", []rep{{1, 1, 1, []Wait{wait(a, 1, b)}}, {2, 1, 1, []Wait{wait(b, 2, a)}}}, []storage.TxnID{b}, 2},
+		{"three-cycle", []rep{{1, 1, 1, []Wait{wait(c, 3, a)}}, {2, 1, 1, []Wait{wait(a, 1, b)}}, {3, 1, 1, []Wait{wait(b, 2, c)}}}, []storage.TxnID{c}, 3},
+		{"a newer report without the wait breaks the cycle", []rep{{1, 1, 1, []Wait{wait(a, 1, b)}}, {1, 1, 2, nil}, {2, 1, 1, []Wait{wait(b, 2, a)}}}, nil, 1},
+		{"an older report arriving late is ignored", []rep{{1, 1, 2, nil}, {1, 1, 1, []Wait{wait(a, 1, b)}}, {2, 1, 1, []Wait{wait(b, 2, a)}}}, nil, 1},
+		{"a restarted participant's report replaces the old one", []rep{{1, 1, 9, []Wait{wait(a, 1, b)}}, {1, 2, 1, nil}, {2, 1, 1, []Wait{wait(b, 2, a)}}}, nil, 1},
+		// d closes two cycles at once (d→a→d and d→b→d): its death breaks both.
+		{"two cycles through one waiter", []rep{{1, 1, 1, []Wait{wait(a, 1, d), wait(b, 2, d)}}, {3, 1, 1, []Wait{wait(d, 4, a, b)}}}, []storage.TxnID{d}, 3},
+		// The oldest waits for two younger ones that each wait for it: two cycles, two victims.
+		{"one wait closes two cycles", []rep{{1, 1, 1, []Wait{wait(b, 2, a), wait(c, 3, a)}}, {2, 1, 1, []Wait{wait(a, 1, b, c)}}}, []storage.TxnID{b, c}, 3},
+		// a's report closes a→c→a (c dies); b's closes b→a→d→b (d dies).
+		{"each cycle gets its victim", []rep{{1, 1, 1, []Wait{wait(c, 3, a), wait(d, 4, b)}}, {2, 1, 1, []Wait{wait(a, 1, c, d)}}, {3, 1, 1, []Wait{wait(b, 2, a)}}},
 			[]storage.TxnID{c, d}, 4},
-		// An upgrade that jumped a's queued request adds b to a's wait 1: the added edge closes b→a→b.
-		{"added blocker closes a cycle", []msg{{1, waitsFor(b, 2, 1, a), nil}, {2, waitsFor(a, 1, 1, c), nil}, {2, waitsFor(a, 1, 1, b), nil}}, []storage.TxnID{b}, 2},
+		// A victim still listed as waiting (its abort has not arrived yet, or a parallel prepare
+		// waits elsewhere) is not chosen again and does not get others killed.
+		{"a victim's later waits kill nobody", []rep{{1, 1, 1, []Wait{wait(a, 1, b)}}, {2, 1, 1, []Wait{wait(b, 2, a)}}, {3, 1, 1, []Wait{wait(b, 2, c), wait(c, 3, b)}}},
+			[]storage.TxnID{b}, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			v := &victims{}
 			det := newDetector(v.send, protocol.NewMetrics())
-			for _, m := range tc.msgs {
-				if m.wf != nil {
-					det.onWaitsFor(m.from, m.wf)
-				} else {
-					det.onWaitEnded(m.from, m.ended)
-				}
+			for _, r := range tc.reports {
+				det.onWaitGraph(r.from, &WaitGraph{Inc: r.inc, Seq: r.seq, Waits: r.waits})
 			}
 			if !slices.Equal(v.got, tc.want) {
 				t.Errorf("victims %v, want %v", v.got, tc.want)
 			}
 			if det.Len() != tc.left {
-				t.Errorf("%d waits tracked, want %d", det.Len(), tc.left)
+				t.Errorf("%d waiting transactions tracked, want %d", det.Len(), tc.left)
 			}
 		})
+	}
+}
+
+// TestDetectorForgetsVictims: once no report lists a victim as waiting, it is an ordinary
+// transaction id again (the set does not grow without bound).
+func TestDetectorForgetsVictims(t *testing.T) {
+	a, b := txnAt(0, 1), txnAt(1, 2)
+	v := &victims{}
+	det := newDetector(v.send, protocol.NewMetrics())
+	det.onWaitGraph(1, &WaitGraph{Inc: 1, Seq: 1, Waits: []Wait{wait(a, 1, b)}})
+	det.onWaitGraph(2, &WaitGraph{Inc: 1, Seq: 1, Waits: []Wait{wait(b, 2, a)}})
+	if len(det.victims) != 1 {
+		t.Fatalf("victims %v, want b", det.victims)
+	}
+	det.onWaitGraph(2, &WaitGraph{Inc: 1, Seq: 2})
+	if len(det.victims) != 0 || det.Len() != 1 {
+		t.Fatalf("after b's wait ended: victims %v, %d waiting, want none and 1", det.victims, det.Len())
 	}
 }

@@ -144,12 +144,11 @@ func (*StatusReq) Kind() wire.Kind    { return 309 }
 func (*StatusResp) Kind() wire.Kind   { return 310 }
 func (*WriteReq) Kind() wire.Kind     { return 311 }
 func (*WriteResp) Kind() wire.Kind    { return 312 }
-func (*WaitsFor) Kind() wire.Kind     { return 313 }
-func (*WaitEnded) Kind() wire.Kind    { return 314 }
+func (*WaitGraph) Kind() wire.Kind    { return 313 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &SnapReadReq{}, &SnapReadResp{}, &PrepareReq{},
-		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitsFor{}, &WaitEnded{}} {
+		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitGraph{}} {
 		wire.Register(m)
 	}
 }

@@ -44,9 +44,8 @@ type partTxn struct {
 	waitRead   *ReadReq
 	waitWrite  *WriteReq
 	waitPrep   *PrepareReq
-	prepNext   int    // next write of waitPrep to lock
-	waitSince  int64  // local clock, for the lock-wait distribution
-	waitID     uint64 // the wait reported to the deadlock detector, 0 if none
+	prepNext   int   // next write of waitPrep to lock
+	waitSince  int64 // local clock, for the lock-wait distribution
 	prepTS     ts.Timestamp
 	woundSent  bool
 	readVote   bool // voted yes with read locks only; its durable record goes at the decision
@@ -81,10 +80,16 @@ type Participant struct {
 	snapQ   map[string][]snapWaiter
 	self    uint32
 	pending int // persists in flight (tests)
-	// detector is the deadlock detector's node (lock-policy=detect); lastWait numbers the
-	// waits reported to it.
-	detector node.ID
-	lastWait uint64
+	// Deadlock detection (lock-policy=detect): the detector's node, this participant's
+	// incarnation and the sequence number of its wait-for reports, whether the lock table
+	// changed since the last report, and the last report's waits (sent again periodically while
+	// not empty, so a lost message or a restarted detector cannot hide a deadlock for long).
+	detector     node.ID
+	incarnation  uint64
+	waitSeq      uint64
+	waitsDirty   bool
+	lastWaits    []Wait
+	refreshTimer node.TimerID
 }
 
 func newParticipant(env node.Env, c Config, m *protocol.Metrics, store *mvcc.Store) *Participant {
@@ -167,6 +172,7 @@ func (p *Participant) armIdle(t *partTxn) {
 			p.metrics.Add("idle-aborts", 1)
 			p.abortLocal(t, causeIdle)
 			p.drain()
+			p.reportWaits()
 		case partAborted:
 			delete(p.txns, t.id) // tombstone expired
 		}
@@ -291,28 +297,41 @@ func (p *Participant) grantWrite(t *partTxn, m *WriteReq) {
 }
 
 // startWait notes that t's current request waits for a lock: it wounds younger conflicting
-// transactions under wound-wait, or reports the wait to the deadlock detector.
+// transactions under wound-wait; under detect the next wait-for report will include it.
 func (p *Participant) startWait(t *partTxn, res locks.Result) {
 	t.waitSince = p.now()
 	p.wound(res.Wound)
-	if p.cfg.DetectDeadlocks {
-		p.lastWait++
-		t.waitID = p.lastWait
-		p.env.Send(p.detector, &WaitsFor{Waiter: t.id, Age: t.age, Wait: t.waitID, Blockers: res.Conflicts})
-		// An upgrade queued ahead of other waiters adds an edge to each of their waits.
-		for _, id := range res.Jumped {
-			if j := p.txns[id]; j != nil && j.waitID != 0 {
-				p.env.Send(p.detector, &WaitsFor{Waiter: id, Age: j.age, Wait: j.waitID, Blockers: []storage.TxnID{t.id}})
-			}
-		}
-	}
+	p.waitsDirty = true
 }
 
-// endWait tells the deadlock detector that t's reported wait is over.
-func (p *Participant) endWait(t *partTxn) {
-	if t.waitID != 0 {
-		p.env.Send(p.detector, &WaitEnded{Waiter: t.id, Wait: t.waitID})
-		t.waitID = 0
+// reportWaits sends the deadlock detector this participant's wait-for edges, read from the lock
+// table, if they changed since the last report. The node calls it after every message it
+// handles; timers that release locks call it too.
+func (p *Participant) reportWaits() {
+	if !p.cfg.DetectDeadlocks || !p.waitsDirty {
+		return
+	}
+	p.waitsDirty = false
+	var waits []Wait
+	p.locks.WaitsFor(func(waiter storage.TxnID, age locks.Age, blockers []storage.TxnID) {
+		waits = append(waits, Wait{Waiter: waiter, Age: age, Blockers: blockers})
+	})
+	if slices.EqualFunc(waits, p.lastWaits, func(a, b Wait) bool {
+		return a.Waiter == b.Waiter && slices.Equal(a.Blockers, b.Blockers)
+	}) {
+		return
+	}
+	p.lastWaits = waits
+	p.sendWaits()
+}
+
+func (p *Participant) sendWaits() {
+	p.waitSeq++
+	p.env.Send(p.detector, &WaitGraph{Inc: p.incarnation, Seq: p.waitSeq, Waits: p.lastWaits})
+	p.env.Cancel(p.refreshTimer)
+	p.refreshTimer = 0
+	if len(p.lastWaits) > 0 {
+		p.refreshTimer = p.env.After(p.cfg.DecisionTimeout, p.sendWaits)
 	}
 }
 
@@ -344,7 +363,7 @@ func (p *Participant) abortLocal(t *partTxn, cause string) {
 		return
 	}
 	t.state, t.cause = partAborted, cause
-	p.endWait(t)
+	p.waitsDirty = true
 	if r := t.waitRead; r != nil {
 		p.env.Send(t.coord, &ReadResp{Txn: t.id, Seq: r.Seq, Cause: cause})
 	}
@@ -370,7 +389,7 @@ func (p *Participant) drain() {
 			continue
 		}
 		p.metrics.Observe("lock_wait", p.now()-t.waitSince)
-		p.endWait(t)
+		p.waitsDirty = true
 		switch {
 		case t.waitRead != nil && t.waitRead.Key == g.Key:
 			r := t.waitRead
@@ -539,10 +558,10 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 		if t.state == partActive {
 			// Aborted by its coordinator while waiting here: nobody waits for an answer.
 			t.waitRead, t.waitWrite, t.waitPrep = nil, nil, nil
-			p.endWait(t)
 		}
 		delete(p.txns, id)
 		p.grants = append(p.grants, p.locks.Release(id)...)
+		p.waitsDirty = true
 	}
 	if ack {
 		p.persist(func() { p.env.Send(ackTo, &DecideAck{Txn: id}) })

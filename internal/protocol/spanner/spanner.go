@@ -156,7 +156,7 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	n := &Node{env: env, cfg: c, metrics: protocol.NewMetrics()}
 	n.Part = newParticipant(env, c, n.metrics, store)
 	if c.DetectDeadlocks {
-		n.Part.detector = detectorOf(env.Topology())
+		n.Part.detector, n.Part.incarnation = detectorOf(env.Topology()), inc
 		if n.Part.detector == env.Self() {
 			n.Detector = newDetector(env.Send, n.metrics)
 		}
@@ -167,6 +167,11 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	env.Persist([]node.Write{{Key: incarnationKey, Value: binary.BigEndian.AppendUint64(nil, inc)}}, n.Coord.ready)
 	if err := n.Part.recover(d); err != nil {
 		return nil, err
+	}
+	if c.DetectDeadlocks {
+		// A first, empty report under the new incarnation replaces whatever the detector still
+		// holds from this participant's previous life.
+		n.Part.sendWaits()
 	}
 	n.Coord.recover()
 	return n, nil
@@ -206,15 +211,12 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Part.onDecide(from, m)
 	case *StatusResp:
 		n.Part.onStatusResp(m)
-	case *WaitsFor:
+	case *WaitGraph:
 		if n.Detector != nil {
-			n.Detector.onWaitsFor(from, m)
-		}
-	case *WaitEnded:
-		if n.Detector != nil {
-			n.Detector.onWaitEnded(from, m)
+			n.Detector.onWaitGraph(from, m)
 		}
 	}
+	n.Part.reportWaits()
 }
 
 // lockCauses are the abort causes the lock policy produces; each such abort is a "deadlock" in

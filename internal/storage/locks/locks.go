@@ -29,6 +29,7 @@ package locks
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/meridiandb/meridian/internal/storage"
@@ -117,9 +118,6 @@ type Result struct {
 	// Wound are the younger conflicting transactions an older WoundWait requester wounds: the
 	// protocol aborts them (unless already committing) and releases their locks.
 	Wound []storage.TxnID
-	// Jumped are the waiters a queued upgrade went ahead of: from now on they also wait for
-	// the requester (a deadlock detector needs these edges; Conflicts does not hold them).
-	Jumped []storage.TxnID
 }
 
 // Grant is a waiting request that Release granted.
@@ -151,6 +149,8 @@ type txnState struct {
 type Table struct {
 	locks map[string]*lock
 	txns  map[storage.TxnID]*txnState
+	// waiting holds the keys with queued requests, so WaitsFor need not walk every lock.
+	waiting map[string]struct{}
 	// MaxWaitersPerKey bounds each FIFO queue; a request beyond it is aborted with reason
 	// "queue-full" whatever the policy. 0 means unbounded.
 	MaxWaitersPerKey int
@@ -161,7 +161,7 @@ const ReasonQueueFull = "queue-full"
 
 // New returns an empty lock table.
 func New() *Table {
-	return &Table{locks: make(map[string]*lock), txns: make(map[storage.TxnID]*txnState)}
+	return &Table{locks: make(map[string]*lock), txns: make(map[storage.TxnID]*txnState), waiting: map[string]struct{}{}}
 }
 
 func older(a, b request) bool {
@@ -269,14 +269,12 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 		for i < len(l.waiters) && t.isHolder(l, l.waiters[i].txn) {
 			i++
 		}
-		for _, w := range l.waiters[i:] {
-			res.Jumped = append(res.Jumped, w.txn)
-		}
 		l.waiters = slices.Insert(l.waiters, i, me)
 	} else {
 		l.waiters = append(l.waiters, me)
 	}
 	t.touch(txn, key)
+	t.waiting[key] = struct{}{}
 	res.Outcome = Waiting
 	return res
 }
@@ -350,10 +348,43 @@ func (t *Table) releaseKey(txn storage.TxnID, key string, grants []Grant) []Gran
 		l.waiters = l.waiters[1:]
 		grants = append(grants, Grant{Txn: w.txn, Key: key, Mode: w.mode})
 	}
+	if len(l.waiters) == 0 {
+		delete(t.waiting, key)
+	}
 	if len(l.holders) == 0 && len(l.waiters) == 0 {
 		delete(t.locks, key)
 	}
 	return grants
+}
+
+// WaitsFor calls fn for every queued request with the transactions it waits for now: the
+// holders it is incompatible with and the incompatible requests queued ahead of it (or, if
+// there are none, every request ahead of it, which it may not overtake). This is the table's
+// part of the wait-for graph a deadlock detector needs, read from the queues as they are, so
+// upgrades that went ahead of a request are included. Keys are visited in ascending order.
+func (t *Table) WaitsFor(fn func(waiter storage.TxnID, age Age, blockers []storage.TxnID)) {
+	for _, key := range slices.Sorted(maps.Keys(t.waiting)) {
+		l := t.locks[key]
+		for i, w := range l.waiters {
+			var blockers []storage.TxnID
+			for _, h := range l.holders {
+				if h.txn != w.txn && !compatible(h.mode, w.mode) {
+					blockers = append(blockers, h.txn)
+				}
+			}
+			for _, a := range l.waiters[:i] {
+				if !compatible(a.mode, w.mode) {
+					blockers = append(blockers, a.txn)
+				}
+			}
+			if len(blockers) == 0 {
+				for _, a := range l.waiters[:i] {
+					blockers = append(blockers, a.txn)
+				}
+			}
+			fn(w.txn, w.age, blockers)
+		}
+	}
 }
 
 // Holders returns the transactions holding key and the mode they hold it in (all Shared, or one

@@ -176,24 +176,51 @@ func TestReleaseEmptiesTable(t *testing.T) {
 	}
 }
 
-// TestUpgradeReportsJumpedWaiters: an upgrade queued ahead of waiters names them, because they
-// now wait for the upgrader too (a deadlock detector needs that edge).
-func TestUpgradeReportsJumpedWaiters(t *testing.T) {
-	const a, b, c = 1, 2, 3
-	tb := New()
-	for _, id := range []storage.TxnID{a, b} {
-		if r := tb.Acquire(id, "k", Shared, Wait, ts.Timestamp{Wall: int64(id)}); r.Outcome != Granted {
-			t.Fatalf("S for %d: %v", id, r.Outcome)
+// TestWaitsFor: the wait-for edges are read from the queues as they stand, so they include the
+// holders and requests that came ahead of a waiter after it queued — an upgrade queued ahead of
+// it, or one granted at once (the only shared holder upgrading while others wait behind an
+// exclusive request).
+func TestWaitsFor(t *testing.T) {
+	const a, b, c, r, u, w = 1, 2, 3, 4, 5, 6
+	age := func(n int64) Age { return ts.Timestamp{Wall: n} }
+	edges := func(tb *Table) map[storage.TxnID][]storage.TxnID {
+		out := map[storage.TxnID][]storage.TxnID{}
+		tb.WaitsFor(func(waiter storage.TxnID, _ Age, blockers []storage.TxnID) { out[waiter] = blockers })
+		return out
+	}
+	t.Run("queued upgrade goes ahead", func(t *testing.T) {
+		tb := New()
+		tb.Acquire(a, "k", Shared, Wait, age(1))
+		tb.Acquire(b, "k", Shared, Wait, age(2))
+		tb.Acquire(c, "k", Exclusive, Wait, age(3))
+		if got := edges(tb)[c]; !slices.Equal(got, []storage.TxnID{a, b}) {
+			t.Fatalf("c waits for %v, want [a b]", got)
 		}
-	}
-	if r := tb.Acquire(c, "k", Exclusive, Wait, ts.Timestamp{Wall: 3}); r.Outcome != Waiting || len(r.Jumped) != 0 {
-		t.Fatalf("X for c: %+v", r)
-	}
-	r := tb.Acquire(a, "k", Exclusive, Wait, ts.Timestamp{Wall: 1})
-	if r.Outcome != Waiting || !slices.Equal(r.Conflicts, []storage.TxnID{b}) || !slices.Equal(r.Jumped, []storage.TxnID{c}) {
-		t.Fatalf("upgrade by a: %+v, want waiting for b, jumping c", r)
-	}
-	if got := tb.Waiters("k"); !slices.Equal(got, []storage.TxnID{a, c}) {
-		t.Fatalf("queue %v, want [a c]", got)
-	}
+		tb.Acquire(a, "k", Exclusive, Wait, age(1)) // upgrade: waits for b, queued ahead of c
+		e := edges(tb)
+		if !slices.Equal(e[a], []storage.TxnID{b}) || !slices.Equal(e[c], []storage.TxnID{a, b, a}) {
+			t.Fatalf("edges %v, want a→[b], c→[a b a]", e)
+		}
+	})
+	t.Run("upgrade granted at once", func(t *testing.T) {
+		tb := New()
+		tb.Acquire(u, "k", Shared, Wait, age(1))
+		tb.Acquire(w, "k", Exclusive, Wait, age(2)) // waits for u
+		tb.Acquire(r, "k", Shared, Wait, age(3))    // waits behind w
+		if res := tb.Acquire(u, "k", Exclusive, Wait, age(1)); res.Outcome != Granted {
+			t.Fatalf("u's upgrade: %v, want granted (u is the only holder)", res.Outcome)
+		}
+		e := edges(tb)
+		if !slices.Equal(e[w], []storage.TxnID{u}) || !slices.Equal(e[r], []storage.TxnID{u, w}) {
+			t.Fatalf("edges %v, want w→[u], r→[u w]", e)
+		}
+		tb.Release(w)
+		if e := edges(tb); !slices.Equal(e[r], []storage.TxnID{u}) {
+			t.Fatalf("after w left, r waits for %v, want [u]", e[r])
+		}
+		tb.Release(u)
+		if e := edges(tb); len(e) != 0 {
+			t.Fatalf("edges %v after every holder left, want none", e)
+		}
+	})
 }
