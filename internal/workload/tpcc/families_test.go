@@ -284,20 +284,7 @@ func TestFamiliesCheckCatchesCorruption(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s, db, _ := run(t, w, 3, 600)
-			c.corrupt(s)
-			err := w.Check(db)
-			var ce *CheckError
-			if !errors.As(err, &ce) {
-				t.Fatalf("corruption for %s: Check returned %v", c.cond, err)
-			}
-			found := false
-			for _, v := range ce.Violations {
-				found = found || v.Condition == c.cond
-			}
-			if !found {
-				t.Errorf("corruption for %s reported as %v", c.cond, ce)
-			}
+			expectViolation(t, w, c.cond, c.corrupt)
 		})
 	}
 	t.Run("missing family", func(t *testing.T) {

@@ -314,20 +314,7 @@ func TestCheckCatchesCorruption(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.cond, func(t *testing.T) {
-			s, db, _ := run(t, w, 3, 600)
-			c.corrupt(s)
-			err := w.Check(db)
-			var ce *CheckError
-			if !errors.As(err, &ce) {
-				t.Fatalf("corruption for %s: Check returned %v", c.cond, err)
-			}
-			found := false
-			for _, v := range ce.Violations {
-				found = found || v.Condition == c.cond
-			}
-			if !found {
-				t.Errorf("corruption for %s reported as %v", c.cond, ce)
-			}
+			expectViolation(t, w, c.cond, c.corrupt)
 		})
 	}
 }
@@ -408,4 +395,23 @@ func BenchmarkMixOnSerialStore(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// expectViolation runs the workload, corrupts the database with corrupt, and requires Check to
+// report a violation of condition cond.
+func expectViolation(t *testing.T, w *Workload, cond string, corrupt func(*memdb.Store)) {
+	t.Helper()
+	s, db, _ := run(t, w, 3, 600)
+	corrupt(s)
+	err := w.Check(db)
+	var ce *CheckError
+	if !errors.As(err, &ce) {
+		t.Fatalf("corruption for %s: Check returned %v", cond, err)
+	}
+	for _, v := range ce.Violations {
+		if v.Condition == cond {
+			return
+		}
+	}
+	t.Errorf("corruption for %s reported as %v", cond, ce)
 }
