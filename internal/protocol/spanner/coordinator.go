@@ -3,6 +3,7 @@ package spanner
 import (
 	"encoding/binary"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -122,6 +123,7 @@ func (c *Coordinator) recover() {
 
 func (c *Coordinator) ready() {
 	c.isReady = true
+	c.armKeepAlive()
 	q := c.queued
 	c.queued = nil
 	for _, r := range q {
@@ -236,6 +238,26 @@ func (c *Coordinator) armIdle(t *coordTxn) {
 			c.abort(t, causeIdle)
 			c.forget(t)
 		}
+	})
+}
+
+// armKeepAlive tells, every third of the idle timeout, each participant of every executing
+// transaction that its coordinator is alive. A participant's idle timeout exists to free the
+// locks of a transaction whose coordinator crashed; without this it also fired at participants
+// where a live transaction held locks while it waited, longer than the timeout, for a lock at
+// another participant (or at this one), turning the idle timeout into a lock-wait timeout.
+func (c *Coordinator) armKeepAlive() {
+	c.env.After(c.cfg.IdleTimeout/3, func() {
+		for _, id := range slices.Sorted(maps.Keys(c.byID)) {
+			t := c.byID[id]
+			if t.phase != phaseActive {
+				continue // prepared participants never idle out; they poll for the decision
+			}
+			for _, p := range t.parts {
+				c.env.Send(p.node, &KeepAlive{Txn: id})
+			}
+		}
+		c.armKeepAlive()
 	})
 }
 

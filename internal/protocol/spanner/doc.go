@@ -118,7 +118,9 @@
 //     between vote and decision cannot let a writer commit over what a committing transaction
 //     read. The record is deleted with the decision. It costs read-only participants one flush.
 //   - A participant aborts an unprepared transaction whose coordinator has been silent for
-//     idle-timeout. Each request carries how many read locks the participant granted the
+//     idle-timeout. A live coordinator sends each participant of its executing transactions a
+//     KeepAlive every third of that, so a transaction that waits long for a lock (here or at
+//     another participant) keeps its locks; only a dead coordinator's transactions idle out. Each request carries how many read locks the participant granted the
 //     transaction before, so one that lost locks (restart, idle abort) votes no.
 //   - Transaction ids embed a persisted incarnation number, so they never repeat after a restart.
 //

@@ -112,6 +112,12 @@ type WoundReq struct {
 	Cause string `cbor:",omitempty"` // empty: wound-wait
 }
 
+// KeepAlive tells a participant that the coordinator of an unprepared transaction is alive (it
+// may be waiting for another participant), so the participant's idle timeout must not fire.
+type KeepAlive struct {
+	Txn storage.TxnID
+}
+
 // StatusReq asks a coordinator for the fate of a transaction prepared at the sender.
 type StatusReq struct {
 	Txn storage.TxnID
@@ -145,10 +151,11 @@ func (*StatusResp) Kind() wire.Kind   { return 310 }
 func (*WriteReq) Kind() wire.Kind     { return 311 }
 func (*WriteResp) Kind() wire.Kind    { return 312 }
 func (*WaitGraph) Kind() wire.Kind    { return 313 }
+func (*KeepAlive) Kind() wire.Kind    { return 314 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &SnapReadReq{}, &SnapReadResp{}, &PrepareReq{},
-		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitGraph{}} {
+		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitGraph{}, &KeepAlive{}} {
 		wire.Register(m)
 	}
 }

@@ -296,6 +296,14 @@ func (p *Participant) grantWrite(t *partTxn, m *WriteReq) {
 	p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: m.Seq, OK: true})
 }
 
+// onKeepAlive keeps an unprepared transaction whose coordinator is alive from idling out.
+func (p *Participant) onKeepAlive(m *KeepAlive) {
+	if t := p.txns[m.Txn]; t != nil && t.state == partActive {
+		t.lastActive = p.now()
+		p.armIdle(t)
+	}
+}
+
 // startWait notes that t's current request waits for a lock: it wounds younger conflicting
 // transactions under wound-wait; under detect the next wait-for report will include it.
 func (p *Participant) startWait(t *partTxn, res locks.Result) {

@@ -211,6 +211,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Part.onDecide(from, m)
 	case *StatusResp:
 		n.Part.onStatusResp(m)
+	case *KeepAlive:
+		n.Part.onKeepAlive(m)
 	case *WaitGraph:
 		if n.Detector != nil {
 			n.Detector.onWaitGraph(from, m)

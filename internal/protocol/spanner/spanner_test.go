@@ -199,3 +199,22 @@ func TestDetectBreaksEveryDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveCoordinatorKeepsItsLocks: a participant's idle timeout frees the locks of a
+// transaction whose coordinator died; it must not fire while the coordinator is alive and the
+// transaction waits — here, or at another participant — for longer than the timeout. With
+// blocking (detect) at high skew and a 200 ms idle timeout, waits routinely exceed it; without
+// crashes no transaction may be idle-aborted.
+func TestLiveCoordinatorKeepsItsLocks(t *testing.T) {
+	res := prototest.Run(t, prototest.Case{Protocol: Name, Seed: 1,
+		Options:  map[string]string{"lock-policy": "detect", "write-locks": "eager", "idle-timeout": "200ms"},
+		Workload: prototest.YCSBT(0.99, func(c *ycsbt.Config) { c.ValueBytes = 16 }), Clients: 10, Duration: 3 * time.Second})
+	waits := res.ProtocolMetrics.Distributions["lock_wait"]
+	t.Logf("commits=%d lock_wait p99=%.0f ms idle-aborts=%d", res.Committed, waits.P99, res.ProtocolMetrics.Counters["idle-aborts"])
+	if waits.P99 < 200 {
+		t.Fatalf("lock waits p99 %.0f ms: the scenario no longer waits past the idle timeout", waits.P99)
+	}
+	if n := res.ProtocolMetrics.Counters["idle-aborts"]; n != 0 {
+		t.Errorf("%d transactions of live coordinators idled out", n)
+	}
+}
