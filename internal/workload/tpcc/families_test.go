@@ -40,18 +40,7 @@ func TestFamiliesConsistencyAfterRun(t *testing.T) {
 	if rollbacks == 0 {
 		t.Error("no New-Order rolled back in 4000 transactions")
 	}
-	intRow := func(key string) int64 {
-		t.Helper()
-		v, ok := s.Get(key)
-		if !ok {
-			t.Fatalf("no row %q", key)
-		}
-		x, err := decodeInts(v)
-		if err != nil || len(x) != 1 {
-			t.Fatalf("row %q: %v, %v", key, x, err)
-		}
-		return x[0]
-	}
+	intRow := func(key string) int64 { return oneInt(t, s, key) }
 	// The hot families moved: orders were added and payments made.
 	if next := intRow(w.key(1, tableDistrictNext, 1)); next <= 31 {
 		t.Errorf("district 1/1: D_NEXT_O_ID %d after the run", next)
@@ -264,15 +253,7 @@ func TestFamiliesCheckCatchesCorruption(t *testing.T) {
 		t.Fatal(err)
 	}
 	bump := func(s *memdb.Store, key string, delta int64) {
-		v, ok := s.Get(key)
-		if !ok {
-			t.Fatalf("no row %q", key)
-		}
-		x, err := decodeInts(v)
-		if err != nil || len(x) != 1 {
-			t.Fatalf("row %q: %v, %v", key, x, err)
-		}
-		s.Put(key, encodeInts(x[0]+delta))
+		s.Put(key, encodeInts(oneInt(t, s, key)+delta))
 	}
 	cases := []struct {
 		name, cond string
@@ -295,4 +276,18 @@ func TestFamiliesCheckCatchesCorruption(t *testing.T) {
 			t.Fatalf("Check with a missing D_YTD family returned %v, want a read error", err)
 		}
 	})
+}
+
+// oneInt reads a hot-column row: a single encoded number.
+func oneInt(t *testing.T, s *memdb.Store, key string) int64 {
+	t.Helper()
+	v, ok := s.Get(key)
+	if !ok {
+		t.Fatalf("no row %q", key)
+	}
+	x, err := decodeInts(v)
+	if err != nil || len(x) != 1 {
+		t.Fatalf("row %q: %v, %v", key, x, err)
+	}
+	return x[0]
 }
