@@ -19,6 +19,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/ts"
@@ -82,6 +83,7 @@ type Transport interface {
 type DB struct {
 	t       Transport
 	nextTxn uint64
+	noBatch bool // the protocol refused an OpBatch: send batches' operations one at a time
 }
 
 // Open returns a DB that sends requests through t.
@@ -119,30 +121,46 @@ func (db *DB) Begin(opts TxnOptions) *Txn {
 func (tx *Txn) ID() uint64 { return tx.id }
 
 func (tx *Txn) call(op wire.Op, key, end string, limit int, value []byte) (*wire.ClientReply, error) {
-	if tx.done {
-		return nil, ErrTxnDone
+	if err := tx.check(op, key, value); err != nil {
+		return nil, err
 	}
-	if len(key) > MaxKeyBytes || len(end) > MaxKeyBytes {
+	if len(end) > MaxKeyBytes {
 		return nil, fmt.Errorf("%w: key longer than %d bytes", ErrBadArgument, MaxKeyBytes)
 	}
+	return tx.send(&wire.ClientRequest{Op: op, Key: key, EndKey: end, Limit: int32(limit), Value: value})
+}
+
+// check validates one operation before anything is sent.
+func (tx *Txn) check(op wire.Op, key string, value []byte) error {
+	if tx.done {
+		return ErrTxnDone
+	}
+	if len(key) > MaxKeyBytes {
+		return fmt.Errorf("%w: key longer than %d bytes", ErrBadArgument, MaxKeyBytes)
+	}
 	if len(value) > MaxValueBytes {
-		return nil, fmt.Errorf("%w: value longer than %d bytes", ErrBadArgument, MaxValueBytes)
+		return fmt.Errorf("%w: value longer than %d bytes", ErrBadArgument, MaxValueBytes)
 	}
 	if (op == wire.OpGet || op == wire.OpPut || op == wire.OpDelete) && key == "" {
-		return nil, fmt.Errorf("%w: empty key", ErrBadArgument)
+		return fmt.Errorf("%w: empty key", ErrBadArgument)
 	}
 	if tx.opts.ReadOnly && (op == wire.OpPut || op == wire.OpDelete) {
-		return nil, fmt.Errorf("%w: write in a read-only transaction", ErrBadArgument)
+		return fmt.Errorf("%w: write in a read-only transaction", ErrBadArgument)
 	}
-	req := &wire.ClientRequest{Txn: tx.id, Seq: tx.seq, Op: op, Key: key, EndKey: end, Limit: int32(limit), Value: value,
-		ReadOnly: tx.opts.ReadOnly, Attempt: tx.opts.Attempt}
+	return nil
+}
+
+// send stamps req with the transaction's ids and options, sends it and maps the reply's code
+// to the client's errors.
+func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	req.Txn, req.Seq, req.ReadOnly, req.Attempt = tx.id, tx.seq, tx.opts.ReadOnly, tx.opts.Attempt
 	if tx.seq == 0 {
 		req.Label = tx.opts.Label
 	}
 	tx.seq++
 	rep, err := tx.db.t.RoundTrip(req)
 	if err != nil {
-		if op == wire.OpCommit {
+		if req.Op == wire.OpCommit {
 			tx.done = true
 			return nil, &UnknownError{Detail: err.Error()}
 		}
@@ -162,6 +180,88 @@ func (tx *Txn) call(op wire.Op, key, end string, limit int, value []byte) (*wire
 	default:
 		return nil, fmt.Errorf("%w: %s", ErrUnavailable, rep.Error)
 	}
+}
+
+// Read is the outcome of one read of GetMany.
+type Read struct {
+	Value []byte
+	Found bool
+}
+
+// GetMany reads keys, which must be distinct. The coordinator may read them concurrently: one
+// round trip to it, and one to each data node in parallel, instead of one per key. The reads are
+// part of the transaction exactly as if made by Get in some order.
+func (tx *Txn) GetMany(keys []string) ([]Read, error) {
+	ops := make([]wire.BatchOp, len(keys))
+	for i, k := range keys {
+		ops[i] = wire.BatchOp{Op: wire.OpGet, Key: k}
+	}
+	res, err := tx.batch(ops)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Read, len(res))
+	for i, r := range res {
+		out[i] = Read{Value: r.Value, Found: r.Found}
+	}
+	return out, nil
+}
+
+// PutMany writes rows, whose keys must be distinct, as one batch (see GetMany).
+func (tx *Txn) PutMany(rows []wire.KV) error {
+	ops := make([]wire.BatchOp, len(rows))
+	for i, r := range rows {
+		v := r.Value
+		if v == nil {
+			v = []byte{}
+		}
+		ops[i] = wire.BatchOp{Op: wire.OpPut, Key: r.Key, Value: v}
+	}
+	_, err := tx.batch(ops)
+	return err
+}
+
+// batch sends ops as one OpBatch request, or one at a time to a protocol that does not run
+// batches (learned from its first refusal and remembered by the DB).
+func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	seen := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		if err := tx.check(op.Op, op.Key, op.Value); err != nil {
+			return nil, err
+		}
+		if seen[op.Key] {
+			return nil, fmt.Errorf("%w: key %q twice in one batch", ErrBadArgument, op.Key)
+		}
+		seen[op.Key] = true
+	}
+	if !tx.db.noBatch && len(ops) > 1 && len(ops) <= wire.MaxBatchOps {
+		rep, err := tx.send(&wire.ClientRequest{Op: wire.OpBatch, Batch: ops})
+		switch {
+		case err == nil && len(rep.Results) == len(ops):
+			return rep.Results, nil
+		case err == nil:
+			return nil, fmt.Errorf("%w: batch of %d answered with %d results", ErrUnavailable, len(ops), len(rep.Results))
+		case errors.Is(err, ErrBadArgument) && strings.HasSuffix(err.Error(), wire.BatchUnsupported):
+			// The refusal is stateless at the coordinator: reuse the sequence number (a first
+			// request must still be number 0 and carry the label).
+			tx.db.noBatch = true
+			tx.seq--
+		default:
+			return nil, err
+		}
+	}
+	out := make([]wire.BatchResult, len(ops))
+	for i, op := range ops {
+		rep, err := tx.send(&wire.ClientRequest{Op: op.Op, Key: op.Key, Value: op.Value})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = wire.BatchResult{Found: rep.Found, Value: rep.Value}
+	}
+	return out, nil
 }
 
 // Get reads key. It returns ErrNotFound if the key has no visible value.

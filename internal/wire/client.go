@@ -14,7 +14,18 @@ const (
 	OpCommit
 	OpAbort
 	OpScan
+	// OpBatch carries several reads and writes of distinct keys that the client does not order
+	// among themselves (ClientRequest.Batch); the coordinator may run them concurrently and
+	// answers once, with one result per operation (ClientReply.Results).
+	OpBatch
 )
+
+// MaxBatchOps bounds the operations of one OpBatch request.
+const MaxBatchOps = 1024
+
+// BatchUnsupported is the Error of the CodeBadArgument reply of a protocol that does not run
+// OpBatch; clients then send the operations one at a time.
+const BatchUnsupported = "batch operations are not supported by this protocol"
 
 func (o Op) String() string {
 	switch o {
@@ -30,6 +41,8 @@ func (o Op) String() string {
 		return "abort"
 	case OpScan:
 		return "scan"
+	case OpBatch:
+		return "batch"
 	}
 	return "op?"
 }
@@ -79,6 +92,21 @@ type ClientRequest struct {
 	// Label names the transaction's kind (e.g. "new-order/remote-stock"), sent with its first
 	// request; protocols may break their metrics down by it.
 	Label string `cbor:",omitempty"`
+	// Batch holds OpBatch's operations: OpGet, OpPut or OpDelete, each on a different key.
+	Batch []BatchOp `cbor:",omitempty"`
+}
+
+// BatchOp is one operation of an OpBatch request.
+type BatchOp struct {
+	Op    Op
+	Key   string
+	Value []byte `cbor:",omitempty"`
+}
+
+// BatchResult is the outcome of one operation of an OpBatch request (reads fill it in).
+type BatchResult struct {
+	Found bool   `cbor:",omitempty"`
+	Value []byte `cbor:",omitempty"`
 }
 
 // KV is one row of a scan.
@@ -92,12 +120,13 @@ type ClientReply struct {
 	Txn      uint64
 	Seq      uint32
 	Code     Code
-	Found    bool         `cbor:",omitempty"`
-	Value    []byte       `cbor:",omitempty"`
-	Rows     []KV         `cbor:",omitempty"`
-	Cause    string       `cbor:",omitempty"` // abort cause, for metrics ("read-watermark", "wound", …)
-	Error    string       `cbor:",omitempty"`
-	CommitTS ts.Timestamp `cbor:",omitempty"`
+	Found    bool          `cbor:",omitempty"`
+	Value    []byte        `cbor:",omitempty"`
+	Rows     []KV          `cbor:",omitempty"`
+	Cause    string        `cbor:",omitempty"` // abort cause, for metrics ("read-watermark", "wound", …)
+	Error    string        `cbor:",omitempty"`
+	CommitTS ts.Timestamp  `cbor:",omitempty"`
+	Results  []BatchResult `cbor:",omitempty"` // OpBatch: one per operation, in request order
 }
 
 func (*ClientRequest) Kind() Kind { return 1 }

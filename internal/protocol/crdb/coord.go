@@ -43,6 +43,10 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 		n.env.Send(from, bad)
 		return
 	}
+	if req.Op == wire.OpBatch {
+		txnkit.BatchUnsupported(n.env, from, req)
+		return
+	}
 	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
 	t := n.txns[k]
 	if t == nil {

@@ -151,24 +151,16 @@ func (n *Node) request(client topo.NodeID, req wire.ClientRequest) {
 	t.lastSeen = n.env.Now()
 	n.armIdle(t)
 	switch req.Op {
-	case wire.OpGet:
-		v, ok := t.writes[req.Key]
-		if !ok {
-			v, ok = n.data[req.Key]
-		} else {
-			ok = v != nil
+	case wire.OpGet, wire.OpPut, wire.OpDelete:
+		found, v := t.apply(n, req.Op, req.Key, req.Value)
+		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK, Found: found, Value: v})
+	case wire.OpBatch:
+		// Everything is on this node: the batch's operations run one after another.
+		res := make([]wire.BatchResult, len(req.Batch))
+		for i, op := range req.Batch {
+			res[i].Found, res[i].Value = t.apply(n, op.Op, op.Key, op.Value)
 		}
-		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK, Found: ok, Value: v})
-	case wire.OpPut, wire.OpDelete:
-		if _, seen := t.writes[req.Key]; !seen {
-			t.order = append(t.order, req.Key)
-		}
-		if req.Op == wire.OpPut {
-			t.writes[req.Key] = append([]byte{}, req.Value...)
-		} else {
-			t.writes[req.Key] = nil
-		}
-		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK})
+		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK, Results: res})
 	case wire.OpScan:
 		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK, Rows: n.scan(t, req)})
 	case wire.OpCommit:
@@ -179,6 +171,30 @@ func (n *Node) request(client topo.NodeID, req wire.ClientRequest) {
 	default:
 		n.reply(client, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "unknown operation"})
 	}
+}
+
+// apply runs one read or write of t; a read returns what it found (t's own writes first).
+func (t *txn) apply(n *Node, op wire.Op, key string, value []byte) (bool, []byte) {
+	switch op {
+	case wire.OpGet:
+		v, ok := t.writes[key]
+		if !ok {
+			v, ok = n.data[key]
+		} else {
+			ok = v != nil
+		}
+		return ok, v
+	case wire.OpPut, wire.OpDelete:
+		if _, seen := t.writes[key]; !seen {
+			t.order = append(t.order, key)
+		}
+		if op == wire.OpPut {
+			t.writes[key] = append([]byte{}, value...)
+		} else {
+			t.writes[key] = nil
+		}
+	}
+	return false, nil
 }
 
 func (n *Node) scan(t *txn, req wire.ClientRequest) []wire.KV {

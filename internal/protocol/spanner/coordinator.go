@@ -137,6 +137,10 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 		c.env.Send(from, bad)
 		return
 	}
+	if m.Op == wire.OpBatch {
+		txnkit.BatchUnsupported(c.env, from, m)
+		return
+	}
 	if !c.isReady {
 		if len(c.queued) >= maxQueuedBeforeReady {
 			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeUnavailable, Error: "coordinator recovering"})

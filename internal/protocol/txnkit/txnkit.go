@@ -33,6 +33,10 @@ func Validate(req *wire.ClientRequest) *wire.ClientReply {
 			return bad("empty key")
 		}
 	case wire.OpScan, wire.OpCommit, wire.OpAbort:
+	case wire.OpBatch:
+		if msg := validateBatch(req); msg != "" {
+			return bad("%s", msg)
+		}
 	default:
 		return bad("unknown operation %d", req.Op)
 	}
@@ -46,6 +50,42 @@ func Validate(req *wire.ClientRequest) *wire.ClientReply {
 		return bad("write in a read-only transaction")
 	}
 	return nil
+}
+
+// validateBatch checks an OpBatch's operations ("" if they are fine): reads and writes only,
+// each on its own key (the coordinator may run them in any order), within the size limits.
+func validateBatch(req *wire.ClientRequest) string {
+	if len(req.Batch) == 0 || len(req.Batch) > wire.MaxBatchOps {
+		return fmt.Sprintf("a batch holds 1 to %d operations, not %d", wire.MaxBatchOps, len(req.Batch))
+	}
+	seen := make(map[string]bool, len(req.Batch))
+	for _, op := range req.Batch {
+		switch op.Op {
+		case wire.OpGet, wire.OpPut, wire.OpDelete:
+		default:
+			return fmt.Sprintf("batch operation %v is not a get, put or delete", op.Op)
+		}
+		switch {
+		case op.Key == "":
+			return "empty key"
+		case len(op.Key) > client.MaxKeyBytes:
+			return fmt.Sprintf("key longer than %d bytes", client.MaxKeyBytes)
+		case len(op.Value) > client.MaxValueBytes:
+			return fmt.Sprintf("value longer than %d bytes", client.MaxValueBytes)
+		case req.ReadOnly && op.Op != wire.OpGet:
+			return "write in a read-only transaction"
+		case seen[op.Key]:
+			return fmt.Sprintf("key %q twice in one batch", op.Key)
+		}
+		seen[op.Key] = true
+	}
+	return ""
+}
+
+// BatchUnsupported answers an OpBatch of a protocol that runs operations one at a time; the
+// client then sends them singly.
+func BatchUnsupported(env node.Env, to topo.NodeID, req *wire.ClientRequest) {
+	Reply(env, to, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.BatchUnsupported})
 }
 
 // Reply sends r to the client that sent req, stamping it with the request's ids.

@@ -27,6 +27,7 @@ import (
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/internal/workload"
 )
 
@@ -37,6 +38,10 @@ type Config struct {
 	ReadRatio        float64 // share of micro-ops that are reads; default 0.5 (set a negative value for 0)
 	Register         bool    // read-write registers instead of lists
 	RegionLocalRatio float64 // share of transactions whose keys all live in the client's region
+	// BatchRatio is the share of transactions that read all their keys with one GetMany and
+	// write them with one PutMany (the protocol may run those operations concurrently); the
+	// rest read and write one key at a time. 0 means 0.5, a negative value none.
+	BatchRatio float64
 	// Namespace, if set, prefixes every key's storage name, so runs against a long-lived
 	// cluster each start from absent keys and their histories judge only their own values.
 	Namespace string
@@ -65,14 +70,20 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 	case cfg.ReadRatio < 0:
 		cfg.ReadRatio = 0
 	}
+	switch {
+	case cfg.BatchRatio == 0:
+		cfg.BatchRatio = 0.5
+	case cfg.BatchRatio < 0:
+		cfg.BatchRatio = 0
+	}
 	if cfg.Keys < 1 || cfg.Keys > 1_000_000 {
 		return nil, fmt.Errorf("listappend: key count must be 1..1000000, got %d", cfg.Keys)
 	}
 	if cfg.MinOps < 1 || cfg.MaxOps < cfg.MinOps || cfg.MaxOps > 1000 {
 		return nil, fmt.Errorf("listappend: want 1 ≤ min ops ≤ max ops ≤ 1000, got %d..%d", cfg.MinOps, cfg.MaxOps)
 	}
-	if cfg.ReadRatio > 1 || cfg.RegionLocalRatio < 0 || cfg.RegionLocalRatio > 1 {
-		return nil, fmt.Errorf("listappend: read ratio and region-local ratio must be in [0, 1]")
+	if cfg.ReadRatio > 1 || cfg.RegionLocalRatio < 0 || cfg.RegionLocalRatio > 1 || cfg.BatchRatio > 1 {
+		return nil, fmt.Errorf("listappend: read, region-local and batch ratios must be in [0, 1]")
 	}
 	if t == nil || len(t.Shards) == 0 {
 		return nil, errors.New("listappend: topology has no shards")
@@ -159,12 +170,13 @@ func (g *gen) Next() workload.Txn {
 			readOnly = false
 		}
 	}
-	b := &body{w: w, ops: ops}
+	b := &body{w: w, ops: ops, batch: cfg.BatchRatio > 0 && g.rng.Float64() < cfg.BatchRatio}
 	return workload.Txn{Type: w.Name(), ReadOnly: readOnly, Run: b.run, Invoke: cloneOps(ops), Result: b.result}
 }
 
 type body struct {
 	w       *Workload
+	batch   bool // read with one GetMany, write with one PutMany
 	ops     []history.MicroOp
 	latest  []history.MicroOp // the last attempt's completed micro-ops
 	reached []bool            // which of the last attempt's reads returned a value
@@ -196,6 +208,11 @@ func (b *body) run(tx *client.Txn) error {
 	b.latest = cloneOps(b.ops)
 	b.reached = make([]bool, len(b.ops))
 	state := map[int64]*keyState{}
+	if b.batch {
+		if err := b.loadAll(tx, state); err != nil {
+			return err
+		}
+	}
 	var dirty []int64 // keys to write, in the order of their first write
 	for i, op := range b.ops {
 		st, ok := state[op.Key]
@@ -230,15 +247,44 @@ func (b *body) run(tx *client.Txn) error {
 			}
 		}
 	}
-	for _, k := range dirty {
+	rows := make([]wire.KV, len(dirty))
+	for i, k := range dirty {
 		st := state[k]
-		var v []byte
+		rows[i].Key = b.w.names[k]
 		if b.w.cfg.Register {
-			v = binary.AppendVarint(nil, st.reg)
+			rows[i].Value = binary.AppendVarint(nil, st.reg)
 		} else {
-			v = EncodeList(st.list)
+			rows[i].Value = EncodeList(st.list)
 		}
-		if err := tx.Put(b.w.names[k], v); err != nil {
+	}
+	if b.batch {
+		return tx.PutMany(rows)
+	}
+	for _, r := range rows {
+		if err := tx.Put(r.Key, r.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadAll reads every key the transaction touches with one GetMany.
+func (b *body) loadAll(tx *client.Txn, state map[int64]*keyState) error {
+	var keys []int64
+	var names []string
+	for _, op := range b.ops {
+		if _, ok := state[op.Key]; !ok {
+			state[op.Key] = nil
+			keys = append(keys, op.Key)
+			names = append(names, b.w.names[op.Key])
+		}
+	}
+	reads, err := tx.GetMany(names)
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if state[k], err = b.decode(k, reads[i].Value, reads[i].Found); err != nil {
 			return err
 		}
 	}
@@ -253,6 +299,15 @@ func (b *body) load(tx *client.Txn, k int64) (*keyState, error) {
 	if err != nil {
 		return nil, err
 	}
+	return b.decode(k, v, true)
+}
+
+// decode parses key k's stored value (found false: the key is absent).
+func (b *body) decode(k int64, v []byte, found bool) (*keyState, error) {
+	if !found {
+		return &keyState{}, nil
+	}
+	var err error
 	st := &keyState{exists: true}
 	if b.w.cfg.Register {
 		x, n := binary.Varint(v)

@@ -122,21 +122,16 @@ func (t *Transport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error
 	rep := &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeOK}
 	s := t.s
 	switch req.Op {
-	case wire.OpGet:
-		if v, ok := t.writes[req.Key]; ok {
-			rep.Found, rep.Value = v != nil, clone(v)
-			break
-		}
-		s.mu.Lock()
-		v, ok := s.data[req.Key]
-		s.mu.Unlock()
-		rep.Found, rep.Value = ok, clone(v)
-	case wire.OpPut:
-		t.writes[req.Key] = append([]byte{}, req.Value...)
-	case wire.OpDelete:
-		t.writes[req.Key] = nil
+	case wire.OpGet, wire.OpPut, wire.OpDelete:
+		rep.Found, rep.Value = t.apply(req.Op, req.Key, req.Value)
 	case wire.OpScan:
 		rep.Rows = t.scan(req.Key, req.EndKey, int(req.Limit))
+	case wire.OpBatch:
+		rep.Results = make([]wire.BatchResult, len(req.Batch))
+		for i, op := range req.Batch {
+			found, v := t.apply(op.Op, op.Key, op.Value)
+			rep.Results[i] = wire.BatchResult{Found: found, Value: v}
+		}
 	case wire.OpCommit:
 		s.mu.Lock()
 		if s.abortRate > 0 && s.rng.Float64() < s.abortRate {
@@ -162,6 +157,25 @@ func (t *Transport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error
 		return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeBadArgument, Error: fmt.Sprintf("memdb: unknown op %d", req.Op)}, nil
 	}
 	return rep, nil
+}
+
+// apply runs one read or write of the current transaction; a read returns what it found.
+func (t *Transport) apply(op wire.Op, key string, value []byte) (bool, []byte) {
+	switch op {
+	case wire.OpGet:
+		if v, ok := t.writes[key]; ok {
+			return v != nil, clone(v)
+		}
+		t.s.mu.Lock()
+		v, ok := t.s.data[key]
+		t.s.mu.Unlock()
+		return ok, clone(v)
+	case wire.OpPut:
+		t.writes[key] = append([]byte{}, value...)
+	case wire.OpDelete:
+		t.writes[key] = nil
+	}
+	return false, nil
 }
 
 func (t *Transport) scan(start, end string, limit int) []wire.KV {
