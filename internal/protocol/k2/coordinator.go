@@ -18,7 +18,7 @@ type txnState uint8
 const (
 	stWaitTS     txnState = iota + 1 // queued for a K2-TB timestamp
 	stIdle                           // waiting for the client's next request
-	stBusy                           // a read or write is out at a data node
+	stBusy                           // the reads and writes of a client request are out at data nodes
 	stWriteWait                      // write pipelining: waiting until every write is durable
 	stCommitWait                     // waiting out the commit wait
 	stCommitting                     // the commit is out at the recorder
@@ -40,15 +40,25 @@ type ctxn struct {
 	lastClientLocal int64
 
 	req       wire.ClientRequest // the request being served
-	reqID     uint64
+	reqID     uint64             // the commit or finalization request out, if any
 	sentLocal int64
 	timer     node.TimerID
 	tries     int
 
+	// The reads and writes of the request being served (one, or an OpBatch's), all out at
+	// once: flights maps each one's request id to it, results collects the answers in request
+	// order. The ends and the longest PUSHWS wait make the request's phase times.
+	flights          map[uint64]flight
+	results          []wire.BatchResult
+	round            uint64 // numbers the requests served, so a stale timer can tell
+	readEndLocal     int64
+	writeEndLocal    int64
+	maxPushNanos     int64
+	hasReads, hasWrs bool
+
 	recorder        topo.NodeID
 	hasRecorder     bool
-	firstWriteOut   bool          // the current write creates the record
-	participants    []topo.NodeID // nodes holding intents, ascending
+	participants    []topo.NodeID // nodes sent writes, ascending
 	acked           []topo.NodeID // synchronous finalization: participants that acknowledged
 	commitSentLocal int64
 
@@ -71,6 +81,15 @@ type ctxn struct {
 	writeWaitLocal int64 // with pipelining: when the commit began waiting for durability
 }
 
+// flight is one read or write of a client request, out at a data node.
+type flight struct {
+	i       int // position in the request (0 for a single operation)
+	write   bool
+	to      topo.NodeID
+	wseq    uint32
+	creates bool // this write creates the transaction record
+}
+
 // twrite is a write of a transaction as its coordinator tracks its durability.
 type twrite struct {
 	node    topo.NodeID
@@ -91,6 +110,10 @@ func (n *Node) clearReq(t *ctxn) {
 		delete(n.byReq, t.reqID)
 		t.reqID = 0
 	}
+	for id := range t.flights {
+		delete(n.byReq, id)
+	}
+	t.flights = nil
 	n.env.Cancel(t.timer)
 	t.timer = 0
 }
@@ -184,31 +207,10 @@ func (n *Node) pumpTS() {
 func (n *Node) exec(t *ctxn, req wire.ClientRequest) {
 	t.req = req
 	switch req.Op {
-	case wire.OpGet:
-		t.state = stBusy
-		id := n.nextReqID(t)
-		n.sendOp(t, n.tp.PrimaryOf(req.Key), &ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: req.Key})
-	case wire.OpPut, wire.OpDelete:
-		t.state = stBusy
-		if !t.hasRecorder {
-			// The recorder is the primary of the first written key, and the record is created
-			// by that write (notes/k2.md §3.5, recommended placement).
-			t.recorder, t.hasRecorder, t.firstWriteOut = n.tp.PrimaryOf(req.Key), true, true
-		}
-		id := n.nextReqID(t)
-		to := n.tp.PrimaryOf(req.Key)
-		t.wseq++
-		t.writes = slices.DeleteFunc(t.writes, func(w twrite) bool { return w.key == req.Key })
-		t.writes = append(t.writes, twrite{node: to, key: req.Key, wseq: t.wseq})
-		w := &WriteReq{ReqID: id, Txn: t.id, TS: t.ts, Key: req.Key, Tombstone: req.Op == wire.OpDelete,
-			Recorder: t.recorder, CreateRecord: t.firstWriteOut, WSeq: t.wseq}
-		if req.Op == wire.OpPut {
-			w.Value = slices.Clone(req.Value)
-			if w.Value == nil {
-				w.Value = []byte{}
-			}
-		}
-		n.sendOp(t, to, w)
+	case wire.OpGet, wire.OpPut, wire.OpDelete:
+		n.startOps(t, []wire.BatchOp{{Op: req.Op, Key: req.Key, Value: req.Value}})
+	case wire.OpBatch:
+		n.startOps(t, req.Batch)
 	case wire.OpCommit:
 		n.commit(t)
 	case wire.OpAbort:
@@ -219,69 +221,145 @@ func (n *Node) exec(t *ctxn, req wire.ClientRequest) {
 	}
 }
 
-func (n *Node) sendOp(t *ctxn, to topo.NodeID, m wire.Msg) {
+// startOps sends every read and write of a client request at once: the client sends together
+// only operations on distinct keys that it does not order among themselves (OpBatch), as
+// K2's TPC-C issues a New-Order's independent reads and writes concurrently. The request is
+// answered when the last of them is; any refusal aborts the transaction.
+func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
+	t.state = stBusy
 	t.sentLocal = n.env.Now()
-	id := t.reqID
-	n.env.Send(to, m)
+	t.results = make([]wire.BatchResult, len(ops))
+	t.flights = make(map[uint64]flight, len(ops))
+	t.hasReads, t.hasWrs, t.maxPushNanos = false, false, 0
+	for i, op := range ops {
+		to := n.tp.PrimaryOf(op.Key)
+		n.reqSeq++
+		id := n.reqSeq
+		n.byReq[id] = t
+		if op.Op == wire.OpGet {
+			t.hasReads = true
+			t.flights[id] = flight{i: i, to: to}
+			n.env.Send(to, &ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key})
+			continue
+		}
+		t.hasWrs = true
+		f := flight{i: i, write: true, to: to}
+		if !t.hasRecorder {
+			// The recorder is the primary of the first written key, and the record is created
+			// by that write (notes/k2.md §3.5, recommended placement).
+			t.recorder, t.hasRecorder, f.creates = to, true, true
+		}
+		t.wseq++
+		f.wseq = t.wseq
+		t.writes = slices.DeleteFunc(t.writes, func(w twrite) bool { return w.key == op.Key })
+		t.writes = append(t.writes, twrite{node: to, key: op.Key, wseq: t.wseq})
+		// A participant from the moment its write is sent: an abort must reach every intent,
+		// including one whose answer is still on its way.
+		if j, found := slices.BinarySearch(t.participants, to); !found {
+			t.participants = slices.Insert(t.participants, j, to)
+		}
+		t.flights[id] = f
+		w := &WriteReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key, Tombstone: op.Op == wire.OpDelete,
+			Recorder: t.recorder, CreateRecord: f.creates, WSeq: t.wseq}
+		if op.Op == wire.OpPut {
+			w.Value = slices.Clone(op.Value)
+			if w.Value == nil {
+				w.Value = []byte{}
+			}
+		}
+		n.env.Send(to, w)
+	}
+	t.round++
+	round := t.round
 	t.timer = n.env.After(n.cfg.opTimeout, func() {
-		if t.reqID == id && t.state == stBusy {
+		if t.round == round && t.state == stBusy {
 			n.abort(t, "timeout", true)
 		}
 	})
 }
 
-func (n *Node) onReadResp(r *ReadResp) {
-	t := n.byReq[r.ReqID]
+// landed takes the answer to request id off t's flights; ok is false for a stale answer.
+func (n *Node) landed(id uint64) (*ctxn, flight, bool) {
+	t := n.byReq[id]
 	if t == nil || t.state != stBusy {
+		return nil, flight{}, false
+	}
+	f, ok := t.flights[id]
+	if !ok {
+		return nil, flight{}, false
+	}
+	delete(t.flights, id)
+	delete(n.byReq, id)
+	return t, f, true
+}
+
+func (n *Node) onReadResp(r *ReadResp) {
+	t, f, ok := n.landed(r.ReqID)
+	if !ok {
 		return
 	}
-	n.clearReq(t)
 	if r.Aborted {
 		n.abort(t, r.Cause, true)
 		return
 	}
-	total := n.env.Now() - t.sentLocal
-	if r.PushNanos > 0 {
-		n.m.Observe("phase.pushws", r.PushNanos)
-		t.pushNanos += r.PushNanos
-		total -= r.PushNanos
-	}
-	n.m.Observe("phase.read", total)
-	t.readNanos += total
-	t.state = stIdle
-	n.reply(t, &wire.ClientReply{Code: wire.CodeOK, Found: r.Found, Value: r.Value})
+	t.readEndLocal = n.env.Now()
+	t.maxPushNanos = max(t.maxPushNanos, r.PushNanos)
+	t.results[f.i] = wire.BatchResult{Found: r.Found, Value: r.Value}
+	n.opsDone(t)
 }
 
 func (n *Node) onWriteResp(r *WriteResp) {
-	t := n.byReq[r.ReqID]
-	if t == nil || t.state != stBusy {
+	t, f, ok := n.landed(r.ReqID)
+	if !ok {
 		return
 	}
-	n.clearReq(t)
-	first := t.firstWriteOut
-	t.firstWriteOut = false
 	if r.Aborted {
-		if first {
-			// The record was not created (the write was refused before it), so no recorder
-			// holds anything of this transaction yet.
+		if f.creates && len(t.writes) == 1 {
+			// The record was not created (the write was refused before it) and no other
+			// write names the recorder, so no recorder holds anything of this transaction.
 			t.hasRecorder = false
 		}
 		n.abort(t, r.Cause, true)
 		return
 	}
-	took := n.env.Now() - t.sentLocal
-	n.m.Observe("op.write", took)
-	t.writeNanos += took
-	p := n.tp.PrimaryOf(t.req.Key)
-	if i, found := slices.BinarySearch(t.participants, p); !found {
-		t.participants = slices.Insert(t.participants, i, p)
-	}
-	n.noteIncarnation(t, p, r.Inc)
+	t.writeEndLocal = n.env.Now()
+	n.noteIncarnation(t, f.to, r.Inc)
 	if !r.Pending {
-		n.markDurable(t, p, []uint32{t.wseq})
+		n.markDurable(t, f.to, []uint32{f.wseq})
+	}
+	n.opsDone(t)
+}
+
+// opsDone answers the request once its last read or write is back. Its reads' time (less the
+// longest PUSHWS wait among them) is the read phase, its writes' the write phase: operations
+// that ran concurrently count once.
+func (n *Node) opsDone(t *ctxn) {
+	if len(t.flights) > 0 {
+		return
+	}
+	n.clearReq(t)
+	if t.hasReads {
+		if t.maxPushNanos > 0 {
+			n.m.Observe("phase.pushws", t.maxPushNanos)
+			t.pushNanos += t.maxPushNanos
+		}
+		took := t.readEndLocal - t.sentLocal - t.maxPushNanos
+		n.m.Observe("phase.read", took)
+		t.readNanos += took
+	}
+	if t.hasWrs {
+		took := t.writeEndLocal - t.sentLocal
+		n.m.Observe("op.write", took)
+		t.writeNanos += took
 	}
 	t.state = stIdle
-	n.reply(t, &wire.ClientReply{Code: wire.CodeOK})
+	res := t.results
+	t.results = nil
+	if t.req.Op == wire.OpBatch {
+		n.reply(t, &wire.ClientReply{Code: wire.CodeOK, Results: res})
+		return
+	}
+	n.reply(t, &wire.ClientReply{Code: wire.CodeOK, Found: res[0].Found, Value: res[0].Value})
 }
 
 // noteIncarnation flags t if a participant answers from another life than it first did: the

@@ -266,3 +266,9 @@ func lostAppends(h []history.Op) []string {
 	}
 	return lost
 }
+
+// TestBatches runs GetMany and PutMany through K2: answers in request order, read-your-writes
+// across batches, and a batch's reads concurrent (one round trip, not one per shard).
+func TestBatches(t *testing.T) {
+	prototest.Batches(t, "k2", nil, true)
+}

@@ -6,15 +6,18 @@
 package prototest
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/check"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/internal/workload"
 	"github.com/meridiandb/meridian/internal/workload/ycsbt"
 )
@@ -191,5 +194,117 @@ func Deterministic(t testing.TB, c Case, otherSeeds ...uint64) {
 		if r := Run(t, o); r.TraceDigest == a.TraceDigest {
 			t.Fatalf("seeds %d and %d gave the same trace %s", c.Seed, seed, r.TraceDigest)
 		}
+	}
+}
+
+// Batches runs one client in region 0 through GetMany and PutMany on keys spread over every
+// shard, and fails the test unless each batch's answers are the values written, in request
+// order, with the transaction's own writes visible to its later batches. With concurrent set
+// (a protocol that runs a batch's operations in parallel), a batch of reads of every shard must
+// also take under half the virtual time of the same reads made one at a time.
+func Batches(t *testing.T, protocol string, opts map[string]string, concurrent bool) {
+	t.Helper()
+	cfg, err := SimConfig(Case{Protocol: protocol, Options: opts, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := cfg.Topology
+	var keys []string
+	for sh := range tp.Shards {
+		keys = append(keys, topo.PinnedKey(topo.ShardID(sh), fmt.Sprintf("batch/%d", sh)))
+	}
+	value := func(round, i int) []byte { return fmt.Appendf(nil, "r%d-%d", round, i) }
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	var batchNanos, singleNanos int64
+	done := false
+	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
+		defer func() { done = true }()
+		rows := make([]wire.KV, len(keys))
+		for i, k := range keys {
+			rows[i] = wire.KV{Key: k, Value: value(1, i)}
+		}
+		if err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return tx.PutMany(rows) }); err != nil {
+			fail("PutMany: %v", err)
+			return
+		}
+		// Reversed order plus an absent key: answers must follow the request, not the shards.
+		want := map[string][]byte{}
+		var ask []string
+		for i := len(keys) - 1; i >= 0; i-- {
+			ask = append(ask, keys[i])
+			want[keys[i]] = value(1, i)
+		}
+		ask = append(ask, topo.PinnedKey(0, "batch/absent"))
+		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+			start := db.Transport().Now()
+			got, err := tx.GetMany(ask)
+			if err != nil {
+				return err
+			}
+			batchNanos = db.Transport().Now() - start
+			for i, k := range ask {
+				w, ok := want[k]
+				if got[i].Found != ok || !bytes.Equal(got[i].Value, w) {
+					fail("GetMany[%d] %s = %q found=%v, want %q found=%v", i, k, got[i].Value, got[i].Found, w, ok)
+				}
+			}
+			// The transaction's own writes, then a batch mixing them with unwritten keys.
+			if err := tx.PutMany([]wire.KV{{Key: keys[0], Value: value(2, 0)}, {Key: keys[1], Value: value(2, 1)}}); err != nil {
+				return err
+			}
+			got, err = tx.GetMany(keys[:3])
+			if err != nil {
+				return err
+			}
+			for i, w := range [][]byte{value(2, 0), value(2, 1), value(1, 2)} {
+				if !got[i].Found || !bytes.Equal(got[i].Value, w) {
+					fail("read-your-writes GetMany[%d] = %q, want %q", i, got[i].Value, w)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			fail("GetMany transaction: %v", err)
+			return
+		}
+		err = client.RunTxn(db, client.TxnOptions{ReadOnly: true}, func(tx *client.Txn) error {
+			start := db.Transport().Now()
+			for i, k := range keys {
+				v, err := tx.Get(k)
+				if err != nil {
+					return err
+				}
+				w := value(1, i)
+				if i < 2 {
+					w = value(2, i)
+				}
+				if !bytes.Equal(v, w) {
+					fail("after commit %s = %q, want %q", k, v, w)
+				}
+			}
+			singleNanos = db.Transport().Now() - start
+			return nil
+		})
+		if err != nil {
+			fail("read-back transaction: %v", err)
+		}
+	})
+	s.RunUntil(int64(20 * time.Second))
+	s.Stop()
+	if !done {
+		t.Fatal("the client did not finish in 20 virtual seconds")
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+	t.Logf("%d reads: one batch %.1f ms, one at a time %.1f ms", len(keys), float64(batchNanos)/1e6, float64(singleNanos)/1e6)
+	if concurrent && !t.Failed() && batchNanos*2 >= singleNanos {
+		t.Errorf("a batch of %d reads took %.1f ms, one at a time %.1f ms: the reads did not run concurrently",
+			len(keys), float64(batchNanos)/1e6, float64(singleNanos)/1e6)
 	}
 }
