@@ -51,12 +51,12 @@ type coordTxn struct {
 	maxRead    ts.Timestamp // newest version read: the commit timestamp must exceed it
 
 	pending   *wire.ClientRequest // the client request being served, if any
+	run       *opRun              // its reads and writes in flight, if it is one of those
 	abortedBy string              // set when aborted with no request pending: the next one learns it
 	votes     int
 	prepMax   ts.Timestamp
 	commitTS  ts.Timestamp
 	start     int64 // local clock at the first request
-	opStart   int64 // local clock when the pending eager write was sent
 	prepStart int64
 	idleTimer node.TimerID
 }
@@ -137,10 +137,6 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 		c.env.Send(from, bad)
 		return
 	}
-	if m.Op == wire.OpBatch {
-		txnkit.BatchUnsupported(c.env, from, m)
-		return
-	}
 	if !c.isReady {
 		if len(c.queued) >= maxQueuedBeforeReady {
 			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeUnavailable, Error: "coordinator recovering"})
@@ -185,22 +181,12 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 	}
 	c.armIdle(t)
 	switch m.Op {
-	case wire.OpGet:
-		c.get(t, &cp)
-	case wire.OpPut, wire.OpDelete:
-		if t.readOnly {
+	case wire.OpGet, wire.OpPut, wire.OpDelete, wire.OpBatch:
+		if t.readOnly && writes(m) {
 			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "write in a read-only transaction"})
 			return
 		}
-		if c.cfg.EagerWrites {
-			c.writeEager(t, &cp)
-			return
-		}
-		if _, seen := t.writes[m.Key]; !seen {
-			t.writeOrder = append(t.writeOrder, m.Key)
-		}
-		t.writes[m.Key] = Write{Key: m.Key, Value: slices.Clone(m.Value), Delete: m.Op == wire.OpDelete}
-		txnkit.OK(c.env, from, m)
+		c.execute(t, &cp)
 	case wire.OpScan:
 		txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "spanner: scans are not supported"})
 	case wire.OpCommit:
@@ -210,6 +196,19 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 		c.abort(t, causeClientAbort)
 		txnkit.OK(c.env, from, m)
 	}
+}
+
+// writes reports whether a read/write request (single or batch) writes.
+func writes(m *wire.ClientRequest) bool {
+	if m.Op != wire.OpBatch {
+		return m.Op == wire.OpPut || m.Op == wire.OpDelete
+	}
+	for _, op := range m.Batch {
+		if op.Op != wire.OpGet {
+			return true
+		}
+	}
+	return false
 }
 
 // begin starts a transaction. Its lock age is the TrueTime start of the client's first attempt
@@ -276,75 +275,181 @@ func (c *Coordinator) part(t *coordTxn, n node.ID) *participant {
 	return p
 }
 
-func (c *Coordinator) get(t *coordTxn, m *wire.ClientRequest) {
-	if w, ok := t.writes[m.Key]; ok {
-		txnkit.Reply(c.env, t.key.Client, m, &wire.ClientReply{Code: wire.CodeOK, Found: !w.Delete, Value: w.Value})
-		return
-	}
-	primary := c.env.Topology().PrimaryOf(m.Key)
-	t.pending = m
-	if t.readOnly {
-		c.env.Send(primary, &SnapReadReq{Txn: t.id, Seq: m.Seq, Key: m.Key, At: t.snapTS})
-		return
-	}
-	p := c.part(t, primary)
-	c.env.Send(primary, &ReadReq{Txn: t.id, Age: t.age, Seq: m.Seq, Key: m.Key, Seen: p.granted})
+// opRun is one client request's reads and writes in flight: a single OpGet/OpPut/OpDelete, or
+// an OpBatch's operations. A participant serves one operation of a transaction at a time (its
+// Seen check counts the locks granted before each), so the run keeps one queue per participant
+// and sends each queue's next operation when the previous one is answered: operations on
+// different participants run concurrently, those on one participant back to back.
+type opRun struct {
+	ops     []wire.BatchOp
+	results []wire.BatchResult // one per op, in request order; writes leave theirs empty
+	groups  []*opGroup         // in first-touch order, so sends are deterministic
+	left    int                // ops not answered yet
 }
 
-func (c *Coordinator) onReadResp(m *ReadResp) {
-	t := c.byID[m.Txn]
-	if t == nil || t.pending == nil || t.pending.Seq != m.Seq || t.pending.Op != wire.OpGet {
-		return // the transaction was aborted meanwhile
-	}
-	if !m.OK {
-		c.abort(t, m.Cause)
-		return
-	}
-	primary := c.env.Topology().PrimaryOf(t.pending.Key)
-	c.part(t, primary).granted++
-	t.maxRead = ts.MaxOf(t.maxRead, m.Version)
-	req := t.pending
-	t.pending = nil
-	txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Found: m.Found, Value: m.Value})
+// opGroup is the part of a run that goes to one participant.
+type opGroup struct {
+	node   node.ID
+	ops    []int // indices into opRun.ops, in request order
+	next   int   // ops[next] is out at node while next < len(ops)
+	sentAt int64 // local clock when ops[next] was sent (the eager-write latency)
 }
 
-// writeEager sends a write to its key's participant, which locks the key exclusively now and
-// keeps the value pending until the decision (write-locks=eager). The coordinator keeps no copy:
+// execute runs a client request's reads and writes. Those that need no message complete at
+// once: a buffered write goes into t.writes, and a read of a key the transaction buffered a
+// write for is answered from it. The rest go to their keys' primaries.
+func (c *Coordinator) execute(t *coordTxn, req *wire.ClientRequest) {
+	ops := req.Batch
+	if req.Op != wire.OpBatch {
+		ops = []wire.BatchOp{{Op: req.Op, Key: req.Key, Value: req.Value}}
+	}
+	run := &opRun{ops: ops, results: make([]wire.BatchResult, len(ops))}
+	tp := c.env.Topology()
+	for i, op := range ops {
+		if op.Op == wire.OpGet {
+			if w, ok := t.writes[op.Key]; ok {
+				run.results[i] = wire.BatchResult{Found: !w.Delete, Value: w.Value}
+				continue
+			}
+		} else if !c.cfg.EagerWrites {
+			if _, seen := t.writes[op.Key]; !seen {
+				t.writeOrder = append(t.writeOrder, op.Key)
+			}
+			t.writes[op.Key] = Write{Key: op.Key, Value: slices.Clone(op.Value), Delete: op.Op == wire.OpDelete}
+			continue
+		}
+		run.left++
+		primary := tp.PrimaryOf(op.Key)
+		var g *opGroup
+		for _, h := range run.groups {
+			if h.node == primary {
+				g = h
+			}
+		}
+		if g == nil {
+			g = &opGroup{node: primary}
+			run.groups = append(run.groups, g)
+		}
+		g.ops = append(g.ops, i)
+	}
+	if run.left == 0 {
+		c.reply(t, req, run)
+		return
+	}
+	t.pending, t.run = req, run
+	for _, g := range run.groups {
+		c.sendOp(t, g)
+	}
+}
+
+// sendOp sends g's next operation: a snapshot read (read-only transactions), a read under a
+// shared lock, or an eager write (write-locks=eager), which the participant locks exclusively
+// now and keeps pending until the decision. The coordinator keeps no copy of an eager write:
 // the transaction's later reads of the key go to the participant, which answers from the
 // pending write.
-func (c *Coordinator) writeEager(t *coordTxn, m *wire.ClientRequest) {
-	primary := c.env.Topology().PrimaryOf(m.Key)
-	p := c.part(t, primary)
+func (c *Coordinator) sendOp(t *coordTxn, g *opGroup) {
+	op := t.run.ops[g.ops[g.next]]
+	seq := t.pending.Seq
+	if t.readOnly {
+		c.env.Send(g.node, &SnapReadReq{Txn: t.id, Seq: seq, Key: op.Key, At: t.snapTS})
+		return
+	}
+	p := c.part(t, g.node)
+	if op.Op == wire.OpGet {
+		c.env.Send(g.node, &ReadReq{Txn: t.id, Age: t.age, Seq: seq, Key: op.Key, Seen: p.granted})
+		return
+	}
 	p.writes = true
-	t.pending, t.opStart = m, c.env.Now()
-	c.env.Send(primary, &WriteReq{Txn: t.id, Age: t.age, Seq: m.Seq, Key: m.Key, Value: slices.Clone(m.Value),
-		Delete: m.Op == wire.OpDelete, Seen: p.granted})
+	g.sentAt = c.env.Now()
+	c.env.Send(g.node, &WriteReq{Txn: t.id, Age: t.age, Seq: seq, Key: op.Key, Value: slices.Clone(op.Value),
+		Delete: op.Op == wire.OpDelete, Seen: p.granted})
 }
 
-func (c *Coordinator) onWriteResp(m *WriteResp) {
-	t := c.byID[m.Txn]
-	if t == nil || t.pending == nil || t.pending.Seq != m.Seq || (t.pending.Op != wire.OpPut && t.pending.Op != wire.OpDelete) {
+// outstanding finds the transaction and the operation an answer from a participant is for: the
+// one its run has out at from, if it is a read (write false) or a write (write true). Answers
+// for aborted transactions, finished requests or other operations yield nil.
+func (c *Coordinator) outstanding(id storage.TxnID, from node.ID, seq uint32, write bool) (*coordTxn, *opGroup) {
+	t := c.byID[id]
+	if t == nil || t.run == nil || t.pending.Seq != seq {
+		return nil, nil
+	}
+	for _, g := range t.run.groups {
+		if g.node == from && g.next < len(g.ops) {
+			if (t.run.ops[g.ops[g.next]].Op != wire.OpGet) != write {
+				return nil, nil
+			}
+			return t, g
+		}
+	}
+	return nil, nil
+}
+
+func (c *Coordinator) onReadResp(from node.ID, m *ReadResp) {
+	t, g := c.outstanding(m.Txn, from, m.Seq, false)
+	if t == nil || t.readOnly {
 		return // the transaction was aborted meanwhile
 	}
 	if !m.OK {
 		c.abort(t, m.Cause)
 		return
 	}
-	c.part(t, c.env.Topology().PrimaryOf(t.pending.Key)).granted++
-	c.metrics.Observe("write", c.env.Now()-t.opStart)
-	req := t.pending
-	t.pending = nil
-	txnkit.OK(c.env, t.key.Client, req)
+	c.part(t, from).granted++
+	t.maxRead = ts.MaxOf(t.maxRead, m.Version)
+	t.run.results[g.ops[g.next]] = wire.BatchResult{Found: m.Found, Value: m.Value}
+	c.opDone(t, g)
 }
 
-func (c *Coordinator) onSnapReadResp(m *SnapReadResp) {
-	t := c.byID[m.Txn]
-	if t == nil || t.pending == nil || t.pending.Seq != m.Seq || t.pending.Op != wire.OpGet {
+func (c *Coordinator) onWriteResp(from node.ID, m *WriteResp) {
+	t, g := c.outstanding(m.Txn, from, m.Seq, true)
+	if t == nil {
+		return // the transaction was aborted meanwhile
+	}
+	if !m.OK {
+		c.abort(t, m.Cause)
 		return
 	}
-	req := t.pending
-	t.pending = nil
-	txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Found: m.Found, Value: m.Value})
+	c.part(t, from).granted++
+	c.metrics.Observe("write", c.env.Now()-g.sentAt)
+	c.opDone(t, g)
+}
+
+func (c *Coordinator) onSnapReadResp(from node.ID, m *SnapReadResp) {
+	t, g := c.outstanding(m.Txn, from, m.Seq, false)
+	if t == nil || !t.readOnly {
+		return
+	}
+	t.run.results[g.ops[g.next]] = wire.BatchResult{Found: m.Found, Value: m.Value}
+	c.opDone(t, g)
+}
+
+// opDone moves g past its answered operation: its next one goes out, and once every operation
+// of the run is answered the client gets the reply.
+func (c *Coordinator) opDone(t *coordTxn, g *opGroup) {
+	g.next++
+	t.run.left--
+	if g.next < len(g.ops) {
+		c.sendOp(t, g)
+	}
+	if t.run.left > 0 {
+		return
+	}
+	req, run := t.pending, t.run
+	t.pending, t.run = nil, nil
+	c.reply(t, req, run)
+}
+
+// reply answers a finished run: a batch with its results in request order, a read with its one
+// result, a write with OK.
+func (c *Coordinator) reply(t *coordTxn, req *wire.ClientRequest, run *opRun) {
+	switch req.Op {
+	case wire.OpBatch:
+		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Results: run.results})
+	case wire.OpGet:
+		r := run.results[0]
+		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Found: r.Found, Value: r.Value})
+	default:
+		txnkit.OK(c.env, t.key.Client, req)
+	}
 }
 
 // commit starts two-phase commit (or finishes a read-only transaction).
@@ -564,6 +669,7 @@ func (c *Coordinator) abort(t *coordTxn, cause string) {
 			c.metrics.Add("deadlocks", 1)
 		}
 	}
+	t.run = nil // late answers to its operations find no run and are dropped
 	if t.pending != nil {
 		req := t.pending
 		c.forget(t)

@@ -186,11 +186,11 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 	case *wire.ClientRequest:
 		n.Coord.Request(from, m)
 	case *ReadResp:
-		n.Coord.onReadResp(m)
+		n.Coord.onReadResp(from, m)
 	case *WriteResp:
-		n.Coord.onWriteResp(m)
+		n.Coord.onWriteResp(from, m)
 	case *SnapReadResp:
-		n.Coord.onSnapReadResp(m)
+		n.Coord.onSnapReadResp(from, m)
 	case *PrepareResp:
 		n.Coord.onPrepareResp(from, m)
 	case *DecideAck:
