@@ -221,6 +221,15 @@ func (tx *Txn) PutMany(rows []wire.KV) error {
 	return err
 }
 
+// Batch runs reads, writes and deletes of distinct keys (wire.OpGet, OpPut, OpDelete) that the
+// caller does not order among themselves, as one request the coordinator may run concurrently;
+// reads' results come back in request order (see GetMany).
+func (tx *Txn) Batch(ops []wire.BatchOp) ([]wire.BatchResult, error) { return tx.batch(ops) }
+
+// SetBatching turns batches on (the default) or off: off, GetMany, PutMany and Batch send their
+// operations one at a time, for comparison.
+func (db *DB) SetBatching(on bool) { db.noBatch = !on }
+
 // batch sends ops as one OpBatch request, or one at a time to a protocol that does not run
 // batches (learned from its first refusal and remembered by the DB).
 func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {

@@ -63,7 +63,7 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 				Topology: cfg.Topology, Protocol: cfg.Protocol.Name(), Seed: seed,
 				Dial: func(coord topo.NodeID) (client.Transport, error) { return dialNode(cfg, coord) },
 			}, bench.Spec{Workload: wl, ClientsPerRegion: clients, Warmup: warmup, Duration: duration,
-				Record: model != "" || history != ""})
+				Record: model != "" || history != "", OneOpAtATime: wf.oneOp})
 			if err != nil {
 				return err
 			}

@@ -89,7 +89,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	}
 	res, err := bench.SimRun(cfg, bench.Spec{
 		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-		Record: model != "" || c.history != "", SkipVerify: !c.verify,
+		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp,
 	})
 	if err != nil {
 		return err

@@ -13,8 +13,9 @@ import (
 
 // workloadFlags are the flags that choose and shape a workload.
 type workloadFlags struct {
-	p   bench.WorkloadParams
-	mix []int
+	p     bench.WorkloadParams
+	mix   []int
+	oneOp bool // clients send batched operations one at a time
 }
 
 func (f *workloadFlags) register(fs *pflag.FlagSet) {
@@ -30,6 +31,7 @@ func (f *workloadFlags) register(fs *pflag.FlagSet) {
 	fs.IntSliceVar(&f.mix, "tpcc-mix", nil, "TPC-C weights of new-order,payment,order-status,delivery,stock-level (default 45,43,4,4,4)")
 	fs.IntVar(&f.p.TPCCItems, "tpcc-items", 0, "TPC-C items (and stock rows per warehouse), 100..100000 (0: 100000 with --tpcc-full, else 1000)")
 	fs.Float64Var(&f.p.RemoteItemRatio, "remote-item-ratio", -1, "TPC-C share of remote order lines (-1: the spec's 1%)")
+	fs.BoolVar(&f.oneOp, "one-op-at-a-time", false, "clients send a transaction's independent reads and writes one at a time instead of as one batch (GetMany/PutMany)")
 	fs.BoolVar(&f.p.TPCCFamilies, "tpcc-families", false, "TPC-C with hot columns (W_YTD, D_YTD, D_NEXT_O_ID) in their own keys, like CockroachDB's --families")
 }
 

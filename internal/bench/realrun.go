@@ -99,6 +99,7 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c.db.SetBatching(!spec.OneOpAtATime)
 			ClientLoop(c.db, gen, c.p, c.r, window, m, rec)
 		}()
 	}

@@ -23,6 +23,9 @@ type Spec struct {
 	Duration         time.Duration
 	Record           bool // keep a history of checkable transactions
 	SkipVerify       bool // do not run the workload's post-run verification (TPC-C's conditions)
+	// OneOpAtATime makes clients send the operations of GetMany, PutMany and Batch one at a
+	// time instead of as one batch, for comparison.
+	OneOpAtATime bool
 	// Progress, if set, is called now and then with the fraction of the run done.
 	Progress func(done float64)
 	// Faults, if set, is called once the load is done and the window is known, before any
@@ -168,6 +171,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 				startAt := now + int64(rng.IntN(1000))*1000
 				running++
 				s.AddClient(region, coord, startAt, func(db *client.DB) {
+					db.SetBatching(!spec.OneOpAtATime)
 					ClientLoop(db, gen, p, r, window, m, rec)
 					running--
 				})

@@ -144,6 +144,10 @@ func (r *recorder) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error)
 	switch req.Op {
 	case wire.OpGet, wire.OpPut, wire.OpDelete:
 		r.keys[req.Key] = true
+	case wire.OpBatch:
+		for _, op := range req.Batch {
+			r.keys[op.Key] = true
+		}
 	}
 	return r.Transport.RoundTrip(req)
 }

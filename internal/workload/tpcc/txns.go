@@ -9,6 +9,7 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/internal/workload"
 )
 
@@ -203,147 +204,150 @@ func errRow(key string, err error) error {
 	return fmt.Errorf("tpcc: row %q: %w", key, err)
 }
 
-// get reads key and decodes it into r; client errors come back as they are.
-func get(tx *client.Txn, key string, r interface{ decode([]byte) error }) error {
-	v, err := tx.Get(key)
+// fetch is one row read by fetchAll: its key, where to decode it, and whether it may be absent.
+type fetch struct {
+	key      string
+	into     interface{ decode([]byte) error }
+	optional bool // absence is not an error: found says whether it was there
+	found    bool
+}
+
+// intRow is a row holding a list of integers (indexes, pointers, hot-column families).
+type intRow struct{ v []int64 }
+
+func (r *intRow) decode(b []byte) error {
+	v, err := decodeInts(b)
+	r.v = v
+	return err
+}
+
+// one is the row's single integer (a hot-column family, a pointer).
+func (r *intRow) one(key string) (int64, error) {
+	if len(r.v) != 1 {
+		return 0, errRow(key, errMalformed)
+	}
+	return r.v[0], nil
+}
+
+// fetchAll reads the rows with one GetMany, as K2's TPC-C issues a transaction's independent
+// reads concurrently, and decodes them.
+func fetchAll(tx *client.Txn, fs ...*fetch) error {
+	keys := make([]string, len(fs))
+	for i, f := range fs {
+		keys[i] = f.key
+	}
+	reads, err := tx.GetMany(keys)
 	if err != nil {
-		if errors.Is(err, client.ErrNotFound) {
-			return errRow(key, err)
-		}
 		return err
 	}
-	if err := r.decode(v); err != nil {
-		return errRow(key, err)
+	for i, f := range fs {
+		f.found = reads[i].Found
+		if !f.found {
+			if f.optional {
+				continue
+			}
+			return errRow(f.key, client.ErrNotFound)
+		}
+		if err := f.into.decode(reads[i].Value); err != nil {
+			return errRow(f.key, err)
+		}
 	}
 	return nil
 }
 
-func getInts(tx *client.Txn, key string) ([]int64, error) {
-	v, err := tx.Get(key)
-	if err != nil {
-		if errors.Is(err, client.ErrNotFound) {
-			return nil, errRow(key, err)
-		}
-		return nil, err
-	}
-	out, err := decodeInts(v)
-	if err != nil {
-		return nil, errRow(key, err)
-	}
-	return out, nil
+// put is a write of a batch.
+func put(key string, value []byte) wire.BatchOp {
+	return wire.BatchOp{Op: wire.OpPut, Key: key, Value: value}
 }
 
-// getInt reads a single-int row: a hot-column family under Config.Families.
-func getInt(tx *client.Txn, key string) (int64, error) {
-	v, err := getInts(tx, key)
-	if err != nil {
-		return 0, err
-	}
-	if len(v) != 1 {
-		return 0, errRow(key, errMalformed)
-	}
-	return v[0], nil
+// writeAll sends a transaction's writes as one batch.
+func writeAll(tx *client.Txn, ops []wire.BatchOp) error {
+	_, err := tx.Batch(ops)
+	return err
 }
 
-// findCustomer resolves a customer reference: by last name it takes the one at position
-// ⌈n/2⌉ of the customers with that name ordered by first name (§2.5.2.2).
-func (w *Workload) findCustomer(tx *client.Txn, ref customerRef) (int, *customer, error) {
-	id := ref.id
+// customerFetch is the read that starts resolving a customer reference: the customer row
+// itself when it is named by id, else the last-name index.
+func (w *Workload) customerFetch(ref customerRef, c *customer, idx *intRow) *fetch {
 	if ref.last != "" {
-		ids, err := getInts(tx, w.lastNameKey(ref.wh, ref.d, ref.last))
-		if err != nil {
-			return 0, nil, err
-		}
-		if len(ids) == 0 {
-			return 0, nil, fmt.Errorf("tpcc: empty last-name index for %q", ref.last)
-		}
-		id = int(ids[(len(ids)-1)/2])
+		return &fetch{key: w.lastNameKey(ref.wh, ref.d, ref.last), into: idx}
 	}
-	c := &customer{}
-	if err := get(tx, w.key(ref.wh, "c", ref.d, id), c); err != nil {
-		return 0, nil, err
-	}
-	return id, c, nil
+	return &fetch{key: w.key(ref.wh, "c", ref.d, ref.id), into: c}
 }
 
-// takeOrderID is New-Order's reading of W_TAX and D_TAX and its increment of D_NEXT_O_ID,
-// whose old value it returns. Under Config.Families it touches neither W_YTD nor D_YTD.
-func (w *Workload) takeOrderID(tx *client.Txn, wh, d int) (int, error) {
-	dk := w.key(wh, "d", d)
-	if w.cfg.Families {
-		var ws, ds staticFamily
-		if err := get(tx, w.key(wh, "w"), &ws); err != nil {
-			return 0, err
-		}
-		if err := get(tx, dk, &ds); err != nil {
-			return 0, err
-		}
-		nk := w.key(wh, tableDistrictNext, d)
-		next, err := getInt(tx, nk)
-		if err != nil {
-			return 0, err
-		}
-		return int(next), tx.Put(nk, encodeInts(next+1))
+// finishCustomer completes customerFetch: by last name it takes the customer at position
+// ⌈n/2⌉ of those with that name ordered by first name (§2.5.2.2) and reads that row.
+func (w *Workload) finishCustomer(tx *client.Txn, ref customerRef, c *customer, idx *intRow) (int, error) {
+	if ref.last == "" {
+		return ref.id, nil
 	}
-	var wr warehouse
-	if err := get(tx, w.key(wh, "w"), &wr); err != nil {
-		return 0, err
+	if len(idx.v) == 0 {
+		return 0, fmt.Errorf("tpcc: empty last-name index for %q", ref.last)
 	}
-	var dr district
-	if err := get(tx, dk, &dr); err != nil {
-		return 0, err
-	}
-	oid := int(dr.NextOID)
-	dr.NextOID++
-	return oid, tx.Put(dk, dr.encode())
+	id := int(idx.v[(len(idx.v)-1)/2])
+	return id, fetchAll(tx, &fetch{key: w.key(ref.wh, "c", ref.d, id), into: c})
 }
 
+// newOrder reads the warehouse, district, customer, items and stock in one batch, then writes
+// the district's next order id (D_NEXT_O_ID's family under Config.Families, which touches no
+// W_YTD or D_YTD), the order, its NEW-ORDER row, the customer's last-order index, the stock and
+// the order lines in another.
 func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
-	oid, err := w.takeOrderID(tx, wh, p.d)
-	if err != nil {
-		return err
+	var (
+		wr     warehouse
+		dr     district
+		ws, ds staticFamily
+		next   intRow
+		c      customer
+	)
+	dk, nk := w.key(wh, "d", p.d), w.key(wh, tableDistrictNext, p.d)
+	fs := []*fetch{{key: w.key(wh, "c", p.d, p.cust.id), into: &c}}
+	if w.cfg.Families {
+		fs = append(fs, &fetch{key: w.key(wh, "w"), into: &ws}, &fetch{key: dk, into: &ds}, &fetch{key: nk, into: &next})
+	} else {
+		fs = append(fs, &fetch{key: w.key(wh, "w"), into: &wr}, &fetch{key: dk, into: &dr})
 	}
-	var c customer
-	if err := get(tx, w.key(wh, "c", p.d, p.cust.id), &c); err != nil {
-		return err
-	}
+	items, stocks := make([]item, len(p.lines)), make([]stock, len(p.lines))
+	itemFetches := make([]*fetch, len(p.lines))
 	allLocal := int64(1)
-	for _, l := range p.lines {
+	for i, l := range p.lines {
+		unused := l.item > w.cfg.Items // the 1% rolled-back New-Order (§2.4.2.3)
+		itemFetches[i] = &fetch{key: w.itemKey(wh, l.item), into: &items[i], optional: unused}
+		fs = append(fs, itemFetches[i])
+		if !unused {
+			fs = append(fs, &fetch{key: w.key(l.supplyWH, "s", l.item), into: &stocks[i]})
+		}
 		if l.supplyWH != wh {
 			allLocal = 0
 		}
 	}
+	if err := fetchAll(tx, fs...); err != nil {
+		return err
+	}
+	for _, f := range itemFetches {
+		if !f.found {
+			return workload.ErrUserAbort
+		}
+	}
+	var oid int
+	ops := make([]wire.BatchOp, 0, 4+2*len(p.lines))
+	if w.cfg.Families {
+		n, err := next.one(nk)
+		if err != nil {
+			return err
+		}
+		oid = int(n)
+		ops = append(ops, put(nk, encodeInts(n+1)))
+	} else {
+		oid = int(dr.NextOID)
+		dr.NextOID++
+		ops = append(ops, put(dk, dr.encode()))
+	}
 	o := order{CID: int64(p.cust.id), EntryD: int64(p.seq), OLCnt: int64(len(p.lines)), AllLocal: allLocal}
-	if err := tx.Put(w.key(wh, "o", p.d, oid), o.encode()); err != nil {
-		return err
-	}
-	if err := tx.Put(w.key(wh, "no", p.d, oid), newOrderMark); err != nil {
-		return err
-	}
-	if err := tx.Put(w.key(wh, "co", p.d, p.cust.id), encodeInts(int64(oid))); err != nil {
-		return err
-	}
+	ops = append(ops, put(w.key(wh, "o", p.d, oid), o.encode()), put(w.key(wh, "no", p.d, oid), newOrderMark),
+		put(w.key(wh, "co", p.d, p.cust.id), encodeInts(int64(oid))))
 	for n, l := range p.lines {
-		ik := w.itemKey(wh, l.item)
-		v, err := tx.Get(ik)
-		switch {
-		case errors.Is(err, client.ErrNotFound) && l.item > w.cfg.Items:
-			return workload.ErrUserAbort // the 1% rolled-back New-Order (§2.4.2.3)
-		case errors.Is(err, client.ErrNotFound):
-			return errRow(ik, err)
-		case err != nil:
-			return err
-		}
-		var it item
-		if err := it.decode(v); err != nil {
-			return errRow(ik, err)
-		}
-		sk := w.key(l.supplyWH, "s", l.item)
-		var s stock
-		if err := get(tx, sk, &s); err != nil {
-			return err
-		}
-		q := int64(l.qty)
+		s, q := &stocks[n], int64(l.qty)
 		if s.Quantity >= q+10 {
 			s.Quantity -= q
 		} else {
@@ -354,75 +358,72 @@ func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
 		if l.supplyWH != wh {
 			s.RemoteCnt++
 		}
-		if err := tx.Put(sk, s.encode()); err != nil {
-			return err
-		}
-		ol := orderLine{IID: int64(l.item), SupplyWID: int64(l.supplyWH), Quantity: q, Amount: q * it.Price, DistInfo: distInfo(l.supplyWH, l.item, p.d)}
-		if err := tx.Put(w.key(wh, "ol", p.d, oid, n+1), ol.encode()); err != nil {
-			return err
-		}
+		ol := orderLine{IID: int64(l.item), SupplyWID: int64(l.supplyWH), Quantity: q, Amount: q * items[n].Price, DistInfo: distInfo(l.supplyWH, l.item, p.d)}
+		ops = append(ops, put(w.key(l.supplyWH, "s", l.item), s.encode()), put(w.key(wh, "ol", p.d, oid, n+1), ol.encode()))
 	}
 	// The order's total, (Σ OL_AMOUNT)·(1 − C_DISCOUNT)·(1 + W_TAX + D_TAX), goes to the
 	// terminal in the spec; nothing stores it.
-	return nil
+	return writeAll(tx, ops)
 }
 
-// addYTD is Payment's increment of W_YTD and D_YTD by amount; it returns W_NAME and D_NAME
-// for the history row. Under Config.Families it touches no D_NEXT_O_ID.
-func (w *Workload) addYTD(tx *client.Txn, wh, d int, amount int64) (wName, dName string, err error) {
-	wk, dk := w.key(wh, "w"), w.key(wh, "d", d)
-	if w.cfg.Families {
-		var ws, ds staticFamily
-		if err := get(tx, wk, &ws); err != nil {
-			return "", "", err
-		}
-		if err := addInt(tx, w.key(wh, tableWarehouseYTD), amount); err != nil {
-			return "", "", err
-		}
-		if err := get(tx, dk, &ds); err != nil {
-			return "", "", err
-		}
-		if err := addInt(tx, w.key(wh, tableDistrictYTD, d), amount); err != nil {
-			return "", "", err
-		}
-		return ws.Name, ds.Name, nil
-	}
-	var wr warehouse
-	if err := get(tx, wk, &wr); err != nil {
-		return "", "", err
-	}
-	wr.YTD += amount
-	if err := tx.Put(wk, wr.encode()); err != nil {
-		return "", "", err
-	}
-	var dr district
-	if err := get(tx, dk, &dr); err != nil {
-		return "", "", err
-	}
-	dr.YTD += amount
-	if err := tx.Put(dk, dr.encode()); err != nil {
-		return "", "", err
-	}
-	return wr.Name, dr.Name, nil
+// get reads one row and decodes it into r.
+func get(tx *client.Txn, key string, r interface{ decode([]byte) error }) error {
+	return fetchAll(tx, &fetch{key: key, into: r})
 }
 
-// addInt adds delta to the single-int row at key.
-func addInt(tx *client.Txn, key string, delta int64) error {
-	v, err := getInt(tx, key)
-	if err != nil {
-		return err
+// getInt reads a single-int row: a hot-column family under Config.Families.
+func getInt(tx *client.Txn, key string) (int64, error) {
+	var r intRow
+	if err := get(tx, key, &r); err != nil {
+		return 0, err
 	}
-	return tx.Put(key, encodeInts(v+delta))
+	return r.one(key)
 }
 
+// payment reads the warehouse and district (under Config.Families their names and YTD
+// families, so no D_NEXT_O_ID) and the customer in one batch, then writes the YTDs, the
+// customer and the history row in another.
 func (w *Workload) payment(tx *client.Txn, wh, terminalID int, p *params) error {
-	wName, dName, err := w.addYTD(tx, wh, p.d, p.amount)
+	var (
+		wr         warehouse
+		dr         district
+		ws, ds     staticFamily
+		wYTD, dYTD intRow
+		c          customer
+		idx        intRow
+	)
+	wk, dk := w.key(wh, "w"), w.key(wh, "d", p.d)
+	wyk, dyk := w.key(wh, tableWarehouseYTD), w.key(wh, tableDistrictYTD, p.d)
+	fs := []*fetch{w.customerFetch(p.cust, &c, &idx)}
+	if w.cfg.Families {
+		fs = append(fs, &fetch{key: wk, into: &ws}, &fetch{key: wyk, into: &wYTD}, &fetch{key: dk, into: &ds}, &fetch{key: dyk, into: &dYTD})
+	} else {
+		fs = append(fs, &fetch{key: wk, into: &wr}, &fetch{key: dk, into: &dr})
+	}
+	if err := fetchAll(tx, fs...); err != nil {
+		return err
+	}
+	cid, err := w.finishCustomer(tx, p.cust, &c, &idx)
 	if err != nil {
 		return err
 	}
-	cid, c, err := w.findCustomer(tx, p.cust)
-	if err != nil {
-		return err
+	var ops []wire.BatchOp
+	wName, dName := wr.Name, dr.Name
+	if w.cfg.Families {
+		wy, err := wYTD.one(wyk)
+		if err != nil {
+			return err
+		}
+		dy, err := dYTD.one(dyk)
+		if err != nil {
+			return err
+		}
+		wName, dName = ws.Name, ds.Name
+		ops = append(ops, put(wyk, encodeInts(wy+p.amount)), put(dyk, encodeInts(dy+p.amount)))
+	} else {
+		wr.YTD += p.amount
+		dr.YTD += p.amount
+		ops = append(ops, put(wk, wr.encode()), put(dk, dr.encode()))
 	}
 	c.Balance -= p.amount
 	c.YTDPayment += p.amount
@@ -433,126 +434,166 @@ func (w *Workload) payment(tx *client.Txn, wh, terminalID int, p *params) error 
 			c.Data = c.Data[:500]
 		}
 	}
-	if err := tx.Put(w.key(p.cust.wh, "c", p.cust.d, cid), c.encode()); err != nil {
-		return err
-	}
 	h := historyRow{CID: int64(cid), CDID: int64(p.cust.d), CWID: int64(p.cust.wh), DID: int64(p.d), WID: int64(wh),
 		Date: int64(p.seq), Amount: p.amount, Data: wName + "    " + dName}
-	return tx.Put(w.historyKey(wh, "t"+strconv.Itoa(terminalID)+"-"+strconv.Itoa(p.seq)), h.encode())
+	ops = append(ops, put(w.key(p.cust.wh, "c", p.cust.d, cid), c.encode()),
+		put(w.historyKey(wh, "t"+strconv.Itoa(terminalID)+"-"+strconv.Itoa(p.seq)), h.encode()))
+	return writeAll(tx, ops)
+}
+
+// orderLineFetches reads the lines 1..count of order oid of district d.
+func (w *Workload) orderLineFetches(wh, d, oid int, lines []orderLine) []*fetch {
+	fs := make([]*fetch, len(lines))
+	for n := range lines {
+		fs[n] = &fetch{key: w.key(wh, "ol", d, oid, n+1), into: &lines[n]}
+	}
+	return fs
 }
 
 func (w *Workload) orderStatus(tx *client.Txn, p *params) error {
-	cid, _, err := w.findCustomer(tx, p.cust)
+	var (
+		c   customer
+		idx intRow
+	)
+	if err := fetchAll(tx, w.customerFetch(p.cust, &c, &idx)); err != nil {
+		return err
+	}
+	cid, err := w.finishCustomer(tx, p.cust, &c, &idx)
 	if err != nil {
 		return err
 	}
-	last, err := getInts(tx, w.key(p.cust.wh, "co", p.cust.d, cid))
-	if err != nil || len(last) != 1 {
-		return fmt.Errorf("tpcc: customer %d/%d/%d has no last-order index: %v", p.cust.wh, p.cust.d, cid, err)
-	}
-	oid := int(last[0])
-	var o order
-	if err := get(tx, w.key(p.cust.wh, "o", p.cust.d, oid), &o); err != nil {
+	var last intRow
+	lk := w.key(p.cust.wh, "co", p.cust.d, cid)
+	if err := fetchAll(tx, &fetch{key: lk, into: &last}); err != nil {
 		return err
 	}
-	for n := 1; n <= int(o.OLCnt); n++ {
-		var ol orderLine
-		if err := get(tx, w.key(p.cust.wh, "ol", p.cust.d, oid, n), &ol); err != nil {
-			return err
-		}
+	oid, err := last.one(lk)
+	if err != nil {
+		return err
 	}
-	return nil
+	var o order
+	if err := fetchAll(tx, &fetch{key: w.key(p.cust.wh, "o", p.cust.d, int(oid)), into: &o}); err != nil {
+		return err
+	}
+	return fetchAll(tx, w.orderLineFetches(p.cust.wh, p.cust.d, int(oid), make([]orderLine, o.OLCnt))...)
 }
 
+// delivery delivers the oldest undelivered order of every district: the districts' delivery
+// pointers, their NEW-ORDER rows, the orders, and the order lines with the customers are each
+// read in one batch, and every write goes out in a last one.
 func (w *Workload) delivery(tx *client.Txn, wh int, p *params) error {
-	for d := 1; d <= w.cfg.Districts; d++ {
-		pk := w.key(wh, "dp", d)
-		ptr, err := getInts(tx, pk)
+	nd := w.cfg.Districts
+	ptrs := make([]intRow, nd)
+	fs := make([]*fetch, nd)
+	for d := 1; d <= nd; d++ {
+		fs[d-1] = &fetch{key: w.key(wh, "dp", d), into: &ptrs[d-1]}
+	}
+	if err := fetchAll(tx, fs...); err != nil {
+		return err
+	}
+	oids := make([]int, nd)
+	marks := make([]intRow, nd)
+	noFetches := make([]*fetch, nd)
+	for d := 1; d <= nd; d++ {
+		oid, err := ptrs[d-1].one(fs[d-1].key)
 		if err != nil {
 			return err
 		}
-		if len(ptr) != 1 {
-			return errRow(pk, errMalformed)
+		oids[d-1] = int(oid)
+		noFetches[d-1] = &fetch{key: w.key(wh, "no", d, int(oid)), into: &marks[d-1], optional: true}
+	}
+	if err := fetchAll(tx, noFetches...); err != nil {
+		return err
+	}
+	var ds []int // districts with an undelivered order (§2.7.4.2: the others are skipped)
+	for d := 1; d <= nd; d++ {
+		if noFetches[d-1].found {
+			ds = append(ds, d)
 		}
-		oid := int(ptr[0])
-		nk := w.key(wh, "no", d, oid)
-		if _, err := tx.Get(nk); errors.Is(err, client.ErrNotFound) {
-			continue // no undelivered order in this district (§2.7.4.2: skipped)
-		} else if err != nil {
-			return err
-		}
-		if err := tx.Delete(nk); err != nil {
-			return err
-		}
-		if err := tx.Put(pk, encodeInts(int64(oid+1))); err != nil {
-			return err
-		}
-		ok := w.key(wh, "o", d, oid)
-		var o order
-		if err := get(tx, ok, &o); err != nil {
-			return err
-		}
-		o.CarrierID = int64(p.carrier)
-		if err := tx.Put(ok, o.encode()); err != nil {
-			return err
-		}
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	orders := make([]order, len(ds))
+	fs = fs[:0]
+	for i, d := range ds {
+		fs = append(fs, &fetch{key: w.key(wh, "o", d, oids[d-1]), into: &orders[i]})
+	}
+	if err := fetchAll(tx, fs...); err != nil {
+		return err
+	}
+	lines := make([][]orderLine, len(ds))
+	custs := make([]customer, len(ds))
+	fs = fs[:0]
+	for i, d := range ds {
+		lines[i] = make([]orderLine, orders[i].OLCnt)
+		fs = append(fs, w.orderLineFetches(wh, d, oids[d-1], lines[i])...)
+		fs = append(fs, &fetch{key: w.key(wh, "c", d, int(orders[i].CID)), into: &custs[i]})
+	}
+	if err := fetchAll(tx, fs...); err != nil {
+		return err
+	}
+	var ops []wire.BatchOp
+	for i, d := range ds {
+		oid := oids[d-1]
+		ops = append(ops, wire.BatchOp{Op: wire.OpDelete, Key: w.key(wh, "no", d, oid)}, put(w.key(wh, "dp", d), encodeInts(int64(oid+1))))
+		orders[i].CarrierID = int64(p.carrier)
+		ops = append(ops, put(w.key(wh, "o", d, oid), orders[i].encode()))
 		var sum int64
-		for n := 1; n <= int(o.OLCnt); n++ {
-			lk := w.key(wh, "ol", d, oid, n)
-			var ol orderLine
-			if err := get(tx, lk, &ol); err != nil {
-				return err
-			}
-			sum += ol.Amount
-			ol.DeliveryD = int64(p.seq)
-			if err := tx.Put(lk, ol.encode()); err != nil {
-				return err
-			}
+		for n := range lines[i] {
+			sum += lines[i][n].Amount
+			lines[i][n].DeliveryD = int64(p.seq)
+			ops = append(ops, put(w.key(wh, "ol", d, oid, n+1), lines[i][n].encode()))
 		}
-		ck := w.key(wh, "c", d, int(o.CID))
-		var c customer
-		if err := get(tx, ck, &c); err != nil {
-			return err
-		}
-		c.Balance += sum
-		c.DelivCnt++
-		if err := tx.Put(ck, c.encode()); err != nil {
-			return err
-		}
+		custs[i].Balance += sum
+		custs[i].DelivCnt++
+		ops = append(ops, put(w.key(wh, "c", d, int(orders[i].CID)), custs[i].encode()))
 	}
-	return nil
+	return writeAll(tx, ops)
 }
 
-// nextOrderID reads D_NEXT_O_ID: the whole district row, or under Config.Families only its
-// own family.
-func (w *Workload) nextOrderID(tx *client.Txn, wh, d int) (int, error) {
-	if w.cfg.Families {
-		next, err := getInt(tx, w.key(wh, tableDistrictNext, d))
-		return int(next), err
-	}
-	var dr district
-	if err := get(tx, w.key(wh, "d", d), &dr); err != nil {
-		return 0, err
-	}
-	return int(dr.NextOID), nil
-}
-
+// stockLevel reads D_NEXT_O_ID (the whole district row, or under Config.Families only its
+// family), then the last 20 orders, their lines and the stock of their items, each in one batch.
 func (w *Workload) stockLevel(tx *client.Txn, wh int, p *params) error {
-	next, err := w.nextOrderID(tx, wh, p.d)
-	if err != nil {
+	var next int
+	if w.cfg.Families {
+		n, err := getInt(tx, w.key(wh, tableDistrictNext, p.d))
+		if err != nil {
+			return err
+		}
+		next = int(n)
+	} else {
+		var dr district
+		if err := fetchAll(tx, &fetch{key: w.key(wh, "d", p.d), into: &dr}); err != nil {
+			return err
+		}
+		next = int(dr.NextOID)
+	}
+	first := max(1, next-20)
+	orders := make([]order, max(0, next-first))
+	fs := make([]*fetch, len(orders))
+	for i := range orders {
+		fs[i] = &fetch{key: w.key(wh, "o", p.d, first+i), into: &orders[i]}
+	}
+	if len(fs) == 0 {
+		p.lowStock = 0
+		return nil
+	}
+	if err := fetchAll(tx, fs...); err != nil {
+		return err
+	}
+	lines := make([][]orderLine, len(orders))
+	fs = fs[:0]
+	for i := range orders {
+		lines[i] = make([]orderLine, orders[i].OLCnt)
+		fs = append(fs, w.orderLineFetches(wh, p.d, first+i, lines[i])...)
+	}
+	if err := fetchAll(tx, fs...); err != nil {
 		return err
 	}
 	items := map[int64]bool{}
-	for oid := max(1, next-20); oid < next; oid++ {
-		var o order
-		if err := get(tx, w.key(wh, "o", p.d, oid), &o); err != nil {
-			return err
-		}
-		for n := 1; n <= int(o.OLCnt); n++ {
-			var ol orderLine
-			if err := get(tx, w.key(wh, "ol", p.d, oid, n), &ol); err != nil {
-				return err
-			}
+	for _, ls := range lines {
+		for _, ol := range ls {
 			items[ol.IID] = true
 		}
 	}
@@ -561,12 +602,16 @@ func (w *Workload) stockLevel(tx *client.Txn, wh int, p *params) error {
 		ids = append(ids, int(i))
 	}
 	sort.Ints(ids) // a deterministic read order
+	stocks := make([]stock, len(ids))
+	fs = fs[:0]
+	for i, id := range ids {
+		fs = append(fs, &fetch{key: w.key(wh, "s", id), into: &stocks[i]})
+	}
+	if err := fetchAll(tx, fs...); err != nil {
+		return err
+	}
 	low := 0
-	for _, i := range ids {
-		var s stock
-		if err := get(tx, w.key(wh, "s", i), &s); err != nil {
-			return err
-		}
+	for _, s := range stocks {
 		if s.Quantity < int64(p.thresh) {
 			low++
 		}
