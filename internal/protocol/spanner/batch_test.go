@@ -1,0 +1,380 @@
+package spanner
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/storage/durable"
+	"github.com/meridiandb/meridian/internal/storage/locks"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// testCluster runs whole data nodes (coordinator and participant) under a test's control, like
+// scriptEnv does for one participant: messages and persist completions are delivered one at a
+// time in FIFO order when the test says so, timers never fire and the clock moves only when the
+// test moves it. Endpoints outside the topology are clients; what is sent to them is collected.
+type testCluster struct {
+	tp      *topo.Topology
+	nodes   []*Node
+	now     int64
+	queue   []func() // deliveries and persist completions, in order
+	inbox   []delivered
+	replies map[node.ID][]*wire.ClientReply
+}
+
+// delivered is a message between nodes, recorded as it is delivered.
+type delivered struct {
+	from, to node.ID
+	m        wire.Msg
+}
+
+type clusterEnv struct {
+	c    *testCluster
+	self node.ID
+}
+
+func (e clusterEnv) Self() node.ID            { return e.self }
+func (e clusterEnv) Topology() *topo.Topology { return e.c.tp }
+func (e clusterEnv) Now() int64               { return e.c.now }
+func (e clusterEnv) TrueTime() ts.Interval {
+	return ts.Interval{Earliest: e.c.now - int64(time.Millisecond), Latest: e.c.now + int64(time.Millisecond)}
+}
+func (e clusterEnv) Send(to node.ID, m wire.Msg) { e.c.send(e.self, to, m) }
+func (e clusterEnv) After(time.Duration, func()) node.TimerID {
+	return 0
+}
+func (e clusterEnv) Cancel(node.TimerID) {}
+func (e clusterEnv) Persist(_ []node.Write, done func()) {
+	if done != nil {
+		e.c.queue = append(e.c.queue, done)
+	}
+}
+func (e clusterEnv) Rand() *rand.Rand     { return rand.New(rand.NewPCG(1, 2)) }
+func (e clusterEnv) Charge(time.Duration) {}
+
+// newTestCluster builds one region of three data nodes with two shards each (shard s's primary
+// is node s mod 3) and no commit wait (its timers would never fire here).
+func newTestCluster(t *testing.T, policy locks.Policy, eager bool) *testCluster {
+	t.Helper()
+	tp, err := topo.Build("batch-test", []string{"r"}, [][]time.Duration{{0}}, time.Millisecond,
+		topo.Layout{NodesPerRegion: 3, ShardsPerNode: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{tp: tp, now: int64(time.Second), replies: map[node.ID][]*wire.ClientReply{}}
+	cfg := Config{Policy: policy, EagerWrites: eager, IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
+	for i := range tp.Nodes {
+		n, err := NewNode(clusterEnv{c: c, self: node.ID(i)}, durable.NewMem(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	c.run() // the incarnations become durable: the coordinators start serving
+	return c
+}
+
+// key returns a key whose primary is data node n (shard n or n+3, by slot).
+func (c *testCluster) key(n, slot int, name string) string {
+	return topo.PinnedKey(topo.ShardID(n+3*slot), name)
+}
+
+func (c *testCluster) send(from, to node.ID, m wire.Msg) {
+	if int(to) >= len(c.nodes) {
+		if r, ok := m.(*wire.ClientReply); ok {
+			c.replies[to] = append(c.replies[to], r)
+		}
+		return
+	}
+	c.queue = append(c.queue, func() {
+		c.inbox = append(c.inbox, delivered{from, to, m})
+		c.nodes[to].Handle(from, m)
+	})
+}
+
+// step performs the oldest pending delivery or persist completion; false if there is none.
+func (c *testCluster) step() bool {
+	if len(c.queue) == 0 {
+		return false
+	}
+	f := c.queue[0]
+	c.queue = c.queue[1:]
+	f()
+	return true
+}
+
+func (c *testCluster) run() {
+	for c.step() {
+	}
+}
+
+// request sends a client request to coordinator node 0 and runs the cluster until quiet; it
+// returns the reply, or nil if the request is still unanswered.
+func (c *testCluster) request(client node.ID, m *wire.ClientRequest) *wire.ClientReply {
+	before := len(c.replies[client])
+	c.send(client, 0, m)
+	c.run()
+	if got := c.replies[client]; len(got) > before {
+		return got[len(got)-1]
+	}
+	return nil
+}
+
+func (c *testCluster) preload(rows ...wire.KV) error {
+	for _, r := range rows {
+		if err := c.nodes[c.tp.PrimaryOf(r.Key)].Preload([]wire.KV{r}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeInbox returns and forgets the messages delivered since the last call.
+func (c *testCluster) takeInbox() []delivered {
+	d := c.inbox
+	c.inbox = nil
+	return d
+}
+
+func gets(keys ...string) []wire.BatchOp {
+	ops := make([]wire.BatchOp, len(keys))
+	for i, k := range keys {
+		ops[i] = wire.BatchOp{Op: wire.OpGet, Key: k}
+	}
+	return ops
+}
+
+// checkResults compares a batch reply with the expected value of each operation ("" for not
+// found or a write).
+func checkResults(t *testing.T, what string, r *wire.ClientReply, want []string) {
+	t.Helper()
+	if r == nil || r.Code != wire.CodeOK {
+		t.Fatalf("%s: reply %+v, want OK", what, r)
+	}
+	if len(r.Results) != len(want) {
+		t.Fatalf("%s: %d results for %d operations", what, len(r.Results), len(want))
+	}
+	for i, w := range want {
+		got := r.Results[i]
+		if got.Found != (w != "") || string(got.Value) != w {
+			t.Errorf("%s: result %d = %+v, want %q", what, i, got, w)
+		}
+	}
+}
+
+// TestBatchAcrossParticipants: a batch's operations go to every participant at once, one at a
+// time per participant (the second operation at a participant leaves only after the first is
+// answered, with the updated Seen); the reply carries each read's value in request order; later
+// batches read the transaction's own writes (from the coordinator's buffer, or from the
+// participant's pending eager writes); and the commit installs the batch's writes.
+func TestBatchAcrossParticipants(t *testing.T) {
+	for _, eager := range []bool{false, true} {
+		t.Run(fmt.Sprintf("eager=%v", eager), func(t *testing.T) {
+			c := newTestCluster(t, locks.WoundWait, eager)
+			const client node.ID = 100
+			a0, a1, b1, a2 := c.key(0, 0, "a0"), c.key(1, 0, "a1"), c.key(1, 1, "b1"), c.key(2, 0, "a2")
+			w0, w2, b0 := c.key(0, 1, "w0"), c.key(2, 1, "w2"), c.key(0, 0, "b0")
+			if err := c.preload(wire.KV{Key: a0, Value: []byte("v-a0")}, wire.KV{Key: a1, Value: []byte("v-a1")},
+				wire.KV{Key: b1, Value: []byte("v-b1")}, wire.KV{Key: b0, Value: []byte("v-b0")}); err != nil {
+				t.Fatal(err)
+			}
+
+			// The first request of the transaction is a batch: three reads on three
+			// participants, a second read on participant 1, a missing key, two writes.
+			batch := append(gets(a0, a1, b1, a2),
+				wire.BatchOp{Op: wire.OpPut, Key: w0, Value: []byte("new-w0")},
+				wire.BatchOp{Op: wire.OpPut, Key: w2, Value: []byte("new-w2")},
+				wire.BatchOp{Op: wire.OpDelete, Key: b0})
+			c.send(client, 0, &wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpBatch, Batch: batch})
+			c.step() // the coordinator handles the request
+			c.takeInbox()
+			out := map[node.ID][]wire.Msg{}
+			for len(c.queue) > 0 && len(out) < 3 {
+				// Deliver what the coordinator sent, nothing else yet.
+				c.step()
+				for _, d := range c.takeInbox() {
+					out[d.to] = append(out[d.to], d.m)
+				}
+			}
+			for n := node.ID(0); n < 3; n++ {
+				if len(out[n]) != 1 {
+					t.Fatalf("participant %d got %d operations at once, want one (%v)", n, len(out[n]), out[n])
+				}
+			}
+			c.run()
+			for _, d := range c.takeInbox() {
+				if r, ok := d.m.(*ReadReq); ok && d.to == 1 && r.Key == b1 && r.Seen != 1 {
+					t.Errorf("second read at participant 1 sent with Seen %d, want 1", r.Seen)
+				}
+			}
+			r := c.replies[client]
+			if len(r) != 1 {
+				t.Fatalf("%d replies to one batch", len(r))
+			}
+			checkResults(t, "first batch", r[0], []string{"v-a0", "v-a1", "v-b1", "", "", "", ""})
+
+			// Read-your-writes within the transaction's next batch, mixed with a fresh read.
+			r2 := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpBatch, Batch: gets(w2, b0, w0, a2)})
+			checkResults(t, "own writes", r2, []string{"new-w2", "", "new-w0", ""})
+			if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("commit: %+v", r)
+			}
+
+			// A later transaction sees the committed writes.
+			r3 := c.request(client, &wire.ClientRequest{Txn: 2, Seq: 0, Op: wire.OpBatch, Batch: gets(w0, b0, w2, a1)})
+			checkResults(t, "after commit", r3, []string{"new-w0", "", "new-w2", "v-a1"})
+			if r := c.request(client, &wire.ClientRequest{Txn: 2, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("second commit: %+v", r)
+			}
+			if n := c.nodes[0].Coord.Active(); n != 0 {
+				t.Errorf("coordinator still runs %d transactions", n)
+			}
+			for i, n := range c.nodes {
+				if n.Part.Len() != 0 {
+					t.Errorf("participant %d still tracks %d transactions", i, n.Part.Len())
+				}
+			}
+		})
+	}
+}
+
+// TestBatchAbort: an operation of a batch that its participant refuses (no-wait), or a wound
+// that arrives while the batch waits for a lock (wound-wait), aborts the transaction: the client
+// gets one Aborted reply with the cause, every participant drops the transaction, and the other
+// operations' late answers change nothing.
+func TestBatchAbort(t *testing.T) {
+	cases := []struct {
+		name   string
+		policy locks.Policy
+		cause  string
+	}{
+		{"no-wait", locks.NoWait, locks.ReasonNoWait},
+		{"wound-wait", locks.WoundWait, causeWoundWait},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCluster(t, tc.policy, true)
+			const older, younger node.ID = 100, 101
+			k0, k1, k2, k3, k4 := c.key(0, 0, "k0"), c.key(1, 0, "k1"), c.key(2, 0, "k2"), c.key(0, 1, "k3"), c.key(2, 1, "k4")
+			ok := func(what string, r *wire.ClientReply) {
+				t.Helper()
+				if r == nil || r.Code != wire.CodeOK {
+					t.Fatalf("%s: %+v", what, r)
+				}
+			}
+			// The older transaction starts first and reads k1 (a shared lock at participant 1).
+			ok("older reads k0", c.request(older, &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: k0}))
+			c.now += int64(time.Millisecond)
+			ok("younger writes k2", c.request(younger, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: k2, Value: []byte("y")}))
+			ok("older reads k1", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpGet, Key: k1}))
+
+			// The younger's batch wants k1 exclusively: no-wait refuses it at once; under
+			// wound-wait the younger waits for the older.
+			batch := []wire.BatchOp{{Op: wire.OpPut, Key: k1, Value: []byte("y")}, {Op: wire.OpGet, Key: k3}}
+			r := c.request(younger, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpBatch, Batch: batch})
+			if tc.policy == locks.WoundWait {
+				if r != nil {
+					t.Fatalf("younger's batch answered %+v while it waits for the older's lock", r)
+				}
+				// The older now wants k2, which the younger holds: it wounds the younger,
+				// whose batch is still in flight.
+				ro := c.request(older, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpBatch, Batch: gets(k2, k4)})
+				checkResults(t, "older's batch", ro, []string{"", ""})
+				r = c.replies[younger][len(c.replies[younger])-1]
+			}
+			if r == nil || r.Code != wire.CodeAborted || r.Cause != tc.cause || r.Seq != 1 {
+				t.Fatalf("younger's batch: %+v, want aborted by %s", r, tc.cause)
+			}
+			if n := len(c.replies[younger]); n != 2 {
+				t.Fatalf("younger got %d replies, want 2 (write, aborted batch)", n)
+			}
+			// The transaction is gone: a further request learns nothing new about it.
+			if r := c.request(younger, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeAborted {
+				t.Fatalf("commit after the abort: %+v", r)
+			}
+			ok("older commits", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 3, Op: wire.OpCommit}))
+			if n := c.nodes[0].Coord.Active(); n != 0 {
+				t.Errorf("coordinator still runs %d transactions", n)
+			}
+			for i, n := range c.nodes {
+				if holders, _ := n.Part.locks.Holders(k1); i == 1 && len(holders) != 0 {
+					t.Errorf("k1 still locked by %v", holders)
+				}
+				if n.Part.Len() != 0 {
+					t.Errorf("participant %d still tracks %d transactions", i, n.Part.Len())
+				}
+			}
+		})
+	}
+}
+
+// TestReadOnlyBatch: a read-only transaction may begin with a batch; its reads are snapshot
+// reads at the transaction's snapshot timestamp, one per participant at a time, and a read
+// behind a prepared intent below the snapshot waits for the decision while the batch's other
+// reads complete.
+func TestReadOnlyBatch(t *testing.T) {
+	c := newTestCluster(t, locks.WoundWait, false)
+	const writer, reader node.ID = 100, 101
+	a0, a1, b1, a2, gone := c.key(0, 0, "a0"), c.key(1, 0, "a1"), c.key(1, 1, "b1"), c.key(2, 0, "a2"), c.key(2, 1, "gone")
+	if err := c.preload(wire.KV{Key: a0, Value: []byte("v-a0")}, wire.KV{Key: a1, Value: []byte("v-a1")},
+		wire.KV{Key: b1, Value: []byte("v-b1")}, wire.KV{Key: a2, Value: []byte("old-a2")}); err != nil {
+		t.Fatal(err)
+	}
+	// A writer prepares a2 at participant 2; hold its votes so it stays prepared.
+	if r := c.request(writer, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: a2, Value: []byte("new-a2")}); r == nil || r.Code != wire.CodeOK {
+		t.Fatalf("write: %+v", r)
+	}
+	c.send(writer, 0, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit})
+	c.step() // the coordinator sends the prepare
+	c.step() // participant 2 writes its intent; its vote waits for the persist
+	var held []func()
+	held, c.queue = c.queue, nil
+
+	c.now += int64(10 * time.Millisecond)
+	c.send(reader, 0, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, ReadOnly: true, Batch: gets(a1, a0, b1, a2, gone)})
+	c.run()
+	perNode := map[node.ID]int{}
+	for _, d := range c.takeInbox() {
+		if r, ok := d.m.(*SnapReadReq); ok {
+			perNode[d.to]++
+			if r.Key == a2 && perNode[d.to] != 1 {
+				t.Errorf("the read of %q was not the first at its participant", a2)
+			}
+		}
+		if _, ok := d.m.(*ReadReq); ok {
+			t.Errorf("read-only transaction took a read lock: %+v", d.m)
+		}
+	}
+	if perNode[0] != 1 || perNode[1] != 2 || perNode[2] != 1 {
+		t.Fatalf("snapshot reads per participant %v, want 1, 2 and 1 (the second at participant 2 waits)", perNode)
+	}
+	if n := len(c.replies[reader]); n != 0 {
+		t.Fatalf("read-only batch answered while a read waits behind a prepared intent: %+v", c.replies[reader])
+	}
+
+	// The writer commits after the reader's snapshot (its commit timestamp is above it).
+	c.now += int64(10 * time.Millisecond)
+	c.queue = held
+	c.run()
+	if r := c.replies[writer]; len(r) != 2 || r[1].Code != wire.CodeOK {
+		t.Fatalf("writer's commit: %+v", r)
+	}
+	r := c.replies[reader]
+	if len(r) != 1 {
+		t.Fatalf("%d replies to the read-only batch", len(r))
+	}
+	// The writer committed above the reader's snapshot, so the snapshot sees the old value.
+	checkResults(t, "read-only batch", r[0], []string{"v-a1", "v-a0", "v-b1", "old-a2", ""})
+	if r := c.request(reader, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK || r.CommitTS.IsZero() {
+		t.Fatalf("read-only commit: %+v", r)
+	}
+	if r := c.request(reader, &wire.ClientRequest{Txn: 2, Op: wire.OpBatch, ReadOnly: true,
+		Batch: []wire.BatchOp{{Op: wire.OpGet, Key: a0}, {Op: wire.OpPut, Key: a1}}}); r == nil || r.Code != wire.CodeBadArgument {
+		t.Fatalf("read-only batch with a write: %+v", r)
+	}
+}
