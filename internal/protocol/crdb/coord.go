@@ -30,21 +30,20 @@ type coordTxn struct {
 	wrote     map[string]bool
 
 	remoteAbort string // learned from a heartbeat: the record was aborted by a pusher
-	busy        bool
-	committing  bool
-	req         *wire.ClientRequest // the request being served
-	opStart     int64
-	idleTimer   node.TimerID
-	hbTimer     node.TimerID
+	// createRecord: the record is anchored (meta.RecordNode) but no write has carried
+	// CreateRecord yet; the next write sent does.
+	createRecord bool
+	busy         bool
+	committing   bool
+	req          *wire.ClientRequest // the request being served
+	opStart      int64
+	idleTimer    node.TimerID
+	hbTimer      node.TimerID
 }
 
 func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 	if bad := txnkit.Validate(req); bad != nil {
 		n.env.Send(from, bad)
-		return
-	}
-	if req.Op == wire.OpBatch {
-		txnkit.BatchUnsupported(n.env, from, req)
 		return
 	}
 	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
@@ -75,6 +74,8 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 		n.read(t, req.Key)
 	case wire.OpPut, wire.OpDelete:
 		n.write(t, req)
+	case wire.OpBatch:
+		n.batch(t, req.Batch)
 	case wire.OpScan:
 		n.replyClient(t, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "crdb: scans are not supported"})
 	case wire.OpCommit:
@@ -143,6 +144,20 @@ func (n *Node) replyClient(t *coordTxn, r *wire.ClientReply) {
 func (n *Node) live(t *coordTxn) bool { return n.txns[t.key] == t }
 
 func (n *Node) read(t *coordTxn, key string) {
+	n.sendRead(t, key, func(resp *ReadResp) {
+		if resp.Uncertain {
+			n.m.Add("uncertainty/hit", 1)
+			n.refreshPastUncertainty(t, resp.ValueTS, func() { n.read(t, key) })
+			return
+		}
+		n.noteRead(t, key)
+		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, Found: resp.Found, Value: resp.Value})
+	})
+}
+
+// sendRead reads key at t.readTS (fixed when the request leaves) and hands a live
+// transaction's answer to then.
+func (n *Node) sendRead(t *coordTxn, key string, then func(*ReadResp)) {
 	nd := n.tp.PrimaryOf(key)
 	limit := t.limit
 	if o, ok := t.observed[nd]; ok {
@@ -158,48 +173,66 @@ func (n *Node) read(t *coordTxn, key string) {
 		if _, ok := t.observed[nd]; !ok {
 			t.observed[nd] = resp.Clock
 		}
-		if resp.Uncertain {
-			// ReadWithinUncertaintyInterval: the value may have been written before we began.
-			// Move the transaction up to it, refreshing the reads made so far; if they no
-			// longer hold, restart (the client retries; the HLC has learned the value's
-			// timestamp, so the retry begins above it).
-			n.m.Add("uncertainty/hit", 1)
-			to := ts.MaxOf(t.writeTS, resp.ValueTS)
-			n.refresh(t, to, func(ok bool) {
-				if !ok {
-					n.m.Add("uncertainty/restart", 1)
-					n.abort(t, "uncertainty")
-					return
-				}
-				n.m.Add("uncertainty/refreshed", 1)
-				n.read(t, key)
-			})
+		then(resp)
+	})
+}
+
+// noteRead adds a completed read to the set every refresh validates.
+func (n *Node) noteRead(t *coordTxn, key string) {
+	if !t.read[key] {
+		t.read[key] = true
+		t.readKeys = append(t.readKeys, key)
+	}
+}
+
+// refreshPastUncertainty handles ReadWithinUncertaintyInterval: a value at valueTS may have been
+// written before we began, so the transaction moves up to it, refreshing the reads made so far;
+// if they no longer hold, it restarts (the client retries; the HLC has learned the value's
+// timestamp, so the retry begins above it). retry re-issues the uncertain read(s) at the new
+// readTS. The caller must have no read still out at the old readTS: its answer would be valid
+// only there, and the refresh could not vouch for it.
+func (n *Node) refreshPastUncertainty(t *coordTxn, valueTS ts.Timestamp, retry func()) {
+	n.refresh(t, ts.MaxOf(t.writeTS, valueTS), func(ok bool) {
+		if !ok {
+			n.m.Add("uncertainty/restart", 1)
+			n.abort(t, "uncertainty")
 			return
 		}
-		if !t.read[key] {
-			t.read[key] = true
-			t.readKeys = append(t.readKeys, key)
-		}
-		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, Found: resp.Found, Value: resp.Value})
+		n.m.Add("uncertainty/refreshed", 1)
+		retry()
 	})
 }
 
 func (n *Node) write(t *coordTxn, req *wire.ClientRequest) {
-	key := req.Key
-	create := false
-	if t.meta.RecordNode < 0 {
-		// The first write anchors the transaction record on its leaseholder.
-		t.meta.RecordNode = n.tp.PrimaryOf(key)
-		create = true
-		n.heartbeat(t)
+	n.anchorRecord(t, req.Key)
+	n.sendWrite(t, req.Key, req.Value, req.Op == wire.OpDelete, func() {
+		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK})
+	})
+}
+
+// anchorRecord makes key's leaseholder the home of t's record if t has none yet; the next
+// write sent creates the record there.
+func (n *Node) anchorRecord(t *coordTxn, key string) {
+	if t.meta.RecordNode >= 0 {
+		return
 	}
+	t.meta.RecordNode = n.tp.PrimaryOf(key)
+	t.createRecord = true
+	n.heartbeat(t)
+}
+
+// sendWrite lays t's intent on key at t.writeTS; then runs once it is acknowledged, with
+// writeTS raised to where the intent landed. An aborted answer aborts t ("push-abort").
+func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, then func()) {
+	create := t.createRecord
+	t.createRecord = false
 	if !t.wrote[key] {
 		// Listed before the answer, so an abort resolves it even if the answer never comes.
 		t.wrote[key] = true
 		t.writeKeys = append(t.writeKeys, key)
 	}
 	n.call(n.tp.PrimaryOf(key), func(r uint64) wire.Msg {
-		return &WriteReq{Req: r, Txn: t.meta, Key: key, Value: req.Value, Tombstone: req.Op == wire.OpDelete,
+		return &WriteReq{Req: r, Txn: t.meta, Key: key, Value: value, Tombstone: tombstone,
 			WriteTS: t.writeTS, CreateRecord: create}
 	}, func(m wire.Msg) {
 		resp := m.(*WriteResp)
@@ -213,8 +246,69 @@ func (n *Node) write(t *coordTxn, req *wire.ClientRequest) {
 		if t.writeTS.Less(resp.WrittenTS) {
 			t.writeTS = resp.WrittenTS
 		}
-		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK})
+		then()
 	})
+}
+
+// batch runs an OpBatch's operations concurrently, as DistSender runs a BatchRequest's parts
+// on different ranges in parallel: every read at the same readTS, every write at the same
+// writeTS, all sent at once. Uncertain reads are settled only once the whole round has
+// answered: refreshing earlier would move readTS while other reads are still out at the old
+// one, and those would then complete unvalidated between the two. After the refresh (which
+// covers the round's completed reads, now in readKeys) only the uncertain reads go out again,
+// as a new round; they may be uncertain again, so this loops as a single read does.
+func (n *Node) batch(t *coordTxn, ops []wire.BatchOp) {
+	n.m.Add("batch/requests", 1)
+	n.m.Add("batch/ops", int64(len(ops)))
+	results := make([]wire.BatchResult, len(ops))
+	// The record goes with the first write in request order, before anything is sent, so every
+	// operation of the batch carries the same RecordNode.
+	for _, op := range ops {
+		if op.Op != wire.OpGet {
+			n.anchorRecord(t, op.Key)
+			break
+		}
+	}
+	var round func(idx []int)
+	round = func(idx []int) {
+		left := len(idx)
+		var uncertain []int
+		var uncertainTS ts.Timestamp
+		answered := func() {
+			if left--; left > 0 {
+				return
+			}
+			if len(uncertain) == 0 {
+				n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, Results: results})
+				return
+			}
+			slices.Sort(uncertain) // answer order is arrival order; retry in request order
+			n.refreshPastUncertainty(t, uncertainTS, func() { round(uncertain) })
+		}
+		for _, i := range idx {
+			op := ops[i]
+			if op.Op == wire.OpGet {
+				n.sendRead(t, op.Key, func(resp *ReadResp) {
+					if resp.Uncertain {
+						n.m.Add("uncertainty/hit", 1)
+						uncertain = append(uncertain, i)
+						uncertainTS = ts.MaxOf(uncertainTS, resp.ValueTS)
+					} else {
+						n.noteRead(t, op.Key)
+						results[i] = wire.BatchResult{Found: resp.Found, Value: resp.Value}
+					}
+					answered()
+				})
+				continue
+			}
+			n.sendWrite(t, op.Key, op.Value, op.Op == wire.OpDelete, answered)
+		}
+	}
+	all := make([]int, len(ops))
+	for i := range all {
+		all[i] = i
+	}
+	round(all)
 }
 
 func (n *Node) heartbeat(t *coordTxn) {
