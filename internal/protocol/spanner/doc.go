@@ -9,9 +9,14 @@
 // Spanner-RLS can reuse them separately (per-region transaction managers, IRT/CRT paths):
 //
 //   - Coordinator (coordinator.go): the transaction manager of the clients attached to the node.
-//     It executes operations one at a time: a read goes to the key's primary, which takes a
-//     shared lock and returns the latest committed value; a write is buffered (or, with
-//     write-locks=eager, sent to its participant at once — see "Write locks"). At commit it
+//     A read goes to the key's primary, which takes a shared lock and returns the latest
+//     committed value; a write is buffered (or, with write-locks=eager, sent to its
+//     participant at once — see "Write locks"). A client's OpBatch (independent reads and
+//     writes of distinct keys) runs its operations on different participants concurrently and
+//     those on one participant one after another, because a participant admits one operation
+//     of a transaction at a time (each carries Seen, the locks the coordinator saw granted
+//     there before); answers are matched by sending participant, and the batch is answered once,
+//     in request order, or aborted as a whole by any refused operation. At commit it
 //     runs 2PC over every participant (read-only participants too: they confirm they still
 //     hold the read locks), picks the commit timestamp, persists the decision in its txnrec
 //     table, waits out commit wait, then sends the decision and answers the client.
