@@ -229,41 +229,64 @@ func (r *intRow) one(key string) (int64, error) {
 	return r.v[0], nil
 }
 
-// fetchAll reads the rows with one GetMany, as K2's TPC-C issues a transaction's independent
-// reads concurrently, and decodes them.
-func fetchAll(tx *client.Txn, fs ...*fetch) error {
-	keys := make([]string, len(fs))
-	for i, f := range fs {
-		keys[i] = f.key
+// batcher sends a transaction's operations in batches, as the TPC-C of chogori-platform (the
+// public ancestor of K2's code base) issues a transaction's independent reads and writes
+// concurrently. A write waits for the next batch of reads and travels with it: the row's write
+// then follows its read by one round, while a row read but not yet written is a conflict window
+// (K2 aborts the write if a younger transaction read the row meanwhile; 2PL holds its lock that
+// long). So transactions read their hot home-region rows first and what is slow to read (rows
+// homed in other regions) in a later batch that carries the hot rows' writes.
+type batcher struct {
+	tx      *client.Txn
+	pending []wire.BatchOp
+}
+
+// write queues writes for the next batch.
+func (b *batcher) write(ops ...wire.BatchOp) { b.pending = append(b.pending, ops...) }
+
+// read sends the queued writes and reads the rows in one batch, and decodes them.
+func (b *batcher) read(fs ...*fetch) error {
+	ops := b.pending
+	b.pending = nil
+	for _, f := range fs {
+		ops = append(ops, wire.BatchOp{Op: wire.OpGet, Key: f.key})
 	}
-	reads, err := tx.GetMany(keys)
+	res, err := b.tx.Batch(ops)
 	if err != nil {
 		return err
 	}
+	res = res[len(res)-len(fs):]
 	for i, f := range fs {
-		f.found = reads[i].Found
+		f.found = res[i].Found
 		if !f.found {
 			if f.optional {
 				continue
 			}
 			return errRow(f.key, client.ErrNotFound)
 		}
-		if err := f.into.decode(reads[i].Value); err != nil {
+		if err := f.into.decode(res[i].Value); err != nil {
 			return errRow(f.key, err)
 		}
 	}
 	return nil
 }
 
+// flush sends the queued writes.
+func (b *batcher) flush() error {
+	if len(b.pending) == 0 {
+		return nil
+	}
+	_, err := b.tx.Batch(b.pending)
+	b.pending = nil
+	return err
+}
+
+// fetchAll reads the rows in one batch and decodes them.
+func fetchAll(tx *client.Txn, fs ...*fetch) error { return (&batcher{tx: tx}).read(fs...) }
+
 // put is a write of a batch.
 func put(key string, value []byte) wire.BatchOp {
 	return wire.BatchOp{Op: wire.OpPut, Key: key, Value: value}
-}
-
-// writeAll sends a transaction's writes as one batch.
-func writeAll(tx *client.Txn, ops []wire.BatchOp) error {
-	_, err := tx.Batch(ops)
-	return err
 }
 
 // customerFetch is the read that starts resolving a customer reference: the customer row
@@ -277,7 +300,7 @@ func (w *Workload) customerFetch(ref customerRef, c *customer, idx *intRow) *fet
 
 // finishCustomer completes customerFetch: by last name it takes the customer at position
 // ⌈n/2⌉ of those with that name ordered by first name (§2.5.2.2) and reads that row.
-func (w *Workload) finishCustomer(tx *client.Txn, ref customerRef, c *customer, idx *intRow) (int, error) {
+func (w *Workload) finishCustomer(b *batcher, ref customerRef, c *customer, idx *intRow) (int, error) {
 	if ref.last == "" {
 		return ref.id, nil
 	}
@@ -285,13 +308,14 @@ func (w *Workload) finishCustomer(tx *client.Txn, ref customerRef, c *customer, 
 		return 0, fmt.Errorf("tpcc: empty last-name index for %q", ref.last)
 	}
 	id := int(idx.v[(len(idx.v)-1)/2])
-	return id, fetchAll(tx, &fetch{key: w.key(ref.wh, "c", ref.d, id), into: c})
+	return id, b.read(&fetch{key: w.key(ref.wh, "c", ref.d, id), into: c})
 }
 
-// newOrder reads the warehouse, district, customer, items and stock in one batch, then writes
-// the district's next order id (D_NEXT_O_ID's family under Config.Families, which touches no
-// W_YTD or D_YTD), the order, its NEW-ORDER row, the customer's last-order index, the stock and
-// the order lines in another.
+// newOrder reads the warehouse, district, customer, items and the stock homed in its own region
+// in a first batch; a second writes the district's next order id (D_NEXT_O_ID's family under
+// Config.Families, which touches no W_YTD or D_YTD), the order, its NEW-ORDER row, the
+// customer's last-order index, that stock and its order lines, and reads the stock homed in
+// other regions, if any; a last one writes that stock and its lines (see batcher).
 func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
 	var (
 		wr     warehouse
@@ -300,6 +324,7 @@ func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
 		next   intRow
 		c      customer
 	)
+	b := &batcher{tx: tx}
 	dk, nk := w.key(wh, "d", p.d), w.key(wh, tableDistrictNext, p.d)
 	fs := []*fetch{{key: w.key(wh, "c", p.d, p.cust.id), into: &c}}
 	if w.cfg.Families {
@@ -309,19 +334,26 @@ func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
 	}
 	items, stocks := make([]item, len(p.lines)), make([]stock, len(p.lines))
 	itemFetches := make([]*fetch, len(p.lines))
+	far := make([]bool, len(p.lines)) // the line's stock is homed in another region
+	var farStock []*fetch
 	allLocal := int64(1)
 	for i, l := range p.lines {
 		unused := l.item > w.cfg.Items // the 1% rolled-back New-Order (§2.4.2.3)
 		itemFetches[i] = &fetch{key: w.itemKey(wh, l.item), into: &items[i], optional: unused}
 		fs = append(fs, itemFetches[i])
-		if !unused {
-			fs = append(fs, &fetch{key: w.key(l.supplyWH, "s", l.item), into: &stocks[i]})
+		far[i] = w.regionOf(l.supplyWH) != w.regionOf(wh)
+		switch sf := (&fetch{key: w.key(l.supplyWH, "s", l.item), into: &stocks[i]}); {
+		case unused:
+		case far[i]:
+			farStock = append(farStock, sf)
+		default:
+			fs = append(fs, sf)
 		}
 		if l.supplyWH != wh {
 			allLocal = 0
 		}
 	}
-	if err := fetchAll(tx, fs...); err != nil {
+	if err := b.read(fs...); err != nil {
 		return err
 	}
 	for _, f := range itemFetches {
@@ -330,23 +362,40 @@ func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
 		}
 	}
 	var oid int
-	ops := make([]wire.BatchOp, 0, 4+2*len(p.lines))
 	if w.cfg.Families {
 		n, err := next.one(nk)
 		if err != nil {
 			return err
 		}
 		oid = int(n)
-		ops = append(ops, put(nk, encodeInts(n+1)))
+		b.write(put(nk, encodeInts(n+1)))
 	} else {
 		oid = int(dr.NextOID)
 		dr.NextOID++
-		ops = append(ops, put(dk, dr.encode()))
+		b.write(put(dk, dr.encode()))
 	}
 	o := order{CID: int64(p.cust.id), EntryD: int64(p.seq), OLCnt: int64(len(p.lines)), AllLocal: allLocal}
-	ops = append(ops, put(w.key(wh, "o", p.d, oid), o.encode()), put(w.key(wh, "no", p.d, oid), newOrderMark),
+	b.write(put(w.key(wh, "o", p.d, oid), o.encode()), put(w.key(wh, "no", p.d, oid), newOrderMark),
 		put(w.key(wh, "co", p.d, p.cust.id), encodeInts(int64(oid))))
+	b.write(w.lineWrites(wh, p, oid, items, stocks, func(i int) bool { return !far[i] })...)
+	if len(farStock) > 0 {
+		if err := b.read(farStock...); err != nil {
+			return err
+		}
+		b.write(w.lineWrites(wh, p, oid, items, stocks, func(i int) bool { return far[i] })...)
+	}
+	// The order's total, (Σ OL_AMOUNT)·(1 − C_DISCOUNT)·(1 + W_TAX + D_TAX), goes to the
+	// terminal in the spec; nothing stores it.
+	return b.flush()
+}
+
+// lineWrites is the stock update and the order line of each New-Order line that pick selects.
+func (w *Workload) lineWrites(wh int, p *params, oid int, items []item, stocks []stock, pick func(i int) bool) []wire.BatchOp {
+	var ops []wire.BatchOp
 	for n, l := range p.lines {
+		if !pick(n) {
+			continue
+		}
 		s, q := &stocks[n], int64(l.qty)
 		if s.Quantity >= q+10 {
 			s.Quantity -= q
@@ -361,9 +410,7 @@ func (w *Workload) newOrder(tx *client.Txn, wh int, p *params) error {
 		ol := orderLine{IID: int64(l.item), SupplyWID: int64(l.supplyWH), Quantity: q, Amount: q * items[n].Price, DistInfo: distInfo(l.supplyWH, l.item, p.d)}
 		ops = append(ops, put(w.key(l.supplyWH, "s", l.item), s.encode()), put(w.key(wh, "ol", p.d, oid, n+1), ol.encode()))
 	}
-	// The order's total, (Σ OL_AMOUNT)·(1 − C_DISCOUNT)·(1 + W_TAX + D_TAX), goes to the
-	// terminal in the spec; nothing stores it.
-	return writeAll(tx, ops)
+	return ops
 }
 
 // get reads one row and decodes it into r.
@@ -381,8 +428,9 @@ func getInt(tx *client.Txn, key string) (int64, error) {
 }
 
 // payment reads the warehouse and district (under Config.Families their names and YTD
-// families, so no D_NEXT_O_ID) and the customer in one batch, then writes the YTDs, the
-// customer and the history row in another.
+// families, so no D_NEXT_O_ID) with the customer if it is homed in the same region; the YTDs'
+// writes go out with the customer's reads when it is elsewhere or named by last name, and the
+// customer and the history row are written last (see batcher).
 func (w *Workload) payment(tx *client.Txn, wh, terminalID int, p *params) error {
 	var (
 		wr         warehouse
@@ -392,22 +440,22 @@ func (w *Workload) payment(tx *client.Txn, wh, terminalID int, p *params) error 
 		c          customer
 		idx        intRow
 	)
+	b := &batcher{tx: tx}
 	wk, dk := w.key(wh, "w"), w.key(wh, "d", p.d)
 	wyk, dyk := w.key(wh, tableWarehouseYTD), w.key(wh, tableDistrictYTD, p.d)
-	fs := []*fetch{w.customerFetch(p.cust, &c, &idx)}
+	var fs []*fetch
 	if w.cfg.Families {
 		fs = append(fs, &fetch{key: wk, into: &ws}, &fetch{key: wyk, into: &wYTD}, &fetch{key: dk, into: &ds}, &fetch{key: dyk, into: &dYTD})
 	} else {
 		fs = append(fs, &fetch{key: wk, into: &wr}, &fetch{key: dk, into: &dr})
 	}
-	if err := fetchAll(tx, fs...); err != nil {
+	near := w.regionOf(p.cust.wh) == w.regionOf(wh)
+	if near {
+		fs = append(fs, w.customerFetch(p.cust, &c, &idx))
+	}
+	if err := b.read(fs...); err != nil {
 		return err
 	}
-	cid, err := w.finishCustomer(tx, p.cust, &c, &idx)
-	if err != nil {
-		return err
-	}
-	var ops []wire.BatchOp
 	wName, dName := wr.Name, dr.Name
 	if w.cfg.Families {
 		wy, err := wYTD.one(wyk)
@@ -419,11 +467,20 @@ func (w *Workload) payment(tx *client.Txn, wh, terminalID int, p *params) error 
 			return err
 		}
 		wName, dName = ws.Name, ds.Name
-		ops = append(ops, put(wyk, encodeInts(wy+p.amount)), put(dyk, encodeInts(dy+p.amount)))
+		b.write(put(wyk, encodeInts(wy+p.amount)), put(dyk, encodeInts(dy+p.amount)))
 	} else {
 		wr.YTD += p.amount
 		dr.YTD += p.amount
-		ops = append(ops, put(wk, wr.encode()), put(dk, dr.encode()))
+		b.write(put(wk, wr.encode()), put(dk, dr.encode()))
+	}
+	if !near {
+		if err := b.read(w.customerFetch(p.cust, &c, &idx)); err != nil {
+			return err
+		}
+	}
+	cid, err := w.finishCustomer(b, p.cust, &c, &idx)
+	if err != nil {
+		return err
 	}
 	c.Balance -= p.amount
 	c.YTDPayment += p.amount
@@ -436,9 +493,9 @@ func (w *Workload) payment(tx *client.Txn, wh, terminalID int, p *params) error 
 	}
 	h := historyRow{CID: int64(cid), CDID: int64(p.cust.d), CWID: int64(p.cust.wh), DID: int64(p.d), WID: int64(wh),
 		Date: int64(p.seq), Amount: p.amount, Data: wName + "    " + dName}
-	ops = append(ops, put(w.key(p.cust.wh, "c", p.cust.d, cid), c.encode()),
+	b.write(put(w.key(p.cust.wh, "c", p.cust.d, cid), c.encode()),
 		put(w.historyKey(wh, "t"+strconv.Itoa(terminalID)+"-"+strconv.Itoa(p.seq)), h.encode()))
-	return writeAll(tx, ops)
+	return b.flush()
 }
 
 // orderLineFetches reads the lines 1..count of order oid of district d.
@@ -455,10 +512,11 @@ func (w *Workload) orderStatus(tx *client.Txn, p *params) error {
 		c   customer
 		idx intRow
 	)
-	if err := fetchAll(tx, w.customerFetch(p.cust, &c, &idx)); err != nil {
+	b := &batcher{tx: tx}
+	if err := b.read(w.customerFetch(p.cust, &c, &idx)); err != nil {
 		return err
 	}
-	cid, err := w.finishCustomer(tx, p.cust, &c, &idx)
+	cid, err := w.finishCustomer(b, p.cust, &c, &idx)
 	if err != nil {
 		return err
 	}
@@ -549,7 +607,8 @@ func (w *Workload) delivery(tx *client.Txn, wh int, p *params) error {
 		custs[i].DelivCnt++
 		ops = append(ops, put(w.key(wh, "c", d, int(orders[i].CID)), custs[i].encode()))
 	}
-	return writeAll(tx, ops)
+	_, err := tx.Batch(ops)
+	return err
 }
 
 // stockLevel reads D_NEXT_O_ID (the whole district row, or under Config.Families only its
