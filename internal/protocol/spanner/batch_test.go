@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -376,5 +377,16 @@ func TestReadOnlyBatch(t *testing.T) {
 	if r := c.request(reader, &wire.ClientRequest{Txn: 2, Op: wire.OpBatch, ReadOnly: true,
 		Batch: []wire.BatchOp{{Op: wire.OpGet, Key: a0}, {Op: wire.OpPut, Key: a1}}}); r == nil || r.Code != wire.CodeBadArgument {
 		t.Fatalf("read-only batch with a write: %+v", r)
+	}
+}
+
+// TestBatchesInSimulation runs GetMany and PutMany through the simulator (prototest.Batches):
+// answers in order, read-your-writes across batches, and reads of different participants
+// concurrent.
+func TestBatchesInSimulation(t *testing.T) {
+	for _, eager := range []string{"buffered", "eager"} {
+		t.Run(eager, func(t *testing.T) {
+			prototest.Batches(t, "spanner", map[string]string{"write-locks": eager}, true)
+		})
 	}
 }
