@@ -3,11 +3,14 @@ package spanner
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
+	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -68,7 +71,9 @@ func newTestCluster(t *testing.T, policy locks.Policy, eager bool) *testCluster 
 		t.Fatal(err)
 	}
 	c := &testCluster{tp: tp, now: int64(time.Second), replies: map[node.ID][]*wire.ClientReply{}}
-	cfg := Config{Policy: policy, EagerWrites: eager, IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
+	// locks.Wait stands for lock-policy=detect: conflicts wait and the detector breaks cycles.
+	cfg := Config{Policy: policy, DetectDeadlocks: policy == locks.Wait, EagerWrites: eager,
+		IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
 	for i := range tp.Nodes {
 		n, err := NewNode(clusterEnv{c: c, self: node.ID(i)}, durable.NewMem(), cfg)
 		if err != nil {
@@ -168,9 +173,64 @@ func checkResults(t *testing.T, what string, r *wire.ClientReply, want []string)
 	}
 }
 
-// TestBatchAcrossParticipants: a batch's operations go to every participant at once, one at a
-// time per participant (the second operation at a participant leaves only after the first is
-// answered, with the updated Seen); the reply carries each read's value in request order; later
+// opKeys returns the keys of a request from a coordinator to a participant (ReadReq, WriteReq,
+// OpsReq), in the order sent, with its Seen; ok is false for other messages.
+func opKeys(m wire.Msg) (keys []string, seen uint32, ok bool) {
+	switch m := m.(type) {
+	case *ReadReq:
+		return []string{m.Key}, m.Seen, true
+	case *WriteReq:
+		return []string{m.Key}, m.Seen, true
+	case *OpsReq:
+		for _, op := range m.Ops {
+			keys = append(keys, op.Key)
+		}
+		return keys, m.Seen, true
+	}
+	return nil, 0, false
+}
+
+// sentOps is what a request sent each participant: one entry per message.
+type sentOps struct {
+	keys []string
+	seen uint32
+}
+
+// takeOps returns the operation requests delivered since the last takeInbox, by participant.
+func (c *testCluster) takeOps() map[node.ID][]sentOps {
+	out := map[node.ID][]sentOps{}
+	for _, d := range c.takeInbox() {
+		if keys, seen, ok := opKeys(d.m); ok {
+			out[d.to] = append(out[d.to], sentOps{keys, seen})
+		}
+	}
+	return out
+}
+
+// checkSent compares what a request sent each participant with one message per participant
+// carrying want[n]'s keys (in that order) and seen[n].
+func checkSent(t *testing.T, what string, got map[node.ID][]sentOps, want map[node.ID][]string, seen map[node.ID]uint32) {
+	t.Helper()
+	for n := node.ID(0); n < 3; n++ {
+		if len(want[n]) == 0 {
+			if len(got[n]) != 0 {
+				t.Errorf("%s: participant %d got %v, want nothing", what, n, got[n])
+			}
+			continue
+		}
+		if len(got[n]) != 1 {
+			t.Errorf("%s: participant %d got %d messages %v, want one with %v", what, n, len(got[n]), got[n], want[n])
+			continue
+		}
+		if g := got[n][0]; !slices.Equal(g.keys, want[n]) || g.seen != seen[n] {
+			t.Errorf("%s: participant %d got keys %v with Seen %d, want %v with Seen %d", what, n, g.keys, g.seen, want[n], seen[n])
+		}
+	}
+}
+
+// TestBatchAcrossParticipants: a batch sends each participant it touches one message with all
+// its operations in key order, all at once (with Seen counting every lock the participant
+// granted the transaction before); the reply carries each read's value in request order; later
 // batches read the transaction's own writes (from the coordinator's buffer, or from the
 // participant's pending eager writes); and the commit installs the batch's writes.
 func TestBatchAcrossParticipants(t *testing.T) {
@@ -186,42 +246,41 @@ func TestBatchAcrossParticipants(t *testing.T) {
 			}
 
 			// The first request of the transaction is a batch: three reads on three
-			// participants, a second read on participant 1, a missing key, two writes.
-			batch := append(gets(a0, a1, b1, a2),
+			// participants, a second read on participant 1 (listed before the first, so the
+			// message must sort them), a missing key, two writes and a delete.
+			batch := append(gets(a0, b1, a1, a2),
 				wire.BatchOp{Op: wire.OpPut, Key: w0, Value: []byte("new-w0")},
 				wire.BatchOp{Op: wire.OpPut, Key: w2, Value: []byte("new-w2")},
 				wire.BatchOp{Op: wire.OpDelete, Key: b0})
 			c.send(client, 0, &wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpBatch, Batch: batch})
 			c.step() // the coordinator handles the request
 			c.takeInbox()
-			out := map[node.ID][]wire.Msg{}
-			for len(c.queue) > 0 && len(out) < 3 {
-				// Deliver what the coordinator sent, nothing else yet.
+			// Deliver exactly what the coordinator sent, before any participant answers.
+			for range len(c.queue) {
 				c.step()
-				for _, d := range c.takeInbox() {
-					out[d.to] = append(out[d.to], d.m)
-				}
 			}
-			for n := node.ID(0); n < 3; n++ {
-				if len(out[n]) != 1 {
-					t.Fatalf("participant %d got %d operations at once, want one (%v)", n, len(out[n]), out[n])
-				}
+			want := map[node.ID][]string{0: {a0}, 1: {a1, b1}, 2: {a2}}
+			if eager {
+				want = map[node.ID][]string{0: {a0, b0, w0}, 1: {a1, b1}, 2: {a2, w2}}
 			}
+			checkSent(t, "first batch", c.takeOps(), want, map[node.ID]uint32{})
 			c.run()
-			for _, d := range c.takeInbox() {
-				if r, ok := d.m.(*ReadReq); ok && d.to == 1 && r.Key == b1 && r.Seen != 1 {
-					t.Errorf("second read at participant 1 sent with Seen %d, want 1", r.Seen)
-				}
-			}
+			checkSent(t, "after the answers", c.takeOps(), nil, nil)
 			r := c.replies[client]
 			if len(r) != 1 {
 				t.Fatalf("%d replies to one batch", len(r))
 			}
-			checkResults(t, "first batch", r[0], []string{"v-a0", "v-a1", "v-b1", "", "", "", ""})
+			checkResults(t, "first batch", r[0], []string{"v-a0", "v-b1", "v-a1", "", "", "", ""})
 
 			// Read-your-writes within the transaction's next batch, mixed with a fresh read.
-			r2 := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpBatch, Batch: gets(w2, b0, w0, a2)})
-			checkResults(t, "own writes", r2, []string{"new-w2", "", "new-w0", ""})
+			// Seen now counts every lock the first batch took at each participant.
+			r2 := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpBatch, Batch: gets(w2, b0, w0, a2, a1)})
+			checkResults(t, "own writes", r2, []string{"new-w2", "", "new-w0", "", "v-a1"})
+			want, seen := map[node.ID][]string{1: {a1}, 2: {a2}}, map[node.ID]uint32{1: 2, 2: 1}
+			if eager {
+				want, seen = map[node.ID][]string{0: {b0, w0}, 1: {a1}, 2: {a2, w2}}, map[node.ID]uint32{0: 3, 1: 2, 2: 2}
+			}
+			checkSent(t, "second batch", c.takeOps(), want, seen)
 			if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
 				t.Fatalf("commit: %+v", r)
 			}
@@ -241,6 +300,137 @@ func TestBatchAcrossParticipants(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMultiKeyRequest: a participant takes a multi-key request's locks one after another. One
+// that must wait parks the request, holding the locks before it, as an ordinary lock wait (the
+// detector hears of it under detect) until it is granted; a wound while parked aborts the
+// request; a refused lock aborts it and releases the locks its earlier keys took.
+func TestMultiKeyRequest(t *testing.T) {
+	cases := []struct {
+		name   string
+		policy locks.Policy
+		// what the older transaction does once the younger's request is parked: commit
+		// (the request is granted) or write a key the younger holds (a wound)
+		then  string
+		cause string // the younger's abort cause; "" if it commits
+	}{
+		{"wound-wait/granted", locks.WoundWait, "commit", ""},
+		{"detect/granted", locks.Wait, "commit", ""},
+		{"wound-wait/wounded", locks.WoundWait, "wound", causeWoundWait},
+		{"no-wait/refused", locks.NoWait, "", locks.ReasonNoWait},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCluster(t, tc.policy, true)
+			const older, younger node.ID = 100, 101
+			ka, kb, kc := c.key(1, 0, "a"), c.key(1, 0, "b"), c.key(1, 1, "c")
+			if err := c.preload(wire.KV{Key: ka, Value: []byte("v-a")}, wire.KV{Key: kb, Value: []byte("v-b")}); err != nil {
+				t.Fatal(err)
+			}
+			ok := func(what string, r *wire.ClientReply) {
+				t.Helper()
+				if r == nil || r.Code != wire.CodeOK {
+					t.Fatalf("%s: %+v", what, r)
+				}
+			}
+			// The older transaction holds kc exclusively (its eager write).
+			ok("older writes kc", c.request(older, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: kc, Value: []byte("o")}))
+			c.now += int64(time.Millisecond)
+			c.takeInbox()
+			// The younger reads kc, ka and kb at participant 1: ka and kb are granted, kc
+			// conflicts.
+			r := c.request(younger, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, Batch: gets(kc, ka, kb)})
+			part := c.nodes[1].Part
+			yid := c.nodes[0].Coord.txns[txnKey(younger, 1)]
+			if tc.cause == locks.ReasonNoWait {
+				if r == nil || r.Code != wire.CodeAborted || r.Cause != tc.cause {
+					t.Fatalf("younger's request: %+v, want aborted by %s", r, tc.cause)
+				}
+				for _, k := range []string{ka, kb} {
+					if holders, _ := part.locks.Holders(k); len(holders) != 0 {
+						t.Errorf("%s still locked by %v after the abort", k, holders)
+					}
+				}
+				ok("older commits", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}))
+				checkQuiet(t, c)
+				return
+			}
+			if r != nil {
+				t.Fatalf("younger's request answered %+v while it waits for kc", r)
+			}
+			if yid == nil {
+				t.Fatal("the coordinator does not run the younger transaction")
+			}
+			for _, k := range []string{ka, kb} {
+				if holders, _ := part.locks.Holders(k); !slices.Equal(holders, []storage.TxnID{yid.id}) {
+					t.Errorf("%s held by %v while the request waits for kc, want the younger", k, holders)
+				}
+			}
+			if w := part.locks.Waiters(kc); !slices.Equal(w, []storage.TxnID{yid.id}) {
+				t.Errorf("kc's waiters %v, want the younger", w)
+			}
+			if tc.policy == locks.Wait {
+				reported := false
+				for _, d := range c.takeInbox() {
+					if g, isGraph := d.m.(*WaitGraph); isGraph && d.from == 1 {
+						reported = slices.ContainsFunc(g.Waits, func(w Wait) bool { return w.Waiter == yid.id })
+					}
+				}
+				if !reported {
+					t.Error("participant 1's last wait-for report does not show the parked request")
+				}
+			}
+			switch tc.then {
+			case "commit":
+				ok("older commits", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}))
+				r = c.replies[younger][len(c.replies[younger])-1]
+				checkResults(t, "younger's request", r, []string{"o", "v-a", "v-b"})
+				// Seen counts all three locks: a further read there is admitted.
+				c.takeInbox()
+				ok("younger reads again", c.request(younger, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpGet, Key: c.key(1, 1, "d")}))
+				checkSent(t, "further read", c.takeOps(), map[node.ID][]string{1: {c.key(1, 1, "d")}}, map[node.ID]uint32{1: 3})
+				ok("younger commits", c.request(younger, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}))
+			case "wound":
+				// The older writes ka, which the younger holds: it wounds the younger.
+				ok("older writes ka", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpPut, Key: ka, Value: []byte("o")}))
+				r = c.replies[younger][len(c.replies[younger])-1]
+				if r.Code != wire.CodeAborted || r.Cause != tc.cause {
+					t.Fatalf("younger's request: %+v, want aborted by %s", r, tc.cause)
+				}
+				if n := len(c.replies[younger]); n != 1 {
+					t.Fatalf("younger got %d replies, want 1", n)
+				}
+				if holders, _ := part.locks.Holders(kb); len(holders) != 0 {
+					t.Errorf("kb still locked by %v after the wound", holders)
+				}
+				ok("older commits", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}))
+			}
+			checkQuiet(t, c)
+		})
+	}
+}
+
+// txnKey is how coordinator node 0 knows a client's transaction.
+func txnKey(client node.ID, txn uint64) txnkit.ClientTxn {
+	return txnkit.ClientTxn{Client: client, Txn: txn}
+}
+
+// checkQuiet checks that no transaction is left anywhere: coordinator 0 runs none, no
+// participant tracks one or holds a lock.
+func checkQuiet(t *testing.T, c *testCluster) {
+	t.Helper()
+	if n := c.nodes[0].Coord.Active(); n != 0 {
+		t.Errorf("coordinator still runs %d transactions", n)
+	}
+	for i, n := range c.nodes {
+		if n.Part.Len() != 0 {
+			t.Errorf("participant %d still tracks %d transactions", i, n.Part.Len())
+		}
+		if n.Part.locks.Len() != 0 {
+			t.Errorf("participant %d still has %d locked keys", i, n.Part.locks.Len())
+		}
 	}
 }
 
@@ -315,15 +505,17 @@ func TestBatchAbort(t *testing.T) {
 }
 
 // TestReadOnlyBatch: a read-only transaction may begin with a batch; its reads are snapshot
-// reads at the transaction's snapshot timestamp, one per participant at a time, and a read
-// behind a prepared intent below the snapshot waits for the decision while the batch's other
-// reads complete.
+// reads at the transaction's snapshot timestamp, one message per participant with that
+// participant's keys in order, and a multi-key read that reaches a key behind a prepared intent
+// below the snapshot parks there (after reading the keys before it) until the decision, while
+// the other participants answer.
 func TestReadOnlyBatch(t *testing.T) {
 	c := newTestCluster(t, locks.WoundWait, false)
 	const writer, reader node.ID = 100, 101
 	a0, a1, b1, a2, gone := c.key(0, 0, "a0"), c.key(1, 0, "a1"), c.key(1, 1, "b1"), c.key(2, 0, "a2"), c.key(2, 1, "gone")
+	pre := c.key(2, 0, "0pre") // sorts before a2
 	if err := c.preload(wire.KV{Key: a0, Value: []byte("v-a0")}, wire.KV{Key: a1, Value: []byte("v-a1")},
-		wire.KV{Key: b1, Value: []byte("v-b1")}, wire.KV{Key: a2, Value: []byte("old-a2")}); err != nil {
+		wire.KV{Key: b1, Value: []byte("v-b1")}, wire.KV{Key: a2, Value: []byte("old-a2")}, wire.KV{Key: pre, Value: []byte("v-pre")}); err != nil {
 		t.Fatal(err)
 	}
 	// A writer prepares a2 at participant 2; hold its votes so it stays prepared.
@@ -337,22 +529,29 @@ func TestReadOnlyBatch(t *testing.T) {
 	held, c.queue = c.queue, nil
 
 	c.now += int64(10 * time.Millisecond)
-	c.send(reader, 0, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, ReadOnly: true, Batch: gets(a1, a0, b1, a2, gone)})
+	c.takeInbox()
+	c.send(reader, 0, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, ReadOnly: true, Batch: gets(a1, a0, b1, gone, a2, pre)})
 	c.run()
-	perNode := map[node.ID]int{}
+	sent := map[node.ID][][]string{}
+	answered := map[node.ID]int{}
 	for _, d := range c.takeInbox() {
-		if r, ok := d.m.(*SnapReadReq); ok {
-			perNode[d.to]++
-			if r.Key == a2 && perNode[d.to] != 1 {
-				t.Errorf("the read of %q was not the first at its participant", a2)
-			}
-		}
-		if _, ok := d.m.(*ReadReq); ok {
+		switch m := d.m.(type) {
+		case *SnapReadReq:
+			sent[d.to] = append(sent[d.to], m.keys())
+		case *SnapReadResp:
+			answered[d.from]++
+		case *ReadReq, *OpsReq:
 			t.Errorf("read-only transaction took a read lock: %+v", d.m)
 		}
 	}
-	if perNode[0] != 1 || perNode[1] != 2 || perNode[2] != 1 {
-		t.Fatalf("snapshot reads per participant %v, want 1, 2 and 1 (the second at participant 2 waits)", perNode)
+	want := map[node.ID][][]string{0: {{a0}}, 1: {{a1, b1}}, 2: {{pre, a2, gone}}}
+	for n := node.ID(0); n < 3; n++ {
+		if len(sent[n]) != 1 || !slices.Equal(sent[n][0], want[n][0]) {
+			t.Errorf("snapshot reads sent to participant %d: %v, want one message with %v", n, sent[n], want[n][0])
+		}
+	}
+	if answered[0] != 1 || answered[1] != 1 || answered[2] != 0 {
+		t.Fatalf("snapshot answers per participant %v, want 1, 1 and none (participant 2 waits at %q)", answered, a2)
 	}
 	if n := len(c.replies[reader]); n != 0 {
 		t.Fatalf("read-only batch answered while a read waits behind a prepared intent: %+v", c.replies[reader])
@@ -370,7 +569,7 @@ func TestReadOnlyBatch(t *testing.T) {
 		t.Fatalf("%d replies to the read-only batch", len(r))
 	}
 	// The writer committed above the reader's snapshot, so the snapshot sees the old value.
-	checkResults(t, "read-only batch", r[0], []string{"v-a1", "v-a0", "v-b1", "old-a2", ""})
+	checkResults(t, "read-only batch", r[0], []string{"v-a1", "v-a0", "v-b1", "", "old-a2", "v-pre"})
 	if r := c.request(reader, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK || r.CommitTS.IsZero() {
 		t.Fatalf("read-only commit: %+v", r)
 	}

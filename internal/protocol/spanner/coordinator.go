@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
@@ -276,23 +277,26 @@ func (c *Coordinator) part(t *coordTxn, n node.ID) *participant {
 }
 
 // opRun is one client request's reads and writes in flight: a single OpGet/OpPut/OpDelete, or
-// an OpBatch's operations. A participant serves one operation of a transaction at a time (its
-// Seen check counts the locks granted before each), so the run keeps one queue per participant
-// and sends each queue's next operation when the previous one is answered: operations on
-// different participants run concurrently, those on one participant back to back.
+// an OpBatch's operations. The operations that go to one participant form a group, sent as one
+// message (a ReadReq or WriteReq for a single operation, an OpsReq or a multi-key SnapReadReq
+// for several), which the participant answers once: groups run concurrently, and a batch costs
+// one round trip to each participant it touches however many of its keys live there.
 type opRun struct {
 	ops     []wire.BatchOp
 	results []wire.BatchResult // one per op, in request order; writes leave theirs empty
 	groups  []*opGroup         // in first-touch order, so sends are deterministic
-	left    int                // ops not answered yet
+	left    int                // groups not answered yet
 }
 
 // opGroup is the part of a run that goes to one participant.
 type opGroup struct {
-	node   node.ID
-	ops    []int // indices into opRun.ops, in request order
-	next   int   // ops[next] is out at node while next < len(ops)
-	sentAt int64 // local clock when ops[next] was sent (the eager-write latency)
+	node node.ID
+	// ops are indices into opRun.ops, sorted by key: the order in which the participant takes
+	// their locks. Any order is safe under every lock policy; one global order keeps two
+	// batches over the same keys from deadlocking each other under detect.
+	ops    []int
+	done   bool
+	sentAt int64 // local clock when the group was sent (the eager-write latency)
 }
 
 // execute runs a client request's reads and writes. Those that need no message complete at
@@ -318,7 +322,6 @@ func (c *Coordinator) execute(t *coordTxn, req *wire.ClientRequest) {
 			t.writes[op.Key] = Write{Key: op.Key, Value: slices.Clone(op.Value), Delete: op.Op == wire.OpDelete}
 			continue
 		}
-		run.left++
 		primary := tp.PrimaryOf(op.Key)
 		var g *opGroup
 		for _, h := range run.groups {
@@ -332,50 +335,85 @@ func (c *Coordinator) execute(t *coordTxn, req *wire.ClientRequest) {
 		}
 		g.ops = append(g.ops, i)
 	}
-	if run.left == 0 {
+	if len(run.groups) == 0 {
 		c.reply(t, req, run)
 		return
 	}
 	t.pending, t.run = req, run
+	run.left = len(run.groups)
 	for _, g := range run.groups {
-		c.sendOp(t, g)
+		// A batch's keys are distinct (txnkit.Validate), so this order is total.
+		slices.SortFunc(g.ops, func(a, b int) int { return strings.Compare(ops[a].Key, ops[b].Key) })
+		c.sendGroup(t, g)
 	}
 }
 
-// sendOp sends g's next operation: a snapshot read (read-only transactions), a read under a
-// shared lock, or an eager write (write-locks=eager), which the participant locks exclusively
-// now and keeps pending until the decision. The coordinator keeps no copy of an eager write:
-// the transaction's later reads of the key go to the participant, which answers from the
-// pending write.
-func (c *Coordinator) sendOp(t *coordTxn, g *opGroup) {
-	op := t.run.ops[g.ops[g.next]]
+// groupKind is the message kind g goes out as, and so the answer it expects.
+func (t *coordTxn) groupKind(g *opGroup) opsKind {
+	switch {
+	case len(g.ops) > 1:
+		return kindOps
+	case t.run.ops[g.ops[0]].Op == wire.OpGet:
+		return kindRead
+	}
+	return kindWrite
+}
+
+// sendGroup sends g's operations to its participant: snapshot reads (read-only transactions),
+// reads under shared locks, and eager writes (write-locks=eager), which the participant locks
+// exclusively now and keeps pending until the decision. The coordinator keeps no copy of an
+// eager write: the transaction's later reads of the key go to the participant, which answers
+// from the pending write.
+func (c *Coordinator) sendGroup(t *coordTxn, g *opGroup) {
 	seq := t.pending.Seq
+	g.sentAt = c.env.Now()
 	if t.readOnly {
-		c.env.Send(g.node, &SnapReadReq{Txn: t.id, Seq: seq, Key: op.Key, At: t.snapTS})
+		m := &SnapReadReq{Txn: t.id, Seq: seq, At: t.snapTS}
+		if len(g.ops) == 1 {
+			m.Key = t.run.ops[g.ops[0]].Key
+		} else {
+			m.Keys = make([]string, len(g.ops))
+			for j, i := range g.ops {
+				m.Keys[j] = t.run.ops[i].Key
+			}
+		}
+		c.env.Send(g.node, m)
 		return
 	}
 	p := c.part(t, g.node)
-	if op.Op == wire.OpGet {
-		c.env.Send(g.node, &ReadReq{Txn: t.id, Age: t.age, Seq: seq, Key: op.Key, Seen: p.granted})
-		return
+	switch t.groupKind(g) {
+	case kindRead:
+		c.env.Send(g.node, &ReadReq{Txn: t.id, Age: t.age, Seq: seq, Key: t.run.ops[g.ops[0]].Key, Seen: p.granted})
+	case kindWrite:
+		op := t.run.ops[g.ops[0]]
+		p.writes = true
+		c.env.Send(g.node, &WriteReq{Txn: t.id, Age: t.age, Seq: seq, Key: op.Key, Value: slices.Clone(op.Value),
+			Delete: op.Op == wire.OpDelete, Seen: p.granted})
+	case kindOps:
+		m := &OpsReq{Txn: t.id, Age: t.age, Seq: seq, Ops: make([]Op, len(g.ops)), Seen: p.granted}
+		for j, i := range g.ops {
+			op := t.run.ops[i]
+			m.Ops[j].Key = op.Key
+			if op.Op != wire.OpGet {
+				p.writes = true
+				m.Ops[j] = Op{Key: op.Key, Write: true, Value: slices.Clone(op.Value), Delete: op.Op == wire.OpDelete}
+			}
+		}
+		c.env.Send(g.node, m)
 	}
-	p.writes = true
-	g.sentAt = c.env.Now()
-	c.env.Send(g.node, &WriteReq{Txn: t.id, Age: t.age, Seq: seq, Key: op.Key, Value: slices.Clone(op.Value),
-		Delete: op.Op == wire.OpDelete, Seen: p.granted})
 }
 
-// outstanding finds the transaction and the operation an answer from a participant is for: the
-// one its run has out at from, if it is a read (write false) or a write (write true). Answers
-// for aborted transactions, finished requests or other operations yield nil.
-func (c *Coordinator) outstanding(id storage.TxnID, from node.ID, seq uint32, write bool) (*coordTxn, *opGroup) {
+// outstanding finds the transaction and the group an answer from a participant is for: the one
+// its run has out at from, if it went out as kind. Answers for aborted transactions, finished
+// requests or other messages yield nil.
+func (c *Coordinator) outstanding(id storage.TxnID, from node.ID, seq uint32, kind opsKind) (*coordTxn, *opGroup) {
 	t := c.byID[id]
 	if t == nil || t.run == nil || t.pending.Seq != seq {
 		return nil, nil
 	}
 	for _, g := range t.run.groups {
-		if g.node == from && g.next < len(g.ops) {
-			if (t.run.ops[g.ops[g.next]].Op != wire.OpGet) != write {
+		if g.node == from && !g.done {
+			if t.groupKind(g) != kind {
 				return nil, nil
 			}
 			return t, g
@@ -385,7 +423,7 @@ func (c *Coordinator) outstanding(id storage.TxnID, from node.ID, seq uint32, wr
 }
 
 func (c *Coordinator) onReadResp(from node.ID, m *ReadResp) {
-	t, g := c.outstanding(m.Txn, from, m.Seq, false)
+	t, g := c.outstanding(m.Txn, from, m.Seq, kindRead)
 	if t == nil || t.readOnly {
 		return // the transaction was aborted meanwhile
 	}
@@ -395,13 +433,13 @@ func (c *Coordinator) onReadResp(from node.ID, m *ReadResp) {
 	}
 	c.part(t, from).granted++
 	t.maxRead = ts.MaxOf(t.maxRead, m.Version)
-	t.run.results[g.ops[g.next]] = wire.BatchResult{Found: m.Found, Value: m.Value}
-	c.opDone(t, g)
+	t.run.results[g.ops[0]] = wire.BatchResult{Found: m.Found, Value: m.Value}
+	c.groupDone(t, g)
 }
 
 func (c *Coordinator) onWriteResp(from node.ID, m *WriteResp) {
-	t, g := c.outstanding(m.Txn, from, m.Seq, true)
-	if t == nil {
+	t, g := c.outstanding(m.Txn, from, m.Seq, kindWrite)
+	if t == nil || t.readOnly {
 		return // the transaction was aborted meanwhile
 	}
 	if !m.OK {
@@ -410,26 +448,64 @@ func (c *Coordinator) onWriteResp(from node.ID, m *WriteResp) {
 	}
 	c.part(t, from).granted++
 	c.metrics.Observe("write", c.env.Now()-g.sentAt)
-	c.opDone(t, g)
+	c.groupDone(t, g)
+}
+
+// onOpsResp takes a participant's answer to a group of several operations: every one of them
+// now holds its lock there.
+func (c *Coordinator) onOpsResp(from node.ID, m *OpsResp) {
+	t, g := c.outstanding(m.Txn, from, m.Seq, kindOps)
+	if t == nil || t.readOnly {
+		return // the transaction was aborted meanwhile
+	}
+	if !m.OK || len(m.Results) != len(g.ops) {
+		cause := m.Cause
+		if m.OK {
+			cause = causeBadAnswer // a participant bug; the transaction cannot trust its locks
+		}
+		c.abort(t, cause)
+		return
+	}
+	c.part(t, from).granted += uint32(len(g.ops))
+	for j, i := range g.ops {
+		if t.run.ops[i].Op != wire.OpGet {
+			c.metrics.Observe("write", c.env.Now()-g.sentAt)
+			continue
+		}
+		r := m.Results[j]
+		t.maxRead = ts.MaxOf(t.maxRead, r.Version)
+		t.run.results[i] = wire.BatchResult{Found: r.Found, Value: r.Value}
+	}
+	c.groupDone(t, g)
 }
 
 func (c *Coordinator) onSnapReadResp(from node.ID, m *SnapReadResp) {
-	t, g := c.outstanding(m.Txn, from, m.Seq, false)
+	kind := kindRead
+	if len(m.Results) > 0 {
+		kind = kindOps
+	}
+	t, g := c.outstanding(m.Txn, from, m.Seq, kind)
 	if t == nil || !t.readOnly {
 		return
 	}
-	t.run.results[g.ops[g.next]] = wire.BatchResult{Found: m.Found, Value: m.Value}
-	c.opDone(t, g)
+	if kind == kindRead {
+		t.run.results[g.ops[0]] = wire.BatchResult{Found: m.Found, Value: m.Value}
+	} else {
+		if len(m.Results) != len(g.ops) {
+			c.abort(t, causeBadAnswer)
+			return
+		}
+		for j, i := range g.ops {
+			t.run.results[i] = wire.BatchResult{Found: m.Results[j].Found, Value: m.Results[j].Value}
+		}
+	}
+	c.groupDone(t, g)
 }
 
-// opDone moves g past its answered operation: its next one goes out, and once every operation
-// of the run is answered the client gets the reply.
-func (c *Coordinator) opDone(t *coordTxn, g *opGroup) {
-	g.next++
+// groupDone marks g answered; once every group of the run is, the client gets the reply.
+func (c *Coordinator) groupDone(t *coordTxn, g *opGroup) {
+	g.done = true
 	t.run.left--
-	if g.next < len(g.ops) {
-		c.sendOp(t, g)
-	}
 	if t.run.left > 0 {
 		return
 	}

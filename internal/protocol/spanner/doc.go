@@ -12,11 +12,17 @@
 //     A read goes to the key's primary, which takes a shared lock and returns the latest
 //     committed value; a write is buffered (or, with write-locks=eager, sent to its
 //     participant at once — see "Write locks"). A client's OpBatch (independent reads and
-//     writes of distinct keys) runs its operations on different participants concurrently and
-//     those on one participant one after another, because a participant admits one operation
-//     of a transaction at a time (each carries Seen, the locks the coordinator saw granted
-//     there before); answers are matched by sending participant, and the batch is answered once,
-//     in request order, or aborted as a whole by any refused operation. At commit it
+//     writes of distinct keys) sends each participant it touches one message with all of that
+//     participant's operations, sorted by key (an OpsReq; a lone operation keeps its ReadReq or
+//     WriteReq, and read-only transactions send one multi-key SnapReadReq), to every
+//     participant at once: a batch costs one round trip per participant however many keys it
+//     reads there. The participant takes the request's locks in order without a round trip
+//     between them (a lock that must wait parks the request, holding the earlier keys' locks,
+//     until granted; a refused one aborts the transaction and so releases them) and answers
+//     once; it still admits one request of a transaction at a time, and each carries Seen, the
+//     locks the coordinator saw granted there before (a request of n operations grants n).
+//     Answers are matched by sending participant, and the batch is answered once, in request
+//     order, or aborted as a whole by any refused operation. At commit it
 //     runs 2PC over every participant (read-only participants too: they confirm they still
 //     hold the read locks), picks the commit timestamp, persists the decision in its txnrec
 //     table, waits out commit wait, then sends the decision and answers the client.

@@ -29,20 +29,41 @@ type ReadResp struct {
 	Version ts.Timestamp
 }
 
-// SnapReadReq reads key at a snapshot timestamp without locks (read-only transactions).
+// SnapReadReq reads key at a snapshot timestamp without locks (read-only transactions). A batch
+// reading several keys at one participant sends them all in Keys (Key empty), so they cost one
+// round trip; a single read keeps Key.
 type SnapReadReq struct {
-	Txn storage.TxnID
-	Seq uint32
-	Key string
-	At  ts.Timestamp
+	Txn  storage.TxnID
+	Seq  uint32
+	Key  string
+	Keys []string `cbor:",omitempty"`
+	At   ts.Timestamp
 }
 
-// SnapReadResp answers a SnapReadReq.
+// keys returns the keys m reads, in order.
+func (m *SnapReadReq) keys() []string {
+	if len(m.Keys) > 0 {
+		return m.Keys
+	}
+	return []string{m.Key}
+}
+
+// SnapReadResp answers a SnapReadReq: Found and Value for a single key, Results (one per key, in
+// the request's order) for Keys.
 type SnapReadResp struct {
-	Txn   storage.TxnID
-	Seq   uint32
-	Found bool   `cbor:",omitempty"`
-	Value []byte `cbor:",omitempty"`
+	Txn     storage.TxnID
+	Seq     uint32
+	Found   bool         `cbor:",omitempty"`
+	Value   []byte       `cbor:",omitempty"`
+	Results []ReadResult `cbor:",omitempty"`
+}
+
+// ReadResult is one key's value in a multi-key answer (OpsResp, SnapReadResp). Version is the
+// committed version read under a lock (zero for snapshot reads and for writes).
+type ReadResult struct {
+	Found   bool         `cbor:",omitempty"`
+	Value   []byte       `cbor:",omitempty"`
+	Version ts.Timestamp `cbor:",omitempty"`
 }
 
 // WriteReq is an eager write (write-locks=eager): the participant takes key's exclusive lock
@@ -63,6 +84,38 @@ type WriteResp struct {
 	Seq   uint32
 	OK    bool
 	Cause string `cbor:",omitempty"` // abort cause when !OK
+}
+
+// OpsReq carries every operation of one client batch that goes to one participant: reads under
+// shared locks and (write-locks=eager) writes under exclusive locks, in key order. The
+// participant takes the locks one after another without a round trip between them — a lock it
+// must wait for parks the request there, and a refused one aborts the transaction — and answers
+// once, when all are held. A batch's single operation at a participant still goes as a ReadReq
+// or WriteReq. Seen is checked as for those; each operation grants one more lock.
+type OpsReq struct {
+	Txn  storage.TxnID
+	Age  ts.Timestamp
+	Seq  uint32 // the client request it serves, echoed back
+	Ops  []Op
+	Seen uint32
+}
+
+// Op is one operation of an OpsReq.
+type Op struct {
+	Key    string
+	Write  bool   `cbor:",omitempty"`
+	Value  []byte `cbor:",omitempty"`
+	Delete bool   `cbor:",omitempty"`
+}
+
+// OpsResp answers an OpsReq: when OK, Results holds one entry per operation in the request's
+// order (a read's value and version, read-your-writes included; empty for a write).
+type OpsResp struct {
+	Txn     storage.TxnID
+	Seq     uint32
+	OK      bool
+	Cause   string       `cbor:",omitempty"` // abort cause when !OK
+	Results []ReadResult `cbor:",omitempty"`
 }
 
 // Write is one buffered write shipped with a prepare.
@@ -152,10 +205,13 @@ func (*WriteReq) Kind() wire.Kind     { return 311 }
 func (*WriteResp) Kind() wire.Kind    { return 312 }
 func (*WaitGraph) Kind() wire.Kind    { return 313 }
 func (*KeepAlive) Kind() wire.Kind    { return 314 }
+func (*OpsReq) Kind() wire.Kind       { return 315 }
+func (*OpsResp) Kind() wire.Kind      { return 316 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &SnapReadReq{}, &SnapReadResp{}, &PrepareReq{},
-		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitGraph{}, &KeepAlive{}} {
+		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitGraph{}, &KeepAlive{},
+		&OpsReq{}, &OpsResp{}} {
 		wire.Register(m)
 	}
 }

@@ -39,10 +39,9 @@ type partTxn struct {
 	// restart loses them with the locks, and Seen then no longer matches.
 	writes map[string]Write
 
-	// At most one request of a transaction waits here at a time: a read, an eager write, or a
-	// prepare that is acquiring its exclusive locks one key at a time.
-	waitRead   *ReadReq
-	waitWrite  *WriteReq
+	// At most one request of a transaction waits here at a time: reads and eager writes taking
+	// their locks one key at a time, or a prepare taking its exclusive locks.
+	waitOps    *opsReq
 	waitPrep   *PrepareReq
 	prepNext   int   // next write of waitPrep to lock
 	waitSince  int64 // local clock, for the lock-wait distribution
@@ -54,10 +53,14 @@ type partTxn struct {
 	lastActive int64
 }
 
-// snapWaiter is a snapshot read blocked behind a prepared transaction's intent.
+// snapWaiter is a snapshot read of one or more keys, blocked behind a prepared transaction's
+// intent on keys[next]; the keys before it are read.
 type snapWaiter struct {
-	from node.ID
-	req  *SnapReadReq
+	from    node.ID
+	req     *SnapReadReq
+	keys    []string
+	next    int
+	results []ReadResult
 }
 
 // Participant is the lock-holding, data-owning half of a data node: it serves reads under shared
@@ -77,7 +80,7 @@ type Participant struct {
 	// serialized after another at this participant also gets a larger timestamp (Spanner's
 	// monotonicity rule for leaders) and no snapshot read served here is invalidated.
 	maxTS   ts.Timestamp
-	snapQ   map[string][]snapWaiter
+	snapQ   map[string][]*snapWaiter
 	self    uint32
 	pending int // persists in flight (tests)
 	// Deadlock detection (lock-policy=detect): the detector's node, this participant's
@@ -94,7 +97,7 @@ type Participant struct {
 
 func newParticipant(env node.Env, c Config, m *protocol.Metrics, store *mvcc.Store) *Participant {
 	return &Participant{env: env, cfg: c, metrics: m, store: store, locks: locks.New(),
-		txns: map[storage.TxnID]*partTxn{}, snapQ: map[string][]snapWaiter{}, self: uint32(env.Self())}
+		txns: map[storage.TxnID]*partTxn{}, snapQ: map[string][]*snapWaiter{}, self: uint32(env.Self())}
 }
 
 // recover re-locks the intents of transactions prepared before a crash, and the read locks of
@@ -214,87 +217,137 @@ func (p *Participant) admit(from node.ID, txn storage.TxnID, seen uint32, age ts
 	return t
 }
 
+// opsKind is the message an operation request arrived as, and so the answer it gets.
+type opsKind uint8
+
+const (
+	kindRead  opsKind = iota + 1 // ReadReq → ReadResp
+	kindWrite                    // WriteReq → WriteResp
+	kindOps                      // OpsReq → OpsResp
+)
+
+// opsReq is a transaction's read or eager-write request in progress here: its operations take
+// their locks in order, next is the first not yet granted, and results collects the reads.
+type opsReq struct {
+	kind    opsKind
+	seq     uint32
+	ops     []Op
+	next    int
+	results []ReadResult
+}
+
 func (p *Participant) onRead(from node.ID, m *ReadReq) {
-	t := p.admit(from, m.Txn, m.Seen, m.Age, func(cause string) {
-		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: cause})
-	})
-	if t == nil {
-		return
-	}
-	if p.cfg.Mutant == MutantNoReadLock {
-		t.granted++
-		p.replyRead(t, m)
-		return
-	}
-	res := p.locks.Acquire(t.id, m.Key, locks.Shared, p.cfg.Policy, t.age)
-	switch res.Outcome {
-	case locks.Granted:
-		t.granted++
-		p.replyRead(t, m)
-	case locks.Waiting:
-		t.waitRead = m
-		p.startWait(t, res)
-	case locks.Aborted:
-		p.abortLocal(t, res.Reason)
-		p.env.Send(from, &ReadResp{Txn: m.Txn, Seq: m.Seq, Cause: res.Reason})
-	}
-	p.drain()
+	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindRead, seq: m.Seq, ops: []Op{{Key: m.Key}}})
 }
-
-func (p *Participant) replyRead(t *partTxn, m *ReadReq) {
-	r := &ReadResp{Txn: m.Txn, Seq: m.Seq, OK: true}
-	if v, ok := p.store.Latest(m.Key); ok {
-		r.Version = v.TS
-		if !v.Tombstone {
-			r.Found, r.Value = true, v.Value
-		}
-	}
-	if w, ok := t.writes[m.Key]; ok {
-		// Read-your-writes: the transaction's own pending write hides the committed version.
-		r.Found, r.Value = !w.Delete, w.Value
-	}
-	p.env.Send(t.coord, r)
-}
-
-func (t *partTxn) waiting() bool { return t.waitRead != nil || t.waitWrite != nil || t.waitPrep != nil }
 
 // onWrite takes an eager write's exclusive lock (upgrading the transaction's shared lock, if
 // any) under the lock policy and keeps the value pending; the answer goes out once it is held.
 func (p *Participant) onWrite(from node.ID, m *WriteReq) {
-	t := p.admit(from, m.Txn, m.Seen, m.Age, func(cause string) {
-		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: cause})
-	})
+	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindWrite, seq: m.Seq,
+		ops: []Op{{Key: m.Key, Write: true, Value: m.Value, Delete: m.Delete}}})
+}
+
+func (p *Participant) onOps(from node.ID, m *OpsReq) {
+	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindOps, seq: m.Seq, ops: m.Ops})
+}
+
+// startOps admits a request of reads and eager writes and runs it as far as the locks allow.
+func (p *Participant) startOps(from node.ID, txn storage.TxnID, seen uint32, age ts.Timestamp, r *opsReq) {
+	t := p.admit(from, txn, seen, age, func(cause string) { p.refuseOps(from, txn, r, cause) })
 	if t == nil {
 		return
 	}
-	if p.cfg.Mutant == MutantEagerNoLock {
-		// Broken on purpose: the write is pending with no exclusive lock, and prepare takes none.
-		p.grantWrite(t, m)
-		return
-	}
-	res := p.locks.Acquire(t.id, m.Key, locks.Exclusive, p.cfg.Policy, t.age)
-	switch res.Outcome {
-	case locks.Granted:
-		p.grantWrite(t, m)
-	case locks.Waiting:
-		t.waitWrite = m
-		p.startWait(t, res)
-	case locks.Aborted:
-		p.abortLocal(t, res.Reason)
-		p.env.Send(from, &WriteResp{Txn: m.Txn, Seq: m.Seq, Cause: res.Reason})
-	}
+	r.results = make([]ReadResult, len(r.ops))
+	t.waitOps = r
+	p.continueOps(t)
 	p.drain()
 }
 
-// grantWrite records an eager write whose exclusive lock t holds and acknowledges it.
-func (p *Participant) grantWrite(t *partTxn, m *WriteReq) {
-	if t.writes == nil {
-		t.writes = map[string]Write{}
+// continueOps takes the locks of t's request from its next operation on, each granted one
+// applied at once (a read's value taken, a write kept pending), and answers once all are held. A
+// lock that must wait parks the request (drain resumes it); a refused one aborts t, which
+// answers the request and releases the locks its earlier operations took.
+func (p *Participant) continueOps(t *partTxn) {
+	r := t.waitOps
+	for ; r.next < len(r.ops); r.next++ {
+		op := r.ops[r.next]
+		mode, skip := locks.Shared, p.cfg.Mutant == MutantNoReadLock
+		if op.Write {
+			// mutant=eager-no-lock: broken on purpose, the write is pending with no exclusive
+			// lock, and prepare takes none.
+			mode, skip = locks.Exclusive, p.cfg.Mutant == MutantEagerNoLock
+		}
+		if !skip {
+			res := p.locks.Acquire(t.id, op.Key, mode, p.cfg.Policy, t.age)
+			switch res.Outcome {
+			case locks.Waiting:
+				p.startWait(t, res)
+				return
+			case locks.Aborted:
+				p.abortLocal(t, res.Reason)
+				return
+			}
+		}
+		p.applyOp(t, r)
 	}
-	t.writes[m.Key] = Write{Key: m.Key, Value: m.Value, Delete: m.Delete}
-	t.granted++
-	p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: m.Seq, OK: true})
+	t.waitOps = nil
+	p.answerOps(t, r)
 }
+
+// applyOp performs r's next operation, whose lock t holds: a read takes the latest committed
+// value, or the transaction's own pending write (read-your-writes); an eager write becomes
+// pending, visible only to t's later reads here.
+func (p *Participant) applyOp(t *partTxn, r *opsReq) {
+	op := r.ops[r.next]
+	t.granted++
+	if op.Write {
+		if t.writes == nil {
+			t.writes = map[string]Write{}
+		}
+		t.writes[op.Key] = Write{Key: op.Key, Value: op.Value, Delete: op.Delete}
+		return
+	}
+	var res ReadResult
+	if v, ok := p.store.Latest(op.Key); ok {
+		res.Version = v.TS
+		if !v.Tombstone {
+			res.Found, res.Value = true, v.Value
+		}
+	}
+	if w, ok := t.writes[op.Key]; ok {
+		// The transaction's own pending write hides the committed version.
+		res.Found, res.Value = !w.Delete, w.Value
+	}
+	r.results[r.next] = res
+}
+
+// answerOps tells t's coordinator that every operation of r holds its lock, in the message
+// kind r arrived as.
+func (p *Participant) answerOps(t *partTxn, r *opsReq) {
+	switch r.kind {
+	case kindRead:
+		res := r.results[0]
+		p.env.Send(t.coord, &ReadResp{Txn: t.id, Seq: r.seq, OK: true, Found: res.Found, Value: res.Value, Version: res.Version})
+	case kindWrite:
+		p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: r.seq, OK: true})
+	case kindOps:
+		p.env.Send(t.coord, &OpsResp{Txn: t.id, Seq: r.seq, OK: true, Results: r.results})
+	}
+}
+
+// refuseOps answers r with an abort cause.
+func (p *Participant) refuseOps(to node.ID, txn storage.TxnID, r *opsReq, cause string) {
+	switch r.kind {
+	case kindRead:
+		p.env.Send(to, &ReadResp{Txn: txn, Seq: r.seq, Cause: cause})
+	case kindWrite:
+		p.env.Send(to, &WriteResp{Txn: txn, Seq: r.seq, Cause: cause})
+	case kindOps:
+		p.env.Send(to, &OpsResp{Txn: txn, Seq: r.seq, Cause: cause})
+	}
+}
+
+func (t *partTxn) waiting() bool { return t.waitOps != nil || t.waitPrep != nil }
 
 // onKeepAlive keeps an unprepared transaction whose coordinator is alive from idling out.
 func (p *Participant) onKeepAlive(m *KeepAlive) {
@@ -372,16 +425,13 @@ func (p *Participant) abortLocal(t *partTxn, cause string) {
 	}
 	t.state, t.cause = partAborted, cause
 	p.waitsDirty = true
-	if r := t.waitRead; r != nil {
-		p.env.Send(t.coord, &ReadResp{Txn: t.id, Seq: r.Seq, Cause: cause})
-	}
-	if w := t.waitWrite; w != nil {
-		p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: w.Seq, Cause: cause})
+	if r := t.waitOps; r != nil {
+		p.refuseOps(t.coord, t.id, r, cause)
 	}
 	if t.waitPrep != nil {
 		p.env.Send(t.coord, &PrepareResp{Txn: t.id, Cause: cause})
 	}
-	t.waitRead, t.waitWrite, t.waitPrep, t.writes = nil, nil, nil, nil
+	t.waitOps, t.waitPrep, t.writes = nil, nil, nil
 	p.grants = append(p.grants, p.locks.Release(t.id)...)
 	p.armIdle(t) // expires the tombstone
 }
@@ -399,15 +449,10 @@ func (p *Participant) drain() {
 		p.metrics.Observe("lock_wait", p.now()-t.waitSince)
 		p.waitsDirty = true
 		switch {
-		case t.waitRead != nil && t.waitRead.Key == g.Key:
-			r := t.waitRead
-			t.waitRead = nil
-			t.granted++
-			p.replyRead(t, r)
-		case t.waitWrite != nil && t.waitWrite.Key == g.Key:
-			w := t.waitWrite
-			t.waitWrite = nil
-			p.grantWrite(t, w)
+		case t.waitOps != nil && t.waitOps.ops[t.waitOps.next].Key == g.Key:
+			p.applyOp(t, t.waitOps)
+			t.waitOps.next++
+			p.continueOps(t)
 		case t.waitPrep != nil:
 			t.prepNext++
 			p.continuePrepare(t)
@@ -565,7 +610,7 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 		p.env.Cancel(t.pollTimer)
 		if t.state == partActive {
 			// Aborted by its coordinator while waiting here: nobody waits for an answer.
-			t.waitRead, t.waitWrite, t.waitPrep = nil, nil, nil
+			t.waitOps, t.waitPrep = nil, nil
 		}
 		delete(p.txns, id)
 		p.grants = append(p.grants, p.locks.Release(id)...)
@@ -586,20 +631,33 @@ func (p *Participant) onSnapRead(from node.ID, m *SnapReadReq) {
 	// Every later prepare here gets a timestamp above m.At, so nothing can still commit at or
 	// below it except the prepared transactions the read waits for below.
 	p.maxTS = ts.MaxOf(p.maxTS, m.At)
-	p.trySnap(snapWaiter{from: from, req: m})
+	keys := m.keys()
+	p.trySnap(&snapWaiter{from: from, req: m, keys: keys, results: make([]ReadResult, len(keys))})
 }
 
-func (p *Participant) trySnap(w snapWaiter) {
-	vis := p.store.VisibleAt(w.req.Key, w.req.At, 0)
-	if len(vis.Pending) > 0 {
-		// A prepared transaction at or below the snapshot may commit below it: Spanner's safe
-		// time has not reached the snapshot for this key yet.
-		p.snapQ[w.req.Key] = append(p.snapQ[w.req.Key], w)
-		return
+// trySnap reads w's keys from its next one on, and answers once all are read. A key below a
+// prepared intent parks w on that key (retrySnap resumes it at the decision): what w read before
+// stays valid, because nothing can commit at or below the snapshot here once onSnapRead raised
+// maxTS except the transactions already prepared.
+func (p *Participant) trySnap(w *snapWaiter) {
+	for ; w.next < len(w.keys); w.next++ {
+		key := w.keys[w.next]
+		vis := p.store.VisibleAt(key, w.req.At, 0)
+		if len(vis.Pending) > 0 {
+			// A prepared transaction at or below the snapshot may commit below it: Spanner's
+			// safe time has not reached the snapshot for this key yet.
+			p.snapQ[key] = append(p.snapQ[key], w)
+			return
+		}
+		if vis.Found && !vis.Version.Tombstone {
+			w.results[w.next] = ReadResult{Found: true, Value: vis.Version.Value}
+		}
 	}
 	r := &SnapReadResp{Txn: w.req.Txn, Seq: w.req.Seq}
-	if vis.Found && !vis.Version.Tombstone {
-		r.Found, r.Value = true, vis.Version.Value
+	if len(w.req.Keys) > 0 {
+		r.Results = w.results
+	} else {
+		r.Found, r.Value = w.results[0].Found, w.results[0].Value
 	}
 	p.env.Send(w.from, r)
 }

@@ -189,6 +189,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Coord.onReadResp(from, m)
 	case *WriteResp:
 		n.Coord.onWriteResp(from, m)
+	case *OpsResp:
+		n.Coord.onOpsResp(from, m)
 	case *SnapReadResp:
 		n.Coord.onSnapReadResp(from, m)
 	case *PrepareResp:
@@ -203,6 +205,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Part.onRead(from, m)
 	case *WriteReq:
 		n.Part.onWrite(from, m)
+	case *OpsReq:
+		n.Part.onOps(from, m)
 	case *SnapReadReq:
 		n.Part.onSnapRead(from, m)
 	case *PrepareReq:
@@ -235,6 +239,7 @@ const (
 	causeUnknownTxn    = "unknown-transaction"
 	causeClientAbort   = "client-abort"
 	causePrepareFailed = "prepare-failed"
+	causeBadAnswer     = "bad-participant-answer"
 )
 
 // tsAfter returns the smallest timestamp issued by origin that is greater than t and not below
