@@ -81,7 +81,10 @@ func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64) {
 		r.Req, r.Clock = req.Req, n.now()
 		n.env.Send(from, r)
 	}
-	limit := req.Limit
+	// Values at or below the read timestamp are always visible: the uncertainty interval is
+	// (ReadTS, limit], and an observed clock reading below ReadTS (this node's clock behind the
+	// gateway's) empties it rather than hiding committed values the read must see.
+	limit := ts.MaxOf(req.Limit, req.ReadTS)
 	vs := n.store.Versions(req.Key)
 	for i := len(vs) - 1; i >= 0; i-- {
 		if v := vs[i]; v.State == mvcc.Intent && v.Txn == req.Txn.ID {

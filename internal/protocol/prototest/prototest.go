@@ -46,6 +46,8 @@ type Case struct {
 	// offsets; 0 keeps the simulator's default.
 	Epsilon, MaxOffset time.Duration
 	Faults             func(s *sim.Sim, w bench.Window)
+	// OneOpAtATime makes clients send batched operations one at a time (bench.Spec).
+	OneOpAtATime bool
 }
 
 // SimConfig builds the simulator configuration of c's deployment; it fails on options the
@@ -81,7 +83,7 @@ func Run(t testing.TB, c Case) *bench.Result {
 		c.Duration = 2 * time.Second
 	}
 	res, err := bench.SimRun(cfg, bench.Spec{Workload: wl, ClientsPerRegion: c.Clients, Warmup: Warmup,
-		Duration: c.Duration, Record: true, Faults: c.Faults})
+		Duration: c.Duration, Record: true, Faults: c.Faults, OneOpAtATime: c.OneOpAtATime})
 	if err != nil {
 		t.Fatal(err)
 	}
