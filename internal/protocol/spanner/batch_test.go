@@ -229,7 +229,7 @@ func checkSent(t *testing.T, what string, got map[node.ID][]sentOps, want map[no
 }
 
 // TestBatchAcrossParticipants: a batch sends each participant it touches one message with all
-// its operations in key order, all at once (with Seen counting every lock the participant
+// its operations in request order, all at once (with Seen counting every lock the participant
 // granted the transaction before); the reply carries each read's value in request order; later
 // batches read the transaction's own writes (from the coordinator's buffer, or from the
 // participant's pending eager writes); and the commit installs the batch's writes.
@@ -246,8 +246,8 @@ func TestBatchAcrossParticipants(t *testing.T) {
 			}
 
 			// The first request of the transaction is a batch: three reads on three
-			// participants, a second read on participant 1 (listed before the first, so the
-			// message must sort them), a missing key, two writes and a delete.
+			// participants, a second read on participant 1, a missing key, two writes and a
+			// delete.
 			batch := append(gets(a0, b1, a1, a2),
 				wire.BatchOp{Op: wire.OpPut, Key: w0, Value: []byte("new-w0")},
 				wire.BatchOp{Op: wire.OpPut, Key: w2, Value: []byte("new-w2")},
@@ -259,9 +259,9 @@ func TestBatchAcrossParticipants(t *testing.T) {
 			for range len(c.queue) {
 				c.step()
 			}
-			want := map[node.ID][]string{0: {a0}, 1: {a1, b1}, 2: {a2}}
+			want := map[node.ID][]string{0: {a0}, 1: {b1, a1}, 2: {a2}}
 			if eager {
-				want = map[node.ID][]string{0: {a0, b0, w0}, 1: {a1, b1}, 2: {a2, w2}}
+				want = map[node.ID][]string{0: {a0, w0, b0}, 1: {b1, a1}, 2: {a2, w2}}
 			}
 			checkSent(t, "first batch", c.takeOps(), want, map[node.ID]uint32{})
 			c.run()
@@ -278,7 +278,7 @@ func TestBatchAcrossParticipants(t *testing.T) {
 			checkResults(t, "own writes", r2, []string{"new-w2", "", "new-w0", "", "v-a1"})
 			want, seen := map[node.ID][]string{1: {a1}, 2: {a2}}, map[node.ID]uint32{1: 2, 2: 1}
 			if eager {
-				want, seen = map[node.ID][]string{0: {b0, w0}, 1: {a1}, 2: {a2, w2}}, map[node.ID]uint32{0: 3, 1: 2, 2: 2}
+				want, seen = map[node.ID][]string{0: {b0, w0}, 1: {a1}, 2: {w2, a2}}, map[node.ID]uint32{0: 3, 1: 2, 2: 2}
 			}
 			checkSent(t, "second batch", c.takeOps(), want, seen)
 			if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
@@ -339,9 +339,9 @@ func TestMultiKeyRequest(t *testing.T) {
 			ok("older writes kc", c.request(older, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: kc, Value: []byte("o")}))
 			c.now += int64(time.Millisecond)
 			c.takeInbox()
-			// The younger reads kc, ka and kb at participant 1: ka and kb are granted, kc
+			// The younger reads ka, kb and kc at participant 1: ka and kb are granted, kc
 			// conflicts.
-			r := c.request(younger, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, Batch: gets(kc, ka, kb)})
+			r := c.request(younger, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, Batch: gets(ka, kb, kc)})
 			part := c.nodes[1].Part
 			yid := c.nodes[0].Coord.txns[txnKey(younger, 1)]
 			if tc.cause == locks.ReasonNoWait {
@@ -386,7 +386,7 @@ func TestMultiKeyRequest(t *testing.T) {
 			case "commit":
 				ok("older commits", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}))
 				r = c.replies[younger][len(c.replies[younger])-1]
-				checkResults(t, "younger's request", r, []string{"o", "v-a", "v-b"})
+				checkResults(t, "younger's request", r, []string{"v-a", "v-b", "o"})
 				// Seen counts all three locks: a further read there is admitted.
 				c.takeInbox()
 				ok("younger reads again", c.request(younger, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpGet, Key: c.key(1, 1, "d")}))
@@ -506,14 +506,14 @@ func TestBatchAbort(t *testing.T) {
 
 // TestReadOnlyBatch: a read-only transaction may begin with a batch; its reads are snapshot
 // reads at the transaction's snapshot timestamp, one message per participant with that
-// participant's keys in order, and a multi-key read that reaches a key behind a prepared intent
+// participant's keys in request order, and a multi-key read that reaches a key behind a prepared intent
 // below the snapshot parks there (after reading the keys before it) until the decision, while
 // the other participants answer.
 func TestReadOnlyBatch(t *testing.T) {
 	c := newTestCluster(t, locks.WoundWait, false)
 	const writer, reader node.ID = 100, 101
 	a0, a1, b1, a2, gone := c.key(0, 0, "a0"), c.key(1, 0, "a1"), c.key(1, 1, "b1"), c.key(2, 0, "a2"), c.key(2, 1, "gone")
-	pre := c.key(2, 0, "0pre") // sorts before a2
+	pre := c.key(2, 0, "pre")
 	if err := c.preload(wire.KV{Key: a0, Value: []byte("v-a0")}, wire.KV{Key: a1, Value: []byte("v-a1")},
 		wire.KV{Key: b1, Value: []byte("v-b1")}, wire.KV{Key: a2, Value: []byte("old-a2")}, wire.KV{Key: pre, Value: []byte("v-pre")}); err != nil {
 		t.Fatal(err)
@@ -544,7 +544,7 @@ func TestReadOnlyBatch(t *testing.T) {
 			t.Errorf("read-only transaction took a read lock: %+v", d.m)
 		}
 	}
-	want := map[node.ID][][]string{0: {{a0}}, 1: {{a1, b1}}, 2: {{pre, a2, gone}}}
+	want := map[node.ID][][]string{0: {{a0}}, 1: {{a1, b1}}, 2: {{gone, a2, pre}}}
 	for n := node.ID(0); n < 3; n++ {
 		if len(sent[n]) != 1 || !slices.Equal(sent[n][0], want[n][0]) {
 			t.Errorf("snapshot reads sent to participant %d: %v, want one message with %v", n, sent[n], want[n][0])

@@ -13,7 +13,7 @@
 //     committed value; a write is buffered (or, with write-locks=eager, sent to its
 //     participant at once — see "Write locks"). A client's OpBatch (independent reads and
 //     writes of distinct keys) sends each participant it touches one message with all of that
-//     participant's operations, sorted by key (an OpsReq; a lone operation keeps its ReadReq or
+//     participant's operations, in the client's order (an OpsReq; a lone operation keeps its ReadReq or
 //     WriteReq, and read-only transactions send one multi-key SnapReadReq), to every
 //     participant at once: a batch costs one round trip per participant however many keys it
 //     reads there. The participant takes the request's locks in order without a round trip

@@ -87,7 +87,7 @@ type WriteResp struct {
 }
 
 // OpsReq carries every operation of one client batch that goes to one participant: reads under
-// shared locks and (write-locks=eager) writes under exclusive locks, in key order. The
+// shared locks and (write-locks=eager) writes under exclusive locks, in the client's order. The
 // participant takes the locks one after another without a round trip between them — a lock it
 // must wait for parks the request there, and a refused one aborts the transaction — and answers
 // once, when all are held. A batch's single operation at a participant still goes as a ReadReq
