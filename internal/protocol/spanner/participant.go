@@ -277,16 +277,8 @@ func (p *Participant) continueOps(t *partTxn) {
 			// lock, and prepare takes none.
 			mode, skip = locks.Exclusive, p.cfg.Mutant == MutantEagerNoLock
 		}
-		if !skip {
-			res := p.locks.Acquire(t.id, op.Key, mode, p.cfg.Policy, t.age)
-			switch res.Outcome {
-			case locks.Waiting:
-				p.startWait(t, res)
-				return
-			case locks.Aborted:
-				p.abortLocal(t, res.Reason)
-				return
-			}
+		if !skip && !p.acquire(t, op.Key, mode) {
+			return
 		}
 		p.applyOp(t, r)
 	}
@@ -488,18 +480,27 @@ func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
 	p.drain()
 }
 
+// acquire takes t's lock on key under the lock policy. It returns false if t must wait (the
+// wait is started; drain resumes t) or was refused (t is aborted).
+func (p *Participant) acquire(t *partTxn, key string, mode locks.Mode) bool {
+	res := p.locks.Acquire(t.id, key, mode, p.cfg.Policy, t.age)
+	switch res.Outcome {
+	case locks.Waiting:
+		p.startWait(t, res)
+		return false
+	case locks.Aborted:
+		p.abortLocal(t, res.Reason)
+		return false
+	}
+	return true
+}
+
 // continuePrepare takes the exclusive locks of t's prepare in key order from prepNext; once all
 // are held it writes the intents at a fresh prepare timestamp and votes after they are durable.
 func (p *Participant) continuePrepare(t *partTxn) {
 	m := t.waitPrep
 	for ; t.prepNext < len(m.Writes); t.prepNext++ {
-		res := p.locks.Acquire(t.id, m.Writes[t.prepNext].Key, locks.Exclusive, p.cfg.Policy, t.age)
-		switch res.Outcome {
-		case locks.Waiting:
-			p.startWait(t, res)
-			return
-		case locks.Aborted:
-			p.abortLocal(t, res.Reason)
+		if !p.acquire(t, m.Writes[t.prepNext].Key, locks.Exclusive) {
 			return
 		}
 	}
