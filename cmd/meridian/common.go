@@ -35,6 +35,7 @@ type simFlags struct {
 	epsilon        time.Duration
 	maxDrift       float64
 	maxOffset      time.Duration
+	intraRTT       time.Duration
 }
 
 func (f *simFlags) register(fs *pflag.FlagSet) {
@@ -53,6 +54,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.epsilon, "epsilon", d.Epsilon, "TrueTime uncertainty ε")
 	fs.Float64Var(&f.maxDrift, "max-drift", d.MaxDrift, "maximum clock drift rate (200e-6 = 200 ppm)")
 	fs.DurationVar(&f.maxOffset, "max-offset", d.MaxOffset, "maximum local clock offset")
+	fs.DurationVar(&f.intraRTT, "intra-rtt", 0, "round trip inside a region (0: the topology's)")
 }
 
 func parseOpts(kvs []string) (map[string]string, error) {
@@ -78,7 +80,7 @@ func (f *simFlags) config() (sim.Config, error) {
 	base.OracleServiceTime = f.oracleService
 	base.Epsilon, base.MaxDrift, base.MaxOffset = f.epsilon, f.maxDrift, f.maxOffset
 	return bench.SimConfig(bench.Deployment{Protocol: f.protocol, Options: opts, Topology: f.topology,
-		NodesPerRegion: f.nodesPerRegion, ShardsPerNode: f.shardsPerNode, Seed: f.seed, Base: &base})
+		NodesPerRegion: f.nodesPerRegion, ShardsPerNode: f.shardsPerNode, Seed: f.seed, Base: &base, IntraRTT: f.intraRTT})
 }
 
 func writeJSON(w io.Writer, v any) error {

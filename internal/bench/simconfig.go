@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/sim"
@@ -18,6 +19,8 @@ type Deployment struct {
 	ShardsPerNode  int
 	Seed           uint64
 	Base           *sim.Config
+	// IntraRTT, if positive, replaces the topology's round trip inside a region.
+	IntraRTT time.Duration
 }
 
 // SimConfig builds the simulator configuration of a deployment.
@@ -38,6 +41,12 @@ func SimConfig(d Deployment) (sim.Config, error) {
 	tp, err := topo.Resolve(d.Topology, l)
 	if err != nil {
 		return sim.Config{}, err
+	}
+	if d.IntraRTT < 0 {
+		return sim.Config{}, fmt.Errorf("intra-region round trip must not be negative, got %v", d.IntraRTT)
+	}
+	if d.IntraRTT > 0 {
+		tp.IntraRTT = d.IntraRTT
 	}
 	cfg := sim.DefaultConfig()
 	if d.Base != nil {
