@@ -589,3 +589,60 @@ func TestBatchesInSimulation(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicateClientRequest: the network may deliver a client's request twice. The copy must
+// get no answer of its own, whether it arrives while the request is being served (a batch's
+// OpsReqs out, a commit's 2PC under way) or after it was answered: the client takes the first
+// reply carrying the request's number, so a refusal of the copy would stand for the request —
+// a committed transaction reported failed (G1a under sim.SetDuplication) — and re-running an
+// old write could overwrite a newer one.
+func TestDuplicateClientRequest(t *testing.T) {
+	for _, eager := range []bool{false, true} {
+		t.Run(fmt.Sprintf("eager=%v", eager), func(t *testing.T) {
+			c := newTestCluster(t, locks.WoundWait, eager)
+			const client node.ID = 100
+			a0, a1, b1 := c.key(0, 0, "a0"), c.key(1, 0, "a1"), c.key(1, 1, "b1")
+			if err := c.preload(wire.KV{Key: a0, Value: []byte("v-a0")}, wire.KV{Key: a1, Value: []byte("v-a1")}); err != nil {
+				t.Fatal(err)
+			}
+			twice := func(m *wire.ClientRequest) []*wire.ClientReply {
+				before := len(c.replies[client])
+				c.send(client, 0, m)
+				c.send(client, 0, m) // delivered right after the original, before any answer
+				c.run()
+				return c.replies[client][before:]
+			}
+			once := func(what string, got []*wire.ClientReply) *wire.ClientReply {
+				t.Helper()
+				if len(got) != 1 {
+					t.Fatalf("%s sent twice: %d replies %+v, want one", what, len(got), got)
+				}
+				return got[0]
+			}
+			r := once("batch", twice(&wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpBatch,
+				Batch: append(gets(a0, a1), wire.BatchOp{Op: wire.OpPut, Key: b1, Value: []byte("first")})}))
+			checkResults(t, "batch", r, []string{"v-a0", "v-a1", ""})
+			// A second write of b1, then a late copy of the first batch: it must not run again.
+			if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpPut, Key: b1, Value: []byte("second")}); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("put: %+v", r)
+			}
+			if got := c.replies[client]; len(got) != 2 {
+				t.Fatalf("%d replies before the late copy, want 2", len(got))
+			}
+			c.send(client, 0, &wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpBatch,
+				Batch: append(gets(a0, a1), wire.BatchOp{Op: wire.OpPut, Key: b1, Value: []byte("first")})})
+			c.run()
+			if got := c.replies[client]; len(got) != 2 {
+				t.Fatalf("a late copy of an answered request was answered: %+v", got[2:])
+			}
+			r = once("commit", twice(&wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}))
+			if r.Code != wire.CodeOK {
+				t.Fatalf("commit: %+v", r)
+			}
+			r = c.request(client, &wire.ClientRequest{Txn: 2, Seq: 0, Op: wire.OpGet, Key: b1})
+			if r == nil || r.Code != wire.CodeOK || string(r.Value) != "second" {
+				t.Fatalf("after commit b1 = %+v, want %q", r, "second")
+			}
+		})
+	}
+}

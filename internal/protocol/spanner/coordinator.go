@@ -50,9 +50,13 @@ type coordTxn struct {
 	writeOrder []string
 	maxRead    ts.Timestamp // newest version read: the commit timestamp must exceed it
 
-	pending   *wire.ClientRequest // the client request being served, if any
-	run       *opRun              // its reads and writes in flight, if it is one of those
-	abortedBy string              // set when aborted with no request pending: the next one learns it
+	pending *wire.ClientRequest // the client request being served, if any
+	// nextSeq is one above the last client request taken on: the client numbers its requests
+	// 0, 1, 2, … and sends one at a time, so a request numbered below it is a copy the network
+	// delivered twice (or late) and must get no second answer.
+	nextSeq   uint32
+	run       *opRun // its reads and writes in flight, if it is one of those
+	abortedBy string // set when aborted with no request pending: the next one learns it
 	votes     int
 	prepMax   ts.Timestamp
 	commitTS  ts.Timestamp
@@ -159,11 +163,20 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 		}
 		t = c.begin(key, m)
 	}
+	if m.Seq < t.nextSeq {
+		// A duplicate of a request already taken on. Answering it would give the client a
+		// second reply for that number, and the first to arrive wins: a "request while another
+		// is in flight" refusal of a duplicated commit reached the client before the commit's
+		// own answer, so a committed transaction was reported failed (G1a under
+		// sim.SetDuplication). Running it again could also overwrite a later buffered write.
+		return
+	}
 	if t.pending != nil {
-		// The client sends one request at a time; a second one is a duplicate or a bug.
+		// The client sends one request at a time; a second one is a bug.
 		txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "request while another is in flight"})
 		return
 	}
+	t.nextSeq = m.Seq + 1
 	if t.abortedBy != "" {
 		cause := t.abortedBy
 		c.forget(t)
