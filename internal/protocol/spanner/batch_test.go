@@ -20,15 +20,28 @@ import (
 
 // testCluster runs whole data nodes (coordinator and participant) under a test's control, like
 // scriptEnv does for one participant: messages and persist completions are delivered one at a
-// time in FIFO order when the test says so, timers never fire and the clock moves only when the
-// test moves it. Endpoints outside the topology are clients; what is sent to them is collected.
+// time in FIFO order when the test says so, timers fire only when the test calls fireTimers and
+// the clock moves only when the test moves it. Endpoints outside the topology are clients; what
+// is sent to them is collected. A node the test crashed loses what is delivered to it until it
+// restarts.
 type testCluster struct {
 	tp      *topo.Topology
+	cfg     Config
 	nodes   []*Node
 	now     int64
 	queue   []func() // deliveries and persist completions, in order
 	inbox   []delivered
 	replies map[node.ID][]*wire.ClientReply
+	timers  []testTimer // armed, in arming order
+	nextTID node.TimerID
+	down    map[node.ID]bool
+}
+
+type testTimer struct {
+	id   node.TimerID
+	node node.ID
+	at   int64
+	fn   func()
 }
 
 // delivered is a message between nodes, recorded as it is delivered.
@@ -49,10 +62,52 @@ func (e clusterEnv) TrueTime() ts.Interval {
 	return ts.Interval{Earliest: e.c.now - int64(time.Millisecond), Latest: e.c.now + int64(time.Millisecond)}
 }
 func (e clusterEnv) Send(to node.ID, m wire.Msg) { e.c.send(e.self, to, m) }
-func (e clusterEnv) After(time.Duration, func()) node.TimerID {
-	return 0
+func (e clusterEnv) After(d time.Duration, fn func()) node.TimerID {
+	c := e.c
+	c.nextTID++
+	c.timers = append(c.timers, testTimer{id: c.nextTID, node: e.self, at: c.now + int64(d), fn: fn})
+	return c.nextTID
 }
-func (e clusterEnv) Cancel(node.TimerID) {}
+func (e clusterEnv) Cancel(id node.TimerID) {
+	e.c.timers = slices.DeleteFunc(e.c.timers, func(t testTimer) bool { return t.id == id })
+}
+
+// fireTimers moves the clock on by d and runs, in arming order, the timers of live nodes due by
+// then (ones they arm meanwhile wait for the next call), then the cluster until quiet.
+func (c *testCluster) fireTimers(d time.Duration) {
+	c.now += int64(d)
+	var due []testTimer
+	c.timers = slices.DeleteFunc(c.timers, func(t testTimer) bool {
+		if t.at <= c.now && !c.down[t.node] {
+			due = append(due, t)
+			return true
+		}
+		return false
+	})
+	for _, t := range due {
+		t.fn()
+	}
+	c.run()
+}
+
+// crash stops node n: what is delivered to it is lost, its timers are dropped.
+func (c *testCluster) crash(n node.ID) {
+	c.down[n] = true
+	c.timers = slices.DeleteFunc(c.timers, func(t testTimer) bool { return t.node == n })
+}
+
+// restart brings node n back with nothing it had (an empty durable store: it persisted
+// nothing the test relies on).
+func (c *testCluster) restart(t *testing.T, n node.ID) {
+	t.Helper()
+	nd, err := NewNode(clusterEnv{c: c, self: n}, durable.NewMem(), c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[n] = nd
+	delete(c.down, n)
+	c.run()
+}
 func (e clusterEnv) Persist(_ []node.Write, done func()) {
 	if done != nil {
 		e.c.queue = append(e.c.queue, done)
@@ -70,10 +125,11 @@ func newTestCluster(t *testing.T, policy locks.Policy, eager bool) *testCluster 
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &testCluster{tp: tp, now: int64(time.Second), replies: map[node.ID][]*wire.ClientReply{}}
+	c := &testCluster{tp: tp, now: int64(time.Second), replies: map[node.ID][]*wire.ClientReply{}, down: map[node.ID]bool{}}
 	// locks.Wait stands for lock-policy=detect: conflicts wait and the detector breaks cycles.
 	cfg := Config{Policy: policy, DetectDeadlocks: policy == locks.Wait, EagerWrites: eager,
 		IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
+	c.cfg = cfg
 	for i := range tp.Nodes {
 		n, err := NewNode(clusterEnv{c: c, self: node.ID(i)}, durable.NewMem(), cfg)
 		if err != nil {
@@ -98,6 +154,9 @@ func (c *testCluster) send(from, to node.ID, m wire.Msg) {
 		return
 	}
 	c.queue = append(c.queue, func() {
+		if c.down[to] {
+			return
+		}
 		c.inbox = append(c.inbox, delivered{from, to, m})
 		c.nodes[to].Handle(from, m)
 	})
@@ -642,6 +701,52 @@ func TestDuplicateClientRequest(t *testing.T) {
 			r = c.request(client, &wire.ClientRequest{Txn: 2, Seq: 0, Op: wire.OpGet, Key: b1})
 			if r == nil || r.Code != wire.CodeOK || string(r.Value) != "second" {
 				t.Fatalf("after commit b1 = %+v, want %q", r, "second")
+			}
+		})
+	}
+}
+
+// TestRestartedParticipantAbortsLostTxn: a participant that restarts loses the requests it was
+// serving (or had not yet received). Its coordinator would wait for their answers for good, the
+// client's request would hang and the coordinator's keep-alives would hold the transaction's
+// locks at every other participant. The restarted participant answers the next keep-alive for
+// a transaction it does not know with an abort; the coordinator keeps sending them while a vote
+// is missing, so a PrepareReq lost in the crash is caught too.
+func TestRestartedParticipantAbortsLostTxn(t *testing.T) {
+	for _, lost := range []string{"batch", "prepare"} {
+		t.Run(lost, func(t *testing.T) {
+			c := newTestCluster(t, locks.WoundWait, false)
+			const client node.ID = 100
+			a1, b1, a2, b2 := c.key(1, 0, "a1"), c.key(1, 1, "b1"), c.key(2, 0, "a2"), c.key(2, 1, "b2")
+			if lost == "batch" {
+				c.crash(2)
+				if r := c.request(client, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, Batch: gets(a1, b1, a2, b2)}); r != nil {
+					t.Fatalf("batch answered %+v with a participant down", r)
+				}
+			} else {
+				r := c.request(client, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, Batch: append(gets(a1, b1),
+					wire.BatchOp{Op: wire.OpPut, Key: a2, Value: []byte("x")})})
+				checkResults(t, "batch", r, []string{"", "", ""})
+				c.crash(2)
+				if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}); r != nil {
+					t.Fatalf("commit answered %+v with a participant down", r)
+				}
+			}
+			if c.nodes[1].Part.Len() != 1 {
+				t.Fatalf("participant 1 tracks %d transactions, want the one holding a1, b1", c.nodes[1].Part.Len())
+			}
+			c.restart(t, 2)
+			before := len(c.replies[client])
+			c.fireTimers(c.cfg.IdleTimeout / 3)
+			got := c.replies[client][before:]
+			if len(got) != 1 || got[0].Code != wire.CodeAborted || got[0].Cause != causeLostLocks {
+				t.Fatalf("after the restart and a keep-alive: replies %+v, want one abort (%s)", got, causeLostLocks)
+			}
+			if n := c.nodes[1].Part.Len(); n != 0 {
+				t.Errorf("participant 1 still tracks %d transactions: its locks outlive the abort", n)
+			}
+			if n := c.nodes[0].Coord.Active(); n != 0 {
+				t.Errorf("coordinator still runs %d transactions", n)
 			}
 		})
 	}

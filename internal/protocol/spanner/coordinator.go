@@ -262,15 +262,22 @@ func (c *Coordinator) armIdle(t *coordTxn) {
 // locks of a transaction whose coordinator crashed; without this it also fired at participants
 // where a live transaction held locks while it waited, longer than the timeout, for a lock at
 // another participant (or at this one), turning the idle timeout into a lock-wait timeout.
+// A participant that restarted answers a keep-alive for a transaction it lost with a WoundReq,
+// so keep-alives also go to the participants whose vote is still missing: a PrepareReq (or
+// its answer) lost in the crash would otherwise leave the transaction preparing for good, with
+// the participants that voted yes holding its locks until then. One that voted has its vote
+// durable and never forgets the transaction before the decision; it polls instead.
 func (c *Coordinator) armKeepAlive() {
 	c.env.After(c.cfg.IdleTimeout/3, func() {
 		for _, id := range slices.Sorted(maps.Keys(c.byID)) {
 			t := c.byID[id]
-			if t.phase != phaseActive {
-				continue // prepared participants never idle out; they poll for the decision
+			if t.phase == phaseCommitted {
+				continue
 			}
 			for _, p := range t.parts {
-				c.env.Send(p.node, &KeepAlive{Txn: id})
+				if t.phase == phaseActive || !p.voted {
+					c.env.Send(p.node, &KeepAlive{Txn: id})
+				}
 			}
 		}
 		c.armKeepAlive()
@@ -705,13 +712,13 @@ func (c *Coordinator) onDecideAck(from node.ID, m *DecideAck) {
 	}
 }
 
-// onWound aborts a transaction an older one wounded, or the deadlock detector's victim, unless
-// it already decided to commit (then the wounder simply waits: the locks go soon; for the
+// onWound aborts a transaction an older one wounded, the deadlock detector's victim, or one a
+// restarted participant no longer knows, unless it already decided to commit (then the wounder simply waits: the locks go soon; for the
 // detector, the wait it saw was already over).
 func (c *Coordinator) onWound(m *WoundReq) {
 	cause := causeWoundWait
-	if m.Cause == causeDeadlock {
-		cause = causeDeadlock
+	if m.Cause == causeDeadlock || m.Cause == causeLostLocks {
+		cause = m.Cause
 	}
 	if t := c.byID[m.Txn]; t != nil && t.phase != phaseCommitted {
 		c.abort(t, cause)

@@ -131,7 +131,10 @@
 //   - A participant aborts an unprepared transaction whose coordinator has been silent for
 //     idle-timeout. A live coordinator sends each participant of its executing transactions a
 //     KeepAlive every third of that, so a transaction that waits long for a lock (here or at
-//     another participant) keeps its locks; only a dead coordinator's transactions idle out. Each request carries how many read locks the participant granted the
+//     another participant) keeps its locks; only a dead coordinator's transactions idle out. A participant that does not know the
+//     transaction of a KeepAlive (it restarted since) answers with a WoundReq of cause
+//     participant-lost-locks: the coordinator may be waiting for an answer the crash
+//     swallowed, and would otherwise hold the transaction's other locks alive for good. Each request carries how many read locks the participant granted the
 //     transaction before, so one that lost locks (restart, idle abort) votes no.
 //   - Transaction ids embed a persisted incarnation number, so they never repeat after a restart.
 //

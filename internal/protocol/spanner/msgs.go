@@ -159,7 +159,9 @@ type DecideAck struct {
 
 // WoundReq tells a coordinator that an older transaction wounded its transaction at a
 // participant (wound-wait), or that the deadlock detector chose it as a victim (Cause
-// "deadlock"); the coordinator aborts it unless it has already decided to commit.
+// "deadlock"), or that the participant no longer knows it (Cause "participant-lost-locks", the
+// answer to a KeepAlive after a restart); the coordinator aborts it unless it has already
+// decided to commit.
 type WoundReq struct {
 	Txn   storage.TxnID
 	Cause string `cbor:",omitempty"` // empty: wound-wait

@@ -341,9 +341,20 @@ func (p *Participant) refuseOps(to node.ID, txn storage.TxnID, r *opsReq, cause 
 
 func (t *partTxn) waiting() bool { return t.waitOps != nil || t.waitPrep != nil }
 
-// onKeepAlive keeps an unprepared transaction whose coordinator is alive from idling out.
-func (p *Participant) onKeepAlive(m *KeepAlive) {
-	if t := p.txns[m.Txn]; t != nil && t.state == partActive {
+// onKeepAlive keeps an unprepared transaction whose coordinator is alive from idling out. A
+// transaction this participant does not know lost its state here (a restart): its coordinator
+// may be waiting for the answer to a request the crash swallowed, which would never come — the
+// client's request would hang, and the keep-alives would hold the transaction's locks at every
+// other participant for good. The coordinator is told to abort it, as for a wound. (Keep-alives
+// follow the transaction's first request on the same FIFO link, so a transaction unknown here
+// is never one whose request is still on its way.)
+func (p *Participant) onKeepAlive(from node.ID, m *KeepAlive) {
+	t := p.txns[m.Txn]
+	if t == nil {
+		p.env.Send(from, &WoundReq{Txn: m.Txn, Cause: causeLostLocks})
+		return
+	}
+	if t.state == partActive {
 		t.lastActive = p.now()
 		p.armIdle(t)
 	}

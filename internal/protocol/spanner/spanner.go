@@ -216,7 +216,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 	case *StatusResp:
 		n.Part.onStatusResp(m)
 	case *KeepAlive:
-		n.Part.onKeepAlive(m)
+		n.Part.onKeepAlive(from, m)
 	case *WaitGraph:
 		if n.Detector != nil {
 			n.Detector.onWaitGraph(from, m)
