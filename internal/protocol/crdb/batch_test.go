@@ -9,6 +9,7 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/check"
+	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -323,4 +324,53 @@ func TestMutantNoRefreshBatched(t *testing.T) {
 	prototest.ExpectVerdict(t, rep, check.Invalid)
 	c.Options = nil
 	prototest.ExpectValid(t, prototest.MustCheck(t, prototest.Run(t, c), model), 0)
+}
+
+// TestLateDuplicateRequest delivers a copy of a transaction's first write after the client has
+// moved on (as a network that reorders or repeats messages can): the gateway must not run it
+// again, or it would overwrite the later write of the same key and keep the gateway busy when
+// the commit arrives.
+func TestLateDuplicateRequest(t *testing.T) {
+	b := newBatchSim(t, nil)
+	key := topo.PinnedKey(0, "dup/a")
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	done := false
+	var c *sim.Client
+	c = b.s.AddClient(0, b.coord, int64(100*time.Millisecond), func(db *client.DB) {
+		defer func() { done = true }()
+		tx := db.Begin(client.TxnOptions{})
+		if err := tx.Put(key, []byte("first")); err != nil {
+			fail("first put: %v", err)
+			return
+		}
+		if err := tx.Put(key, []byte("second")); err != nil {
+			fail("second put: %v", err)
+			return
+		}
+		dup := &wire.ClientRequest{Txn: tx.ID(), Seq: 0, Op: wire.OpPut, Key: key, Value: []byte("first")}
+		b.s.At(b.s.Now(), func() { b.s.Handler(b.coord).Handle(node.ID(c.ID()), dup) })
+		if err := tx.Commit(); err != nil {
+			fail("commit: %v", err)
+			return
+		}
+		err := client.RunTxn(db, client.TxnOptions{ReadOnly: true}, func(tx *client.Txn) error {
+			v, err := tx.Get(key)
+			if err == nil && string(v) != "second" {
+				fail("after commit %q = %q, want \"second\"", key, v)
+			}
+			return err
+		})
+		if err != nil {
+			fail("read back: %v", err)
+		}
+	})
+	b.s.RunUntil(int64(20 * time.Second))
+	b.s.Stop()
+	if !done {
+		t.Fatal("the client did not finish in 20 virtual seconds")
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
 }

@@ -34,6 +34,7 @@ type coordTxn struct {
 	// CreateRecord yet; the next write sent does.
 	createRecord bool
 	busy         bool
+	nextSeq      uint32 // requests numbered below it were served already
 	committing   bool
 	req          *wire.ClientRequest // the request being served
 	opStart      int64
@@ -60,10 +61,12 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 		}
 		t = n.begin(k, req)
 	}
-	if t.busy {
-		return // a duplicate of the request being served
+	if t.busy || req.Seq < t.nextSeq {
+		// A duplicate of the request being served, or of one already answered: running it
+		// again could redo a write, and its answer could be taken for a later request's.
+		return
 	}
-	t.busy, t.req, t.opStart = true, req, n.env.Now()
+	t.busy, t.req, t.opStart, t.nextSeq = true, req, n.env.Now(), req.Seq+1
 	n.armIdle(t)
 	if t.remoteAbort != "" && req.Op != wire.OpAbort {
 		n.abort(t, t.remoteAbort)
