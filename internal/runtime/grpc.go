@@ -97,7 +97,7 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 		if err != nil {
 			return err
 		}
-		if req.Op < meridianpb.Op_OP_GET || req.Op > meridianpb.Op_OP_SCAN {
+		if req.Op < meridianpb.Op_OP_GET || req.Op > meridianpb.Op_OP_BATCH {
 			return status.Errorf(codes.InvalidArgument, "request txn %d seq %d: unknown op %v", req.Txn, req.Seq, req.Op)
 		}
 		select {
@@ -106,8 +106,14 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 		default:
 		}
 		s.received.Add(1)
-		s.post(event{from: id, msg: &wire.ClientRequest{Txn: req.Txn, Seq: req.Seq, Op: wire.Op(req.Op), Key: req.Key,
-			EndKey: req.EndKey, Limit: req.Limit, Value: req.Value, ReadOnly: req.ReadOnly, Attempt: req.Attempt}})
+		m := &wire.ClientRequest{Txn: req.Txn, Seq: req.Seq, Op: wire.Op(req.Op), Key: req.Key,
+			EndKey: req.EndKey, Limit: req.Limit, Value: req.Value, ReadOnly: req.ReadOnly, Attempt: req.Attempt, Label: req.Label}
+		for _, op := range req.Batch {
+			// An unknown operation inside a batch reaches the protocol as it is and is refused
+			// there with the rest of the batch's validation.
+			m.Batch = append(m.Batch, wire.BatchOp{Op: wire.Op(op.Op), Key: op.Key, Value: op.Value})
+		}
+		s.post(event{from: id, msg: m})
 	}
 }
 
@@ -116,6 +122,9 @@ func replyToPB(r *wire.ClientReply) *meridianpb.Reply {
 		Cause: r.Cause, Error: r.Error}
 	for _, kv := range r.Rows {
 		out.Rows = append(out.Rows, &meridianpb.KV{Key: kv.Key, Value: kv.Value})
+	}
+	for _, res := range r.Results {
+		out.Results = append(out.Results, &meridianpb.BatchResult{Found: res.Found, Value: res.Value})
 	}
 	if r.CommitTS != (ts.Timestamp{}) {
 		out.CommitTs = &meridianpb.Timestamp{Wall: r.CommitTS.Wall, Logical: r.CommitTS.Logical, Origin: r.CommitTS.Origin}

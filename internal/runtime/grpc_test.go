@@ -53,6 +53,26 @@ func TestGRPCSession(t *testing.T) {
 	if got, err := get(dial(t, cfg, 2), "shared"); err != nil || got != "from-grpc" {
 		t.Fatalf("Go client reads %q, %v after the gRPC commit", got, err)
 	}
+	// A batch: a write and two reads (one absent) in one request, answered in request order.
+	rep := call(&meridianpb.Request{Txn: 3, Seq: 0, Op: meridianpb.Op_OP_BATCH, Label: "grpc-batch", Batch: []*meridianpb.BatchOp{
+		{Op: meridianpb.Op_OP_GET, Key: "absent"},
+		{Op: meridianpb.Op_OP_PUT, Key: "batched", Value: []byte("b")},
+		{Op: meridianpb.Op_OP_GET, Key: "shared"},
+	}})
+	if rep.Code != meridianpb.Code_CODE_OK || len(rep.Results) != 3 || rep.Results[0].Found || !rep.Results[2].Found || string(rep.Results[2].Value) != "from-grpc" {
+		t.Fatalf("batch over gRPC: %v", rep)
+	}
+	if rep := call(&meridianpb.Request{Txn: 3, Seq: 1, Op: meridianpb.Op_OP_COMMIT}); rep.Code != meridianpb.Code_CODE_OK {
+		t.Fatalf("commit of the batch over gRPC: %v", rep)
+	}
+	if got, err := get(dial(t, cfg, 2), "batched"); err != nil || got != "b" {
+		t.Fatalf("Go client reads %q, %v after the gRPC batch", got, err)
+	}
+	if rep := call(&meridianpb.Request{Txn: 4, Seq: 0, Op: meridianpb.Op_OP_BATCH, Batch: []*meridianpb.BatchOp{
+		{Op: meridianpb.Op_OP_GET, Key: "k"}, {Op: meridianpb.Op_OP_GET, Key: "k"},
+	}}); rep.Code != meridianpb.Code_CODE_BAD_ARGUMENT {
+		t.Fatalf("a batch naming one key twice: %v, want bad argument", rep)
+	}
 	if err := s.Send(&meridianpb.Request{Txn: 2, Op: meridianpb.Op(99)}); err != nil {
 		t.Fatal(err)
 	}

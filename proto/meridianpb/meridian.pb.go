@@ -47,6 +47,10 @@ const (
 	Op_OP_COMMIT      Op = 4
 	Op_OP_ABORT       Op = 5
 	Op_OP_SCAN        Op = 6
+	// OP_BATCH carries reads and writes of distinct keys (Request.batch) that the client does not
+	// order among themselves; the server may run them concurrently and answers once, with one
+	// BatchResult per operation in request order (Reply.results).
+	Op_OP_BATCH Op = 7
 )
 
 // Enum value maps for Op.
@@ -59,6 +63,7 @@ var (
 		4: "OP_COMMIT",
 		5: "OP_ABORT",
 		6: "OP_SCAN",
+		7: "OP_BATCH",
 	}
 	Op_value = map[string]int32{
 		"OP_UNSPECIFIED": 0,
@@ -68,6 +73,7 @@ var (
 		"OP_COMMIT":      4,
 		"OP_ABORT":       5,
 		"OP_SCAN":        6,
+		"OP_BATCH":       7,
 	}
 )
 
@@ -164,6 +170,8 @@ type Request struct {
 	Value         []byte                 `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`                        // OP_PUT
 	ReadOnly      bool                   `protobuf:"varint,8,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"` // first request only: the transaction will not write
 	Attempt       uint32                 `protobuf:"varint,9,opt,name=attempt,proto3" json:"attempt,omitempty"`                   // first request only: retry number of the same logical transaction
+	Label         string                 `protobuf:"bytes,10,opt,name=label,proto3" json:"label,omitempty"`                       // first request only: the transaction's kind, for the server's metrics
+	Batch         []*BatchOp             `protobuf:"bytes,11,rep,name=batch,proto3" json:"batch,omitempty"`                       // OP_BATCH: OP_GET, OP_PUT or OP_DELETE, each on its own key
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -261,6 +269,132 @@ func (x *Request) GetAttempt() uint32 {
 	return 0
 }
 
+func (x *Request) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *Request) GetBatch() []*BatchOp {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+type BatchOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            Op                     `protobuf:"varint,1,opt,name=op,proto3,enum=meridian.v1.Op" json:"op,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"` // OP_PUT
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchOp) Reset() {
+	*x = BatchOp{}
+	mi := &file_proto_meridian_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchOp) ProtoMessage() {}
+
+func (x *BatchOp) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meridian_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchOp.ProtoReflect.Descriptor instead.
+func (*BatchOp) Descriptor() ([]byte, []int) {
+	return file_proto_meridian_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BatchOp) GetOp() Op {
+	if x != nil {
+		return x.Op
+	}
+	return Op_OP_UNSPECIFIED
+}
+
+func (x *BatchOp) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *BatchOp) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+type BatchResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"` // a read: the key has a visible value
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`  // a read
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResult) Reset() {
+	*x = BatchResult{}
+	mi := &file_proto_meridian_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResult) ProtoMessage() {}
+
+func (x *BatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meridian_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
+func (*BatchResult) Descriptor() ([]byte, []int) {
+	return file_proto_meridian_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BatchResult) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *BatchResult) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 type KV struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -271,7 +405,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_proto_meridian_proto_msgTypes[1]
+	mi := &file_proto_meridian_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +417,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meridian_proto_msgTypes[1]
+	mi := &file_proto_meridian_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +430,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_proto_meridian_proto_rawDescGZIP(), []int{1}
+	return file_proto_meridian_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *KV) GetKey() string {
@@ -324,7 +458,7 @@ type Timestamp struct {
 
 func (x *Timestamp) Reset() {
 	*x = Timestamp{}
-	mi := &file_proto_meridian_proto_msgTypes[2]
+	mi := &file_proto_meridian_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +470,7 @@ func (x *Timestamp) String() string {
 func (*Timestamp) ProtoMessage() {}
 
 func (x *Timestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meridian_proto_msgTypes[2]
+	mi := &file_proto_meridian_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +483,7 @@ func (x *Timestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timestamp.ProtoReflect.Descriptor instead.
 func (*Timestamp) Descriptor() ([]byte, []int) {
-	return file_proto_meridian_proto_rawDescGZIP(), []int{2}
+	return file_proto_meridian_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Timestamp) GetWall() int64 {
@@ -384,13 +518,14 @@ type Reply struct {
 	Cause         string                 `protobuf:"bytes,7,opt,name=cause,proto3" json:"cause,omitempty"`  // CODE_ABORTED: the protocol's reason
 	Error         string                 `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
 	CommitTs      *Timestamp             `protobuf:"bytes,9,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	Results       []*BatchResult         `protobuf:"bytes,10,rep,name=results,proto3" json:"results,omitempty"` // OP_BATCH: one per operation, in request order
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_proto_meridian_proto_msgTypes[3]
+	mi := &file_proto_meridian_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +537,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meridian_proto_msgTypes[3]
+	mi := &file_proto_meridian_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +550,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_proto_meridian_proto_rawDescGZIP(), []int{3}
+	return file_proto_meridian_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Reply) GetTxn() uint64 {
@@ -481,11 +616,18 @@ func (x *Reply) GetCommitTs() *Timestamp {
 	return nil
 }
 
+func (x *Reply) GetResults() []*BatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_proto_meridian_proto protoreflect.FileDescriptor
 
 const file_proto_meridian_proto_rawDesc = "" +
 	"\n" +
-	"\x14proto/meridian.proto\x12\vmeridian.v1\"\xdc\x01\n" +
+	"\x14proto/meridian.proto\x12\vmeridian.v1\"\x9e\x02\n" +
 	"\aRequest\x12\x10\n" +
 	"\x03txn\x18\x01 \x01(\x04R\x03txn\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\rR\x03seq\x12\x1f\n" +
@@ -495,14 +637,24 @@ const file_proto_meridian_proto_rawDesc = "" +
 	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x14\n" +
 	"\x05value\x18\a \x01(\fR\x05value\x12\x1b\n" +
 	"\tread_only\x18\b \x01(\bR\breadOnly\x12\x18\n" +
-	"\aattempt\x18\t \x01(\rR\aattempt\",\n" +
+	"\aattempt\x18\t \x01(\rR\aattempt\x12\x14\n" +
+	"\x05label\x18\n" +
+	" \x01(\tR\x05label\x12*\n" +
+	"\x05batch\x18\v \x03(\v2\x14.meridian.v1.BatchOpR\x05batch\"R\n" +
+	"\aBatchOp\x12\x1f\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x0f.meridian.v1.OpR\x02op\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"9\n" +
+	"\vBatchResult\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\",\n" +
 	"\x02KV\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"Q\n" +
 	"\tTimestamp\x12\x12\n" +
 	"\x04wall\x18\x01 \x01(\x03R\x04wall\x12\x18\n" +
 	"\alogical\x18\x02 \x01(\rR\alogical\x12\x16\n" +
-	"\x06origin\x18\x03 \x01(\rR\x06origin\"\x84\x02\n" +
+	"\x06origin\x18\x03 \x01(\rR\x06origin\"\xb8\x02\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03txn\x18\x01 \x01(\x04R\x03txn\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\rR\x03seq\x12%\n" +
@@ -512,7 +664,9 @@ const file_proto_meridian_proto_rawDesc = "" +
 	"\x04rows\x18\x06 \x03(\v2\x0f.meridian.v1.KVR\x04rows\x12\x14\n" +
 	"\x05cause\x18\a \x01(\tR\x05cause\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x123\n" +
-	"\tcommit_ts\x18\t \x01(\v2\x16.meridian.v1.TimestampR\bcommitTs*i\n" +
+	"\tcommit_ts\x18\t \x01(\v2\x16.meridian.v1.TimestampR\bcommitTs\x122\n" +
+	"\aresults\x18\n" +
+	" \x03(\v2\x18.meridian.v1.BatchResultR\aresults*w\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -522,7 +676,8 @@ const file_proto_meridian_proto_rawDesc = "" +
 	"\tOP_DELETE\x10\x03\x12\r\n" +
 	"\tOP_COMMIT\x10\x04\x12\f\n" +
 	"\bOP_ABORT\x10\x05\x12\v\n" +
-	"\aOP_SCAN\x10\x06*d\n" +
+	"\aOP_SCAN\x10\x06\x12\f\n" +
+	"\bOP_BATCH\x10\a*d\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x10\n" +
 	"\fCODE_ABORTED\x10\x01\x12\x15\n" +
@@ -545,27 +700,32 @@ func file_proto_meridian_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meridian_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_proto_meridian_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_proto_meridian_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_proto_meridian_proto_goTypes = []any{
-	(Op)(0),           // 0: meridian.v1.Op
-	(Code)(0),         // 1: meridian.v1.Code
-	(*Request)(nil),   // 2: meridian.v1.Request
-	(*KV)(nil),        // 3: meridian.v1.KV
-	(*Timestamp)(nil), // 4: meridian.v1.Timestamp
-	(*Reply)(nil),     // 5: meridian.v1.Reply
+	(Op)(0),             // 0: meridian.v1.Op
+	(Code)(0),           // 1: meridian.v1.Code
+	(*Request)(nil),     // 2: meridian.v1.Request
+	(*BatchOp)(nil),     // 3: meridian.v1.BatchOp
+	(*BatchResult)(nil), // 4: meridian.v1.BatchResult
+	(*KV)(nil),          // 5: meridian.v1.KV
+	(*Timestamp)(nil),   // 6: meridian.v1.Timestamp
+	(*Reply)(nil),       // 7: meridian.v1.Reply
 }
 var file_proto_meridian_proto_depIdxs = []int32{
 	0, // 0: meridian.v1.Request.op:type_name -> meridian.v1.Op
-	1, // 1: meridian.v1.Reply.code:type_name -> meridian.v1.Code
-	3, // 2: meridian.v1.Reply.rows:type_name -> meridian.v1.KV
-	4, // 3: meridian.v1.Reply.commit_ts:type_name -> meridian.v1.Timestamp
-	2, // 4: meridian.v1.Meridian.Session:input_type -> meridian.v1.Request
-	5, // 5: meridian.v1.Meridian.Session:output_type -> meridian.v1.Reply
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 1: meridian.v1.Request.batch:type_name -> meridian.v1.BatchOp
+	0, // 2: meridian.v1.BatchOp.op:type_name -> meridian.v1.Op
+	1, // 3: meridian.v1.Reply.code:type_name -> meridian.v1.Code
+	5, // 4: meridian.v1.Reply.rows:type_name -> meridian.v1.KV
+	6, // 5: meridian.v1.Reply.commit_ts:type_name -> meridian.v1.Timestamp
+	4, // 6: meridian.v1.Reply.results:type_name -> meridian.v1.BatchResult
+	2, // 7: meridian.v1.Meridian.Session:input_type -> meridian.v1.Request
+	7, // 8: meridian.v1.Meridian.Session:output_type -> meridian.v1.Reply
+	8, // [8:9] is the sub-list for method output_type
+	7, // [7:8] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_proto_meridian_proto_init() }
@@ -579,7 +739,7 @@ func file_proto_meridian_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meridian_proto_rawDesc), len(file_proto_meridian_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
