@@ -44,6 +44,13 @@
 //     record and have no commit round; they honour the commit wait before answering the commit
 //     (option ro-commit-wait, default on, as the notes recommend).
 //
+// A client request may carry several reads and writes of distinct keys (wire.OpBatch: the
+// client's GetMany, PutMany and Batch), as K2's TPC-C issues a transaction's independent
+// operations concurrently. The coordinator sends them all at once and answers when the last is
+// back; a write's node is a participant from the moment the write is sent, so an abort reaches
+// an intent whose answer is still on its way. The Table 2 read and write phases count
+// operations that ran concurrently once (the request's time, less its longest PUSHWS wait).
+//
 // An aborted transaction is retried by the client as a new transaction, which takes a new
 // timestamp here: a timestamp is never reused.
 //
