@@ -45,6 +45,28 @@ func newBatchSim(t *testing.T, opts map[string]string) *batchSim {
 	return &batchSim{s: s, tp: cfg.Topology, coord: cfg.Topology.DataNodes(0)[0]}
 }
 
+// runClient runs body as one client of region 0, starting at 100 ms, until it returns (within
+// 20 virtual seconds), and fails the test with everything body reported through fail.
+func (b *batchSim) runClient(t *testing.T, body func(c *sim.Client, db *client.DB, fail func(format string, args ...any))) {
+	t.Helper()
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	done := false
+	var c *sim.Client
+	c = b.s.AddClient(0, b.coord, int64(100*time.Millisecond), func(db *client.DB) {
+		defer func() { done = true }()
+		body(c, db, fail)
+	})
+	b.s.RunUntil(int64(20 * time.Second))
+	b.s.Stop()
+	if !done {
+		t.Fatal("the client did not finish in 20 virtual seconds")
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+}
+
 // counter sums a protocol counter over every node.
 func (b *batchSim) counter(key string) int64 {
 	var sum int64
@@ -82,11 +104,7 @@ func TestBatchMixedAcrossNodes(t *testing.T) {
 	}
 	old := func(i int) string { return fmt.Sprintf("old-%d", i) }
 	fresh := func(i int) string { return fmt.Sprintf("new-%d", i) }
-	var failures []string
-	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
-	done := false
-	b.s.AddClient(0, b.coord, int64(100*time.Millisecond), func(db *client.DB) {
-		defer func() { done = true }()
+	b.runClient(t, func(_ *sim.Client, db *client.DB, fail func(string, ...any)) {
 		rows := make([]wire.KV, len(keys))
 		for i, k := range keys {
 			rows[i] = wire.KV{Key: k, Value: []byte(old(i))}
@@ -171,14 +189,6 @@ func TestBatchMixedAcrossNodes(t *testing.T) {
 			fail("read-back: %v", err)
 		}
 	})
-	b.s.RunUntil(int64(20 * time.Second))
-	b.s.Stop()
-	if !done {
-		t.Fatal("the client did not finish in 20 virtual seconds")
-	}
-	for _, f := range failures {
-		t.Error(f)
-	}
 	// load, mixed, read-your-writes, read-back: all four ran as batches, not one op at a time.
 	if got := b.counter("batch/requests"); got != 4 {
 		t.Errorf("%d batch requests served, want 4", got)
@@ -333,12 +343,7 @@ func TestMutantNoRefreshBatched(t *testing.T) {
 func TestLateDuplicateRequest(t *testing.T) {
 	b := newBatchSim(t, nil)
 	key := topo.PinnedKey(0, "dup/a")
-	var failures []string
-	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
-	done := false
-	var c *sim.Client
-	c = b.s.AddClient(0, b.coord, int64(100*time.Millisecond), func(db *client.DB) {
-		defer func() { done = true }()
+	b.runClient(t, func(c *sim.Client, db *client.DB, fail func(string, ...any)) {
 		tx := db.Begin(client.TxnOptions{})
 		if err := tx.Put(key, []byte("first")); err != nil {
 			fail("first put: %v", err)
@@ -365,12 +370,4 @@ func TestLateDuplicateRequest(t *testing.T) {
 			fail("read back: %v", err)
 		}
 	})
-	b.s.RunUntil(int64(20 * time.Second))
-	b.s.Stop()
-	if !done {
-		t.Fatal("the client did not finish in 20 virtual seconds")
-	}
-	for _, f := range failures {
-		t.Error(f)
-	}
 }
