@@ -329,9 +329,11 @@ wound-wait beat K2 (about 3,200 against 2,100 txn/s with whole rows, 4,900 again
 columns in their own keys) and K2 fell as clients were added (to 730 txn/s at 200 clients per
 region, 87% of attempts aborted): every aborted attempt burns CPU, and K2's aborts (all
 "read-watermark") are mostly Payments' read-modify-writes of W_YTD and D_YTD (at quick scale with
-hot columns, 3,000 of 3,060 aborts). Our untested reading: readers that PUSHWS queued behind a
-hot row's write stream are released together, read together, and all but the youngest then
-abort their writes. The paper's 1,000 warehouses would spread the same load over a
+hot columns, 3,000 of 3,060 aborts). That follows from K2's read rule: a read raises the row's
+read watermark when it arrives, also when it then waits by PUSHWS behind an open write stream,
+so of the read-modify-writes that read a hot row while one write stream is open (a
+remote-customer Payment keeps W_YTD's open for a WAN round trip) all but the youngest abort
+their write, and the longer the stream stays open the more there are. The paper's 1,000 warehouses would spread the same load over a
 hundred times more hot rows; at about 35 MB per warehouse our simulator cannot hold them. (5) At quick scale the item table has the specification's 100,000 rows;
 with the simulation-sized 1,000 the stock rows are a hundred times hotter.
 `
