@@ -307,35 +307,37 @@ timeout would do both; we did not add one, as its length would be a free paramet
 	whyTPCC = `
 **Why ours differs.** K2-MVTO has the highest throughput and no deadlocks, but its margins are
 about 2×, not the paper's 2.32× and 9.82×. What we found, each by the commands in the closing
-notes of issue 4: (1) Our runs are contention-bound, not CPU-bound: abort rates pass 40% for every
-protocol before any core saturates. The paper ran 1,000 warehouses on 100 primary cores; we
-simulate 10 (quick) or 100 (paper scale, the most that fits in memory). The hot rows are
+notes of issue 4: (1) Our runs are contention-bound, not CPU-bound: abort rates pass 40% for
+every protocol before any core saturates. The paper ran 1,000 warehouses on 100 primary cores;
+we simulate 10 (quick) or 100 (paper scale, the most that fits in memory). The hot rows are
 TPC-C's: every New-Order reads the warehouse row and read-modify-writes its district's
 D_NEXT_O_ID and ~10 stock rows, every Payment read-modify-writes W_YTD, D_YTD and a customer.
 For K2 each read-modify-write aborts whenever a younger transaction read the row in between (its
 one abort rule), and with whole rows every New-Order reads the warehouse row every Payment
 writes. (2) Clients send a transaction's independent reads and writes together (GetMany /
-PutMany, run concurrently by every protocol's coordinator), as the TPC-C of chogori-platform (the
-public ancestor of K2's code base) issues them: a New-Order reads its home-region rows in one
-batch and writes them with the next, 2–3 client round trips instead of ~45. That raised every
-protocol's peak (K2 from about 1,000 to 1,200 txn/s at quick scale) and cut K2's local
-New-Order to ~2.5 ms at p50, but the ratios stayed near 2× (` + "`--one-op-at-a-time`" + ` runs the old
-client). (3) The paper's d2PL-TTC deadlock policy is unknown; both are shown here. Detection
-blocks on every conflict and keeps a deadlock's locks until the report has reached the detector
-(one node, often in another region) and the victim's abort has come back; in our runs it is the
-slower of the two. (4) In a CPU-bound setting we tried (10 warehouses per one-core node, 16.7 µs
-per message, the service time the paper measured for its oracle, 1,000 items), d2PL-TTC with
-wound-wait beat K2 (about 3,200 against 2,100 txn/s with whole rows, 4,900 against 2,200 with hot
-columns in their own keys) and K2 fell as clients were added (to 730 txn/s at 200 clients per
-region, 87% of attempts aborted): every aborted attempt burns CPU, and K2's aborts (all
-"read-watermark") are mostly Payments' read-modify-writes of W_YTD and D_YTD (at quick scale with
-hot columns, 3,000 of 3,060 aborts). That follows from K2's read rule: a read raises the row's
-read watermark when it arrives, also when it then waits by PUSHWS behind an open write stream,
-so of the read-modify-writes that read a hot row while one write stream is open (a
+PutMany, run concurrently by every protocol's coordinator), as the TPC-C of chogori-platform
+(the public ancestor of K2's code base) issues them: a New-Order reads its home-region rows in
+one batch and writes them with the next, 2–3 client round trips instead of ~45. That raised
+every protocol's peak (K2 from about 1,000 to 1,200 txn/s at quick scale) and cut K2's local
+New-Order to ~2.5 ms at p50, but the ratios stayed near 2× (` + "`--one-op-at-a-time`" + ` runs
+the old client). (3) The paper's d2PL-TTC deadlock policy is unknown; both are shown here.
+Detection blocks on every conflict and keeps a deadlock's locks until the report has reached the
+detector (one node, often in another region) and the victim's abort has come back; in our runs
+it is the slower of the two. (4) In a CPU-bound setting we tried (10 warehouses per one-core
+node, 16.7 µs per message, the service time the paper measured for its oracle, 1,000 items),
+d2PL-TTC with wound-wait beat K2 (about 3,200 against 2,100 txn/s with whole rows, 4,900 against
+2,200 with hot columns in their own keys) and K2 fell as clients were added (to 730 txn/s at 200
+clients per region, 87% of attempts aborted): every aborted attempt burns CPU, and K2's aborts
+(all "read-watermark") are mostly Payments' read-modify-writes of W_YTD and D_YTD (at quick
+scale with hot columns, 3,000 of 3,060 aborts). That follows from K2's read rule: a read raises
+the row's read watermark when it arrives, also when it then waits by PUSHWS behind an open write
+stream, so of the read-modify-writes that read a hot row while one write stream is open (a
 remote-customer Payment keeps W_YTD's open for a WAN round trip) all but the youngest abort
-their write, and the longer the stream stays open the more there are. The paper's 1,000 warehouses would spread the same load over a
-hundred times more hot rows; at about 35 MB per warehouse our simulator cannot hold them. (5) At quick scale the item table has the specification's 100,000 rows;
-with the simulation-sized 1,000 the stock rows are a hundred times hotter.
+their write, and the longer the stream stays open the more there are. The paper's 1,000
+warehouses would spread the same load over a hundred times more hot rows; at about 35 MB per
+warehouse our simulator cannot hold them. (5) At quick scale the item table has the
+specification's 100,000 rows; with the simulation-sized 1,000 the stock rows are a hundred times
+hotter.
 `
 	whyBreakdown = `
 **Why ours differs.** The paper's 9.18× for multi-versioning comes from TPC-C at peak load with
