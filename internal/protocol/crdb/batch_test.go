@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/client"
-	"github.com/meridiandb/meridian/internal/check"
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/sim"
@@ -323,17 +322,6 @@ func TestBatchUncertaintySkewed(t *testing.T) {
 	if hits == 0 || refreshed == 0 {
 		t.Errorf("uncertainty hit %d times and refreshed %d times: the scenario did not exercise it", hits, refreshed)
 	}
-}
-
-// TestMutantNoRefreshBatched: the no-refresh mutant must be caught when every transaction
-// runs its reads and writes as batches, too.
-func TestMutantNoRefreshBatched(t *testing.T) {
-	c := prototest.Case{Protocol: name, Seed: 1, Workload: batchListAppend(10, 0), Options: map[string]string{"mutant": "no-refresh"}}
-	rep := prototest.MustCheck(t, prototest.Run(t, c), model)
-	t.Logf("mutant: %s, %d ok, anomalies %v", rep.Verdict, rep.Counts.OK, rep.AnomalyTypes)
-	prototest.ExpectVerdict(t, rep, check.Invalid)
-	c.Options = nil
-	prototest.ExpectValid(t, prototest.MustCheck(t, prototest.Run(t, c), model), 0)
 }
 
 // TestLateDuplicateRequest delivers a copy of a transaction's first write after the client has

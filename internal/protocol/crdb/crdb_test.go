@@ -88,14 +88,23 @@ func TestYCSBT(t *testing.T) {
 // TestMutantNoRefresh: committing at a pushed timestamp without re-validating the reads lets a
 // read-modify-write overwrite a concurrent append (lost update) or two transactions each miss
 // the other's write (write skew). The checker must see it on a contended run.
+// Both with list-append's mix of single operations and batches and with every transaction
+// batched.
 func TestMutantNoRefresh(t *testing.T) {
-	c := prototest.Case{Protocol: name, Seed: 1, Workload: prototest.ListAppend(10, 0), Options: map[string]string{"mutant": "no-refresh"}}
-	rep := prototest.MustCheck(t, prototest.Run(t, c), model)
-	t.Logf("mutant: %s, %d ok, anomalies %v", rep.Verdict, rep.Counts.OK, rep.AnomalyTypes)
-	prototest.ExpectVerdict(t, rep, check.Invalid)
-	// The same seed without the mutant is valid: the refresh is what makes the difference.
-	c.Options = nil
-	prototest.ExpectValid(t, prototest.MustCheck(t, prototest.Run(t, c), model), 0)
+	for _, wl := range []struct {
+		name string
+		wl   prototest.Workload
+	}{{"mixed", prototest.ListAppend(10, 0)}, {"batched", batchListAppend(10, 0)}} {
+		t.Run(wl.name, func(t *testing.T) {
+			c := prototest.Case{Protocol: name, Seed: 1, Workload: wl.wl, Options: map[string]string{"mutant": "no-refresh"}}
+			rep := prototest.MustCheck(t, prototest.Run(t, c), model)
+			t.Logf("mutant: %s, %d ok, anomalies %v", rep.Verdict, rep.Counts.OK, rep.AnomalyTypes)
+			prototest.ExpectVerdict(t, rep, check.Invalid)
+			// The same seed without the mutant is valid: the refresh is what makes the difference.
+			c.Options = nil
+			prototest.ExpectValid(t, prototest.MustCheck(t, prototest.Run(t, c), model), 0)
+		})
+	}
 }
 
 func TestDeterministic(t *testing.T) {

@@ -236,8 +236,11 @@ func run(t *testing.T, w *Workload, clients, txns int) (*memdb.Store, *client.DB
 	return s, db, rollbacks
 }
 
-func TestConsistencyAfterRun(t *testing.T) {
-	w, err := New(testTopo(t), tinyConfig(4))
+// runChecked runs 4000 transactions of six terminals under cfg and fails unless the database
+// then meets TPC-C's consistency conditions and some New-Orders rolled back.
+func runChecked(t *testing.T, cfg Config) (*Workload, *memdb.Store) {
+	t.Helper()
+	w, err := New(testTopo(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,6 +251,11 @@ func TestConsistencyAfterRun(t *testing.T) {
 	if rollbacks == 0 {
 		t.Error("no New-Order rolled back in 4000 transactions")
 	}
+	return w, s
+}
+
+func TestConsistencyAfterRun(t *testing.T) {
+	w, s := runChecked(t, tinyConfig(4))
 	// The run did real work: orders were added and delivered.
 	var dr district
 	v, _ := s.Get(w.key(1, "d", 1))
