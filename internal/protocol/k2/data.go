@@ -103,6 +103,9 @@ func (n *Node) serveRead(op *readOp) {
 // is already out.
 func (n *Node) pushFor(v mvcc.Version, op *readOp) {
 	op.waitLocal = n.env.Now()
+	if r := op.req; n.waitedReads[r.Key].Less(r.TS) {
+		n.waitedReads[r.Key] = r.TS
+	}
 	p := n.pushes[v.Txn]
 	if p == nil {
 		rec, _, ok := decodeMeta(v.Meta)
@@ -180,7 +183,14 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq) {
 	}
 	// Strict: a write at the watermark is the transaction's own earlier read (timestamps are
 	// unique), which must not abort it.
-	if w.TS.Less(n.store.ReadWatermark(w.Key)) {
+	if wm := n.store.ReadWatermark(w.Key); w.TS.Less(wm) {
+		// Which reads refuse writes: K2 raises the watermark when a read arrives, also when
+		// the read then waits by PUSHWS, so every older read-modify-write of a row read
+		// while its write stream was open is refused here.
+		n.m.Add("write-refused.read-watermark", 1)
+		if n.waitedReads[w.Key] == wm {
+			n.m.Add("write-refused.read-watermark/waiting-reader", 1)
+		}
 		refuse("read-watermark")
 		return
 	}

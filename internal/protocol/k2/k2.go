@@ -183,8 +183,13 @@ type Node struct {
 	// durNotes batches the durability reports of one flush per coordinator.
 	durNotes      map[topo.NodeID][]DurableNote
 	durNotesArmed bool
-	recovering    bool // waiting for the oracle before serving reads and writes (read floor)
-	held          []heldMsg
+	// waitedReads is, per key, the newest timestamp of a read that raised the key's read
+	// watermark and then waited by PUSHWS behind a write stream: a diagnostic, so that the
+	// writes it refuses can be counted apart (write-refused.read-watermark/waiting-reader).
+	// It holds one timestamp per key that ever had such a read, and is volatile.
+	waitedReads map[string]ts.Timestamp
+	recovering  bool // waiting for the oracle before serving reads and writes (read floor)
+	held        []heldMsg
 }
 
 type heldMsg struct {
@@ -202,7 +207,8 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(), batcher: b,
 		oracle: tp.Oracle(tp.RegionOf(self)),
 		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{},
-		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{}, durNotes: map[topo.NodeID][]DurableNote{}}
+		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{}, durNotes: map[topo.NodeID][]DurableNote{},
+		waitedReads: map[string]ts.Timestamp{}}
 	if n.oracle < 0 {
 		return nil, fmt.Errorf("k2: region of node %d has no oracle (use a layout with OraclePerRegion)", self)
 	}

@@ -131,6 +131,14 @@ func TestYCSBT(t *testing.T) {
 					t.Errorf("abort cause %q: K2-MVTO's only conflict abort is the read watermark", cause)
 				}
 			}
+			// Every such abort is a write a data node refused; under heavy skew some of those
+			// refusals come from a reader that raised the watermark and then waited by PUSHWS.
+			c := res.ProtocolMetrics.Counters
+			refused, waiting := c["write-refused.read-watermark"], c["write-refused.read-watermark/waiting-reader"]
+			t.Logf("aborts %d, refused writes %d, of which by a waiting reader %d", c["abort.read-watermark"], refused, waiting)
+			if refused < c["abort.read-watermark"] || waiting > refused || (theta > 0.9 && waiting == 0) {
+				t.Errorf("aborts %d, refused writes %d, by a waiting reader %d", c["abort.read-watermark"], refused, waiting)
+			}
 			for _, phase := range []string{"phase.get-ts", "phase.read", "phase.write", "phase.commit", "commit-wait"} {
 				if res.ProtocolMetrics.Distributions[phase].Count == 0 {
 					t.Errorf("phase %s not measured", phase)
