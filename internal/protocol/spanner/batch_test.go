@@ -751,3 +751,29 @@ func TestRestartedParticipantAbortsLostTxn(t *testing.T) {
 		})
 	}
 }
+
+// TestClientAbortWhileRequestOut: a client that gives up on a request no participant will
+// answer (here one is down and stays down) aborts the transaction; the coordinator must take
+// the abort although the request is still out, and free the locks the other participants hold.
+func TestClientAbortWhileRequestOut(t *testing.T) {
+	c := newTestCluster(t, locks.WoundWait, false)
+	const client node.ID = 100
+	a1, b1, a2 := c.key(1, 0, "a1"), c.key(1, 1, "b1"), c.key(2, 0, "a2")
+	c.crash(2)
+	if r := c.request(client, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, Batch: gets(a1, b1, a2)}); r != nil {
+		t.Fatalf("batch answered %+v with a participant down", r)
+	}
+	if c.nodes[1].Part.Len() != 1 {
+		t.Fatalf("participant 1 tracks %d transactions, want the one holding a1, b1", c.nodes[1].Part.Len())
+	}
+	r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpAbort})
+	if r == nil || r.Code != wire.CodeOK {
+		t.Fatalf("abort while the batch is out: %+v, want OK", r)
+	}
+	if n := c.nodes[1].Part.Len(); n != 0 {
+		t.Errorf("participant 1 still tracks %d transactions after the client's abort", n)
+	}
+	if n := c.nodes[0].Coord.Active(); n != 0 {
+		t.Errorf("coordinator still runs %d transactions", n)
+	}
+}

@@ -172,6 +172,16 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 		return
 	}
 	if t.pending != nil {
+		if m.Op == wire.OpAbort && t.phase == phaseActive {
+			// The client stopped waiting for its request (its timeout) and abandons the
+			// transaction. An answer may be lost for good (a lost message, a participant
+			// that is down), and until the abort the keep-alives would hold the
+			// transaction's locks everywhere.
+			t.nextSeq = m.Seq + 1
+			c.abort(t, causeClientAbort)
+			txnkit.OK(c.env, from, m)
+			return
+		}
 		// The client sends one request at a time; a second one is a bug.
 		txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "request while another is in flight"})
 		return
