@@ -16,6 +16,7 @@ import (
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // ErrUserAbort is returned by a Txn's Run when the transaction rolls back by its own decision
@@ -78,33 +79,33 @@ func LoadRows(db *client.DB, src RowSource, batchRows int) error {
 	if batchRows <= 0 {
 		batchRows = 100
 	}
-	type kv struct {
-		k string
-		v []byte
-	}
-	batch := make([]kv, 0, batchRows)
+	batch := make([]wire.KV, 0, batchRows)
+	inBatch := make(map[string]bool, batchRows)
 	loaded := 0
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
-			for _, r := range batch {
-				if err := tx.Put(r.k, r.v); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		// One request per transaction: the rows' writes go out together (PutMany).
+		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return tx.PutMany(batch) })
 		if err != nil {
-			return fmt.Errorf("load rows %d..%d (first key %q): %w", loaded, loaded+len(batch)-1, batch[0].k, err)
+			return fmt.Errorf("load rows %d..%d (first key %q): %w", loaded, loaded+len(batch)-1, batch[0].Key, err)
 		}
 		loaded += len(batch)
 		batch = batch[:0]
+		clear(inBatch)
 		return nil
 	}
 	err := src(func(k string, v []byte) error {
-		batch = append(batch, kv{k, v})
+		if inBatch[k] {
+			// A batch names each key once; a row emitted again goes in the next transaction,
+			// after the first, so the later value wins as it would one row at a time.
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		batch = append(batch, wire.KV{Key: k, Value: v})
+		inBatch[k] = true
 		if len(batch) == batchRows {
 			return flush()
 		}

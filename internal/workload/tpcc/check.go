@@ -1,7 +1,6 @@
 package tpcc
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -142,34 +141,36 @@ func (w *Workload) checkDistrict(db *client.DB, wh, d, next int, add func(cond, 
 	for lo := 1; lo <= next; lo += checkOrdersPerTxn {
 		hi := min(next, lo+checkOrdersPerTxn-1)
 		err := client.RunTxn(db, ro, func(tx *client.Txn) error {
+			// Every row an order may have (the order, its NEW-ORDER row, lines 1..maxLines) for
+			// the whole chunk of orders, in one batch.
+			const perOrder = 2 + maxLines
+			keys := make([]string, 0, (hi-lo+1)*perOrder)
 			for oid := lo; oid <= hi; oid++ {
-				f := orderFacts{}
-				v, err := tx.Get(w.key(wh, "o", d, oid))
-				switch {
-				case err == nil:
-					f.exists = true
-					if err := f.o.decode(v); err != nil {
-						return errRow(w.key(wh, "o", d, oid), err)
-					}
-				case !errors.Is(err, client.ErrNotFound):
-					return err
+				keys = append(keys, w.key(wh, "o", d, oid), w.key(wh, "no", d, oid))
+				for n := 1; n <= maxLines; n++ {
+					keys = append(keys, w.key(wh, "ol", d, oid, n))
 				}
-				if _, err := tx.Get(w.key(wh, "no", d, oid)); err == nil {
-					f.newOrder = true
-				} else if !errors.Is(err, client.ErrNotFound) {
-					return err
+			}
+			reads, err := tx.GetMany(keys)
+			if err != nil {
+				return err
+			}
+			for oid := lo; oid <= hi; oid++ {
+				at := (oid - lo) * perOrder
+				f := orderFacts{exists: reads[at].Found, newOrder: reads[at+1].Found}
+				if f.exists {
+					if err := f.o.decode(reads[at].Value); err != nil {
+						return errRow(keys[at], err)
+					}
 				}
 				for n := 1; n <= maxLines; n++ {
-					lk := w.key(wh, "ol", d, oid, n)
-					v, err := tx.Get(lk)
-					if errors.Is(err, client.ErrNotFound) {
+					r := reads[at+1+n]
+					if !r.Found {
 						continue
-					} else if err != nil {
-						return err
 					}
 					var ol orderLine
-					if err := ol.decode(v); err != nil {
-						return errRow(lk, err)
+					if err := ol.decode(r.Value); err != nil {
+						return errRow(keys[at+1+n], err)
 					}
 					f.lines = append(f.lines, ol)
 					f.lineNos = append(f.lineNos, n)
