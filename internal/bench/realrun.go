@@ -62,6 +62,17 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 	if err := realLoad(tp, spec, open); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
+	if fc, ok := spec.Workload.(FreshChecker); ok {
+		db, closeFn, err := open(tp.DataNodes(0)[0])
+		if err != nil {
+			return nil, err
+		}
+		err = fc.CheckFresh(db)
+		closeFn()
+		if err != nil {
+			return nil, err
+		}
+	}
 	now := time.Now().UnixNano()
 	res.LoadSeconds = time.Since(wallStart).Seconds()
 	window := Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}

@@ -54,6 +54,13 @@ type Verifier interface {
 	Check(db *client.DB) error
 }
 
+// FreshChecker is implemented by workloads whose load must start from an empty database (a
+// real cluster keeps what earlier runs wrote): after loading, CheckFresh fails if an earlier
+// run's data is still there.
+type FreshChecker interface {
+	CheckFresh(db *client.DB) error
+}
+
 // RowLister is implemented by workloads that can enumerate their initial database; the driver
 // then loads it with parallel loaders in each row's home region.
 type RowLister interface {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // maxLines bounds O_OL_CNT (§2.4.1.3), so probing lines 1..maxLines finds every ORDER-LINE row
@@ -229,6 +230,39 @@ func (w *Workload) checkDistrict(db *client.DB, wh, d, next int, add func(cond, 
 	}
 	if sumOLCnt != countOL {
 		add("3.3.2.4", "district %d/%d: Σ O_OL_CNT = %d but %d order-line rows", wh, d, sumOLCnt, countOL)
+	}
+	return nil
+}
+
+// CheckFresh fails if the database holds orders beyond the loaded ones, as a cluster does that
+// ran TPC-C before: loading rewrites the initial rows but not the orders, lines and history an
+// earlier run added, and §3.3.2's conditions would then fail for reasons of their own.
+func (w *Workload) CheckFresh(db *client.DB) error {
+	firstNew := w.cfg.CustomersPerDistrict + 1 // the loader writes orders 1..CustomersPerDistrict
+	var keys []string
+	for wh := 1; wh <= w.cfg.Warehouses; wh++ {
+		for d := 1; d <= w.cfg.Districts; d++ {
+			keys = append(keys, w.key(wh, "o", d, firstNew))
+		}
+	}
+	for lo := 0; lo < len(keys); lo += wire.MaxBatchOps {
+		chunk := keys[lo:min(len(keys), lo+wire.MaxBatchOps)]
+		var found string
+		err := client.RunTxn(db, client.TxnOptions{ReadOnly: true}, func(tx *client.Txn) error {
+			reads, err := tx.GetMany(chunk)
+			for i, r := range reads {
+				if r.Found && found == "" {
+					found = chunk[i]
+				}
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("tpcc: checking the database is fresh: %w", err)
+		}
+		if found != "" {
+			return fmt.Errorf("tpcc: the database already holds orders of an earlier run (%q); TPC-C needs an empty cluster", found)
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/meridiandb/meridian/client"
@@ -422,4 +423,23 @@ func expectViolation(t *testing.T, w *Workload, cond string, corrupt func(*memdb
 		}
 	}
 	t.Errorf("corruption for %s reported as %v", cond, ce)
+}
+
+// TestCheckFresh: a freshly loaded database passes, one a run has added orders to does not.
+func TestCheckFresh(t *testing.T) {
+	w, err := New(testTopo(t), tinyConfig(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := memdb.New()
+	if err := w.Load(client.Open(fresh.Transport())); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.CheckFresh(client.Open(fresh.Transport())); err != nil {
+		t.Fatalf("freshly loaded: %v", err)
+	}
+	w, used := runChecked(t, tinyConfig(2))
+	if err := w.CheckFresh(client.Open(used.Transport())); err == nil || !strings.Contains(err.Error(), "earlier run") {
+		t.Fatalf("after a run: %v, want an earlier-run error", err)
+	}
 }
