@@ -22,6 +22,7 @@ type simCommand struct {
 	check    string
 	json     bool
 	cpuProf  string
+	memProf  string
 	verify   bool
 }
 
@@ -46,6 +47,7 @@ disks and closed-loop clients, in virtual time. The same seed always gives the s
 	cmd.Flags().BoolVar(&c.json, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions)")
 	cmd.Flags().StringVar(&c.cpuProf, "cpuprofile", "", "write a Go CPU profile of the run to this file")
+	cmd.Flags().StringVar(&c.memProf, "memprofile", "", "write a Go heap profile, taken as the run ends, to this file")
 	return cmd
 }
 
@@ -94,6 +96,11 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if c.memProf != "" {
+		if err := writeHeapProfile(c.memProf); err != nil {
+			return err
+		}
+	}
 	if c.history != "" {
 		if err := writeHistory(c.history, res.History); err != nil {
 			return err
@@ -110,4 +117,18 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	}
 	printResult(out, res)
 	return nil
+}
+
+// writeHeapProfile writes the heap as of the last garbage collection, which ran while the
+// simulation's state was still reachable, so "inuse" shows what the run held at its end.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
