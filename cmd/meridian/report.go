@@ -21,6 +21,11 @@ func printResult(w io.Writer, r *bench.Result) {
 	}
 	fmt.Fprintf(tw, "throughput\t%.1f txn/s (%d committed, %d aborted attempts, abort rate %.1f%%)\n", r.Throughput, r.Committed, r.Aborted, 100*r.AbortRate)
 	fmt.Fprintf(tw, "latency ms\tp50 %.2f  p90 %.2f  p99 %.2f  mean %.2f\n", r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Mean)
+	if r.WindowMessages > 0 && r.Committed > 0 {
+		// Per committed transaction, aborted attempts included: what the protocol costs the nodes.
+		fmt.Fprintf(tw, "work per commit\t%.1f messages, %.2f disk flushes (window)\n",
+			float64(r.WindowMessages)/float64(r.Committed), float64(r.WindowFlushes)/float64(r.Committed))
+	}
 	for _, c := range sortedKeys(r.AbortsByCause) {
 		fmt.Fprintf(tw, "aborts: %s\t%d\n", c, r.AbortsByCause[c])
 	}

@@ -113,6 +113,10 @@ type Result struct {
 	VirtualSeconds float64 `json:"virtual_seconds,omitempty"`
 	WallSeconds    float64 `json:"wall_seconds"`
 	Events         uint64  `json:"events,omitempty"`
+	// WindowMessages counts the messages sent in the measured window (load and drain excluded):
+	// with WindowFlushes, the work a protocol does per transaction, whatever the CPU model.
+	WindowMessages uint64  `json:"window_messages,omitempty"`
+	WindowFlushes  uint64  `json:"window_flushes,omitempty"`
 	EventsPerSec   float64 `json:"events_per_wall_second,omitempty"`
 	TraceDigest    string  `json:"trace_digest,omitempty"`
 	LoadSeconds    float64 `json:"load_seconds"`
@@ -143,6 +147,8 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 
 	var (
 		windowMetrics *protocol.Metrics
+		atMeasure     sim.Stats
+		atEnd         sim.Stats
 		window        Window
 		loaded        bool
 		loadErr       error
@@ -151,10 +157,10 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	startClients := func(now int64) {
 		window = Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}
 		res.LoadSeconds = float64(now) / 1e9
-		s.At(window.MeasureFrom, func() { resetNodeMetrics(s) })
+		s.At(window.MeasureFrom, func() { resetNodeMetrics(s); atMeasure = s.Stats() })
 		// Node metrics are read when the window closes, before the drain and the workload's
 		// verification add work that is not part of the measurement.
-		s.At(window.End, func() { windowMetrics = mergeNodeMetrics(s) })
+		s.At(window.End, func() { windowMetrics = mergeNodeMetrics(s); atEnd = s.Stats() })
 		if spec.Faults != nil {
 			spec.Faults(s, window)
 		}
@@ -291,6 +297,8 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	res.VirtualSeconds = float64(s.Now()) / 1e9
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	res.Events = s.Stats().Events
+	res.WindowMessages = atEnd.Messages - atMeasure.Messages
+	res.WindowFlushes = atEnd.Flushes - atMeasure.Flushes
 	if res.WallSeconds > 0 {
 		res.EventsPerSec = float64(res.Events) / res.WallSeconds
 	}
