@@ -231,6 +231,17 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 	t.results = make([]wire.BatchResult, len(ops))
 	t.flights = make(map[uint64]flight, len(ops))
 	t.hasReads, t.hasWrs, t.maxPushNanos = false, false, 0
+	out := map[topo.NodeID]*OpsReq{}
+	var dests []topo.NodeID // in order of first use, for a deterministic send order
+	queue := func(to topo.NodeID) *OpsReq {
+		q := out[to]
+		if q == nil {
+			q = &OpsReq{}
+			out[to] = q
+			dests = append(dests, to)
+		}
+		return q
+	}
 	for i, op := range ops {
 		to := n.tp.PrimaryOf(op.Key)
 		n.reqSeq++
@@ -239,7 +250,8 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 		if op.Op == wire.OpGet {
 			t.hasReads = true
 			t.flights[id] = flight{i: i, to: to}
-			n.env.Send(to, &ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key})
+			q := queue(to)
+			q.Reads = append(q.Reads, ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key})
 			continue
 		}
 		t.hasWrs = true
@@ -259,7 +271,7 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 			t.participants = slices.Insert(t.participants, j, to)
 		}
 		t.flights[id] = f
-		w := &WriteReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key, Tombstone: op.Op == wire.OpDelete,
+		w := WriteReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key, Tombstone: op.Op == wire.OpDelete,
 			Recorder: t.recorder, CreateRecord: f.creates, WSeq: t.wseq}
 		if op.Op == wire.OpPut {
 			w.Value = slices.Clone(op.Value)
@@ -267,7 +279,19 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 				w.Value = []byte{}
 			}
 		}
-		n.env.Send(to, w)
+		q := queue(to)
+		q.Writes = append(q.Writes, w)
+	}
+	// One message per data node: a node's share of a batch costs it one request and one answer.
+	for _, to := range dests {
+		switch q := out[to]; {
+		case len(q.Reads)+len(q.Writes) > 1:
+			n.env.Send(to, q)
+		case len(q.Reads) == 1:
+			n.env.Send(to, &q.Reads[0])
+		default:
+			n.env.Send(to, &q.Writes[0])
+		}
 	}
 	t.round++
 	round := t.round

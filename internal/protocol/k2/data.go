@@ -15,7 +15,7 @@ import (
 
 // readOp is a read being served at a data node, possibly parked behind a PUSHWS.
 type readOp struct {
-	from      topo.NodeID
+	reply     func(*ReadResp)
 	req       ReadReq
 	waitLocal int64 // when the current PUSHWS wait began (0: not waiting)
 	pushNanos int64 // total PUSHWS wait so far
@@ -54,9 +54,32 @@ func decodeMeta(b []byte) (recorder topo.NodeID, wseq uint32, ok bool) {
 
 // onRead is Fig. 10's READ: register the read in the key's watermark first (so no lower write
 // can land afterwards), then pick the version.
-func (n *Node) onRead(from topo.NodeID, r *ReadReq) {
+func (n *Node) onRead(r *ReadReq, reply func(*ReadResp)) {
 	n.store.BumpReadWatermark(r.Key, r.TS)
-	n.serveRead(&readOp{from: from, req: *r})
+	n.serveRead(&readOp{reply: reply, req: *r})
+}
+
+// onOps serves an OpsReq: each read and write as if it had come alone, answered together once
+// the last is done. Its operations are on distinct keys, so their order does not matter.
+func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
+	resp := &OpsResp{Reads: make([]ReadResp, len(r.Reads)), Writes: make([]WriteResp, len(r.Writes))}
+	left := len(r.Reads) + len(r.Writes)
+	done := func() {
+		if left--; left == 0 {
+			n.env.Send(from, resp)
+		}
+	}
+	for i := range r.Writes {
+		n.onWrite(from, &r.Writes[i], func(w *WriteResp) { resp.Writes[i] = *w; done() })
+	}
+	for i := range r.Reads {
+		n.onRead(&r.Reads[i], func(rr *ReadResp) { resp.Reads[i] = *rr; done() })
+	}
+}
+
+// replyTo answers a request that came alone.
+func (n *Node) replyTo(from topo.NodeID) (func(*ReadResp), func(*WriteResp)) {
+	return func(r *ReadResp) { n.env.Send(from, r) }, func(w *WriteResp) { n.env.Send(from, w) }
 }
 
 func (n *Node) serveRead(op *readOp) {
@@ -77,7 +100,7 @@ func (n *Node) serveRead(op *readOp) {
 				op.timer = n.env.After(n.cfg.readBlockTimeout, func() {
 					if !op.done {
 						op.done = true
-						n.env.Send(op.from, &ReadResp{ReqID: r.ReqID, Aborted: true, Cause: "read-blocked"})
+						op.reply(&ReadResp{ReqID: r.ReqID, Aborted: true, Cause: "read-blocked"})
 					}
 				})
 			}
@@ -96,7 +119,7 @@ func (n *Node) serveRead(op *readOp) {
 	if vis.Found && !vis.Version.Tombstone {
 		resp.Found, resp.Value = true, vis.Version.Value
 	}
-	n.env.Send(op.from, resp)
+	op.reply(resp)
 }
 
 // pushFor parks op until the writer of v is decided, sending PUSHWS to its recorder unless one
@@ -112,7 +135,7 @@ func (n *Node) pushFor(v mvcc.Version, op *readOp) {
 		if !ok {
 			// Cannot happen for intents this protocol wrote; refuse rather than wait forever.
 			op.done = true
-			n.env.Send(op.from, &ReadResp{ReqID: op.req.ReqID, Aborted: true, Cause: "corrupt-intent"})
+			op.reply(&ReadResp{ReqID: op.req.ReqID, Aborted: true, Cause: "corrupt-intent"})
 			return
 		}
 		p = &push{txn: v.Txn, ts: v.TS, recorder: rec}
@@ -171,9 +194,10 @@ func (n *Node) resolve(txn storage.TxnID, committed bool, at ts.Timestamp) {
 
 // onWrite is Fig. 10's WRITE. Its single abort rule: a write below the key's read watermark.
 // Otherwise it always adds an intent to the write stream, never waiting for other writers.
-func (n *Node) onWrite(from topo.NodeID, w *WriteReq) {
+// from is the coordinator, told later when a pipelined write becomes durable.
+func (n *Node) onWrite(from topo.NodeID, w *WriteReq, reply func(*WriteResp)) {
 	refuse := func(cause string) {
-		n.env.Send(from, &WriteResp{ReqID: w.ReqID, Aborted: true, Cause: cause})
+		reply(&WriteResp{ReqID: w.ReqID, Aborted: true, Cause: cause})
 	}
 	if w.Recorder == n.self {
 		if r, ok := n.recs.Get(w.Txn); ok && r.Status == txnrec.Aborted {
@@ -220,7 +244,7 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq) {
 		// "All data and temporary write streams are persisted upon creation": answer only
 		// once the intent (and the record it may create) is durable.
 		n.persist(n.dataWrites(), func() {
-			n.env.Send(from, &WriteResp{ReqID: id, Inc: n.incarnation})
+			reply(&WriteResp{ReqID: id, Inc: n.incarnation})
 		})
 		return
 	}
@@ -232,7 +256,7 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq) {
 	ref := intentRef{w.Txn, w.Key}
 	wseq, txn := w.WSeq, w.Txn
 	n.unflushed[ref] = wseq
-	n.env.Send(from, &WriteResp{ReqID: id, Pending: true, Inc: n.incarnation})
+	reply(&WriteResp{ReqID: id, Pending: true, Inc: n.incarnation})
 	n.persist(n.dataWrites(), func() {
 		if n.unflushed[ref] == wseq {
 			delete(n.unflushed, ref)

@@ -287,7 +287,14 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.onWriteDurable(from, m)
 	case *DurableNotes:
 		n.onDurableNotes(from, m)
-	case *ReadReq, *WriteReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq:
+	case *OpsResp:
+		for i := range m.Writes {
+			n.onWriteResp(&m.Writes[i])
+		}
+		for i := range m.Reads {
+			n.onReadResp(&m.Reads[i])
+		}
+	case *ReadReq, *WriteReq, *OpsReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq:
 		if n.recovering {
 			n.held = append(n.held, heldMsg{from, m})
 			return
@@ -299,9 +306,13 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 func (n *Node) onData(from node.ID, m wire.Msg) {
 	switch m := m.(type) {
 	case *ReadReq:
-		n.onRead(from, m)
+		read, _ := n.replyTo(from)
+		n.onRead(m, read)
 	case *WriteReq:
-		n.onWrite(from, m)
+		_, write := n.replyTo(from)
+		n.onWrite(from, m, write)
+	case *OpsReq:
+		n.onOps(from, m)
 	case *CommitReq:
 		n.onCommit(from, m)
 	case *AbortReq:

@@ -280,3 +280,8 @@ func lostAppends(h []history.Op) []string {
 func TestBatches(t *testing.T) {
 	prototest.Batches(t, "k2", nil, true)
 }
+
+// TestBatchMessages: a batch costs each data node one request and one answer.
+func TestBatchMessages(t *testing.T) {
+	prototest.BatchMessages(t, "k2", nil)
+}

@@ -148,6 +148,20 @@ type Heartbeat struct {
 	Txns []storage.TxnID
 }
 
+// OpsReq carries the reads and writes of one client request that go to one data node, so a
+// batch costs a node one message in and one out, whatever its size. Each sub-request keeps its
+// own ReqID and is served as if it had come alone; OpsResp answers once all of them are.
+type OpsReq struct {
+	Reads  []ReadReq  `cbor:",omitempty"`
+	Writes []WriteReq `cbor:",omitempty"`
+}
+
+// OpsResp answers an OpsReq, each answer in its request's position.
+type OpsResp struct {
+	Reads  []ReadResp  `cbor:",omitempty"`
+	Writes []WriteResp `cbor:",omitempty"`
+}
+
 func (*ReadReq) Kind() wire.Kind      { return 200 }
 func (*ReadResp) Kind() wire.Kind     { return 201 }
 func (*WriteReq) Kind() wire.Kind     { return 202 }
@@ -163,10 +177,12 @@ func (*Heartbeat) Kind() wire.Kind    { return 211 }
 func (*DurableReq) Kind() wire.Kind   { return 212 }
 func (*WriteDurable) Kind() wire.Kind { return 213 }
 func (*DurableNotes) Kind() wire.Kind { return 214 }
+func (*OpsReq) Kind() wire.Kind       { return 215 }
+func (*OpsResp) Kind() wire.Kind      { return 216 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &CommitReq{}, &CommitResp{},
-		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}, &DurableReq{}, &WriteDurable{}, &DurableNotes{}} {
+		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}, &DurableReq{}, &WriteDurable{}, &DurableNotes{}, &OpsReq{}, &OpsResp{}} {
 		wire.Register(m)
 	}
 }

@@ -310,3 +310,76 @@ func Batches(t *testing.T, protocol string, opts map[string]string, concurrent b
 			len(keys), float64(batchNanos)/1e6, float64(singleNanos)/1e6)
 	}
 }
+
+// BatchMessages checks that a batch costs a data node one request and one answer, not one per
+// key: under a CPU model every message costs the node service time, so a protocol that sent a
+// batch key by key would pay for it in throughput. A transaction reads, with one GetMany, keys
+// that one data node in another region holds, then overwrites them with one PutMany, and the
+// simulator counts the messages each batch caused. Key by key that is at least 2 per key plus
+// the client's request and answer; one message per node is 4, plus at most a few that the
+// protocol sends on its own meanwhile (a durability note, a heartbeat), so the bar is one
+// message per key.
+func BatchMessages(t *testing.T, protocol string, opts map[string]string) {
+	t.Helper()
+	const n = 8
+	cfg, err := SimConfig(Case{Protocol: protocol, Options: opts, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := cfg.Topology
+	target := tp.DataNodes(1)[0]
+	var held []topo.ShardID
+	for sh := range tp.Shards {
+		if tp.Shards[sh].Primary() == target {
+			held = append(held, topo.ShardID(sh))
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("data node %d holds no shard", target)
+	}
+	keys := make([]string, n)
+	rows := make([]wire.KV, n)
+	for i := range keys {
+		keys[i] = topo.PinnedKey(held[i%len(held)], fmt.Sprintf("msgs/%d", i))
+		rows[i] = wire.KV{Key: keys[i], Value: fmt.Appendf(nil, "v%d", i)}
+	}
+	var reads, writes uint64
+	var failure error
+	done := false
+	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
+		defer func() { done = true }()
+		failure = client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+			// A first operation, so that whatever a transaction does once (a timestamp, a
+			// record) is not counted against the batches.
+			if err := tx.Put(topo.PinnedKey(held[0], "msgs/first"), []byte("first")); err != nil {
+				return err
+			}
+			before := s.Stats().Messages
+			if _, err := tx.GetMany(keys); err != nil {
+				return err
+			}
+			mid := s.Stats().Messages
+			if err := tx.PutMany(rows); err != nil {
+				return err
+			}
+			reads, writes = mid-before, s.Stats().Messages-mid
+			return nil
+		})
+	})
+	s.RunUntil(int64(20 * time.Second))
+	s.Stop()
+	switch {
+	case !done:
+		t.Fatal("the client did not finish in 20 virtual seconds")
+	case failure != nil:
+		t.Fatalf("transaction: %v", failure)
+	}
+	t.Logf("%s: %d reads on one node sent %d messages, %d writes %d", protocol, n, reads, n, writes)
+	if reads > n || writes > n {
+		t.Errorf("a batch of %d operations on one data node sent %d (reads) and %d (writes) messages: it went key by key", n, reads, writes)
+	}
+}

@@ -249,3 +249,8 @@ func TestDuplicatedMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchMessages: a batch costs each participant one request and one answer.
+func TestBatchMessages(t *testing.T) {
+	prototest.BatchMessages(t, "spanner", nil)
+}
