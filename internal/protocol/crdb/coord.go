@@ -147,7 +147,7 @@ func (n *Node) replyClient(t *coordTxn, r *wire.ClientReply) {
 func (n *Node) live(t *coordTxn) bool { return n.txns[t.key] == t }
 
 func (n *Node) read(t *coordTxn, key string) {
-	n.sendRead(t, key, func(resp *ReadResp) {
+	n.sendRead(t, key, nil, func(resp *ReadResp) {
 		if resp.Uncertain {
 			n.m.Add("uncertainty/hit", 1)
 			n.refreshPastUncertainty(t, resp.ValueTS, func() { n.read(t, key) })
@@ -159,14 +159,14 @@ func (n *Node) read(t *coordTxn, key string) {
 }
 
 // sendRead reads key at t.readTS (fixed when the request leaves) and hands a live
-// transaction's answer to then.
-func (n *Node) sendRead(t *coordTxn, key string, then func(*ReadResp)) {
+// transaction's answer to then. With an outbox the request waits there (see sendOutbox).
+func (n *Node) sendRead(t *coordTxn, key string, ob *outbox, then func(*ReadResp)) {
 	nd := n.tp.PrimaryOf(key)
 	limit := t.limit
 	if o, ok := t.observed[nd]; ok {
 		limit = ts.MinOf(limit, o)
 	}
-	n.call(nd, func(r uint64) wire.Msg {
+	n.callVia(ob, nd, func(r uint64) wire.Msg {
 		return &ReadReq{Req: r, Txn: t.meta, Key: key, ReadTS: t.readTS, Limit: limit, ReadOnly: t.readOnly}
 	}, func(m wire.Msg) {
 		resp := m.(*ReadResp)
@@ -208,7 +208,7 @@ func (n *Node) refreshPastUncertainty(t *coordTxn, valueTS ts.Timestamp, retry f
 
 func (n *Node) write(t *coordTxn, req *wire.ClientRequest) {
 	n.anchorRecord(t, req.Key)
-	n.sendWrite(t, req.Key, req.Value, req.Op == wire.OpDelete, func() {
+	n.sendWrite(t, req.Key, req.Value, req.Op == wire.OpDelete, nil, func() {
 		n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK})
 	})
 }
@@ -225,8 +225,9 @@ func (n *Node) anchorRecord(t *coordTxn, key string) {
 }
 
 // sendWrite lays t's intent on key at t.writeTS; then runs once it is acknowledged, with
-// writeTS raised to where the intent landed. An aborted answer aborts t ("push-abort").
-func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, then func()) {
+// writeTS raised to where the intent landed. An aborted answer aborts t ("push-abort"). With an
+// outbox the request waits there (see sendOutbox).
+func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, ob *outbox, then func()) {
 	create := t.createRecord
 	t.createRecord = false
 	if !t.wrote[key] {
@@ -234,7 +235,7 @@ func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, 
 		t.wrote[key] = true
 		t.writeKeys = append(t.writeKeys, key)
 	}
-	n.call(n.tp.PrimaryOf(key), func(r uint64) wire.Msg {
+	n.callVia(ob, n.tp.PrimaryOf(key), func(r uint64) wire.Msg {
 		return &WriteReq{Req: r, Txn: t.meta, Key: key, Value: value, Tombstone: tombstone,
 			WriteTS: t.writeTS, CreateRecord: create}
 	}, func(m wire.Msg) {
@@ -259,7 +260,9 @@ func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, 
 // answered: refreshing earlier would move readTS while other reads are still out at the old
 // one, and those would then complete unvalidated between the two. After the refresh (which
 // covers the round's completed reads, now in readKeys) only the uncertain reads go out again,
-// as a new round; they may be uncertain again, so this loops as a single read does.
+// as a new round; they may be uncertain again, so this loops as a single read does. A round
+// costs one message per leaseholder it touches (and one answer from each), not one per
+// operation.
 func (n *Node) batch(t *coordTxn, ops []wire.BatchOp) {
 	n.m.Add("batch/requests", 1)
 	n.m.Add("batch/ops", int64(len(ops)))
@@ -288,10 +291,11 @@ func (n *Node) batch(t *coordTxn, ops []wire.BatchOp) {
 			slices.Sort(uncertain) // answer order is arrival order; retry in request order
 			n.refreshPastUncertainty(t, uncertainTS, func() { round(uncertain) })
 		}
+		ob := &outbox{}
 		for _, i := range idx {
 			op := ops[i]
 			if op.Op == wire.OpGet {
-				n.sendRead(t, op.Key, func(resp *ReadResp) {
+				n.sendRead(t, op.Key, ob, func(resp *ReadResp) {
 					if resp.Uncertain {
 						n.m.Add("uncertainty/hit", 1)
 						uncertain = append(uncertain, i)
@@ -304,14 +308,68 @@ func (n *Node) batch(t *coordTxn, ops []wire.BatchOp) {
 				})
 				continue
 			}
-			n.sendWrite(t, op.Key, op.Value, op.Op == wire.OpDelete, answered)
+			n.sendWrite(t, op.Key, op.Value, op.Op == wire.OpDelete, ob, answered)
 		}
+		n.sendOutbox(ob)
 	}
 	all := make([]int, len(ops))
 	for i := range all {
 		all[i] = i
 	}
 	round(all)
+}
+
+// outbox holds a round's requests until all are built, so that the requests for one node can
+// travel as one OpsReq.
+type outbox struct {
+	nodes []topo.NodeID // in order of first use, so sends are deterministic
+	msgs  [][]wire.Msg  // parallel to nodes
+}
+
+func (ob *outbox) add(to topo.NodeID, m wire.Msg) {
+	for i, nd := range ob.nodes {
+		if nd == to {
+			ob.msgs[i] = append(ob.msgs[i], m)
+			return
+		}
+	}
+	ob.nodes = append(ob.nodes, to)
+	ob.msgs = append(ob.msgs, []wire.Msg{m})
+}
+
+// sendOutbox sends each node its requests: a lone request as itself, several as one OpsReq.
+func (n *Node) sendOutbox(ob *outbox) {
+	for i, to := range ob.nodes {
+		msgs := ob.msgs[i]
+		if len(msgs) == 1 {
+			n.env.Send(to, msgs[0])
+			continue
+		}
+		req := &OpsReq{Ops: make([]SubReq, len(msgs))}
+		for j, m := range msgs {
+			switch m := m.(type) {
+			case *ReadReq:
+				req.Ops[j].Read = m
+			case *WriteReq:
+				req.Ops[j].Write = m
+			}
+		}
+		n.env.Send(to, req)
+	}
+}
+
+// onOpsResp hands each sub-answer to the request it answers, in request order, as if each had
+// come alone.
+func (n *Node) onOpsResp(m *OpsResp) {
+	n.observe(m.Clock)
+	for _, sub := range m.Ops {
+		switch {
+		case sub.Read != nil:
+			n.complete(sub.Read.Req, sub.Read.Clock, sub.Read)
+		case sub.Write != nil:
+			n.complete(sub.Write.Req, sub.Write.Clock, sub.Write)
+		}
+	}
 }
 
 func (n *Node) heartbeat(t *coordTxn) {
@@ -403,7 +461,7 @@ func (n *Node) stage(t *coordTxn, c ts.Timestamp) {
 		endOutcome uint8
 		endTS      ts.Timestamp
 		endDone    bool
-		proofsLeft = len(t.writeKeys)
+		proofsLeft int
 		missing    bool
 	)
 	decideIfReady := func() {
@@ -435,9 +493,13 @@ func (n *Node) stage(t *coordTxn, c ts.Timestamp) {
 			decideIfReady()
 		})
 	}
-	for _, k := range t.writeKeys {
-		n.call(n.tp.PrimaryOf(k), func(r uint64) wire.Msg {
-			return &QueryIntentReq{Req: r, Txn: t.meta.ID, Key: k, TS: c, Prevent: true}
+	// One proof per leaseholder, covering all of its keys.
+	nodes, byNode := groupByNode(n.tp, t.writeKeys)
+	proofsLeft = len(nodes)
+	for _, nd := range nodes {
+		keys := byNode[nd]
+		n.call(nd, func(r uint64) wire.Msg {
+			return &QueryIntentReq{Req: r, Txn: t.meta.ID, Keys: keys, TS: c, Prevent: true}
 		}, func(m wire.Msg) {
 			if !m.(*QueryIntentResp).Found {
 				missing = true

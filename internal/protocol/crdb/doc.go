@@ -39,14 +39,21 @@
 //     transaction's committed value in (readTS, writeTS] and no other intent at or below
 //     writeTS; success raises their tscache entries to writeTS, failure aborts with cause
 //     "refresh-failed". Then, with parallel commits (default), the coordinator sends a STAGING
-//     record listing all written keys and, in parallel, a QueryIntent for each write; the
-//     transaction is implicitly committed once the STAGING record and every intent (at or
-//     below the commit timestamp) are durable, and the client is told then. The record is then
-//     marked COMMITTED and the intents resolved asynchronously. Without parallel commits the
-//     writes are proven first and the record is then written COMMITTED. If the record holder
-//     answers that the transaction was pushed (below), the coordinator refreshes to the pushed
-//     timestamp and stages again.
+//     record listing all written keys and, in parallel, one QueryIntent per leaseholder listing
+//     its writes; the transaction is implicitly committed once the STAGING record and every
+//     intent (at or below the commit timestamp) are durable, and the client is told then. The
+//     record is then marked COMMITTED and the intents resolved asynchronously. Without
+//     parallel commits the writes are proven first and the record is then written COMMITTED.
+//     If the record holder answers that the transaction was pushed (below), the coordinator
+//     refreshes to the pushed timestamp and stages again.
 //   - Read-only transactions have no record; they commit at readTS with no message.
+//   - Batches. A client request with several operations (OpBatch) runs them concurrently, all
+//     reads at one readTS and all writes at one writeTS, as DistSender runs a BatchRequest's
+//     parts. The operations for one leaseholder travel as one OpsReq and are answered by one
+//     OpsResp once every one of them is done (a lone operation keeps its ReadReq/WriteReq);
+//     each sub-request is evaluated exactly as if it had come alone, so only the message count
+//     changes. An OpsReq's intents are persisted with one flush. Refresh, QueryIntent and
+//     intent resolution likewise send one message per node, listing its keys.
 //
 // # Conflicts, pushes and deadlock freedom
 //

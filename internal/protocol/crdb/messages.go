@@ -75,18 +75,21 @@ type RefreshResp struct {
 	OK    bool
 }
 
-// QueryIntentReq asks whether Txn's intent on Key is durable at a timestamp <= TS (proving a
-// pipelined write). Prevent, used by recovery, makes a missing intent impossible to lay down at
-// or below TS later.
+// QueryIntentReq asks whether Txn's intents on Keys (every key of the transaction this
+// leaseholder holds: one message per node, not per key) are durable at timestamps <= TS
+// (proving pipelined writes). Prevent, used by commit and recovery, makes each missing intent
+// impossible to lay down at or below TS later.
 type QueryIntentReq struct {
 	Req     uint64
 	Txn     storage.TxnID
-	Key     string
+	Keys    []string
 	TS      ts.Timestamp
 	Prevent bool
 }
 
-// QueryIntentResp answers QueryIntentReq once the intent, if present, is durable.
+// QueryIntentResp answers QueryIntentReq. Found means every key's intent is there and durable,
+// and is sent once they are; a single missing key decides the answer (the commit cannot
+// succeed), so it is sent at once.
 type QueryIntentResp struct {
 	Req   uint64
 	Clock ts.Timestamp
@@ -99,6 +102,33 @@ type ResolveReq struct {
 	Keys   []string
 	Commit bool
 	TS     ts.Timestamp
+}
+
+// OpsReq carries several reads and writes of one client request that share a leaseholder, so a
+// batch costs one message per node rather than one per operation (as spanner's OpsReq and
+// CockroachDB's BatchRequest per range). Each sub-request keeps its own request id and is
+// evaluated exactly as if it had arrived alone, in order; only the answers are gathered.
+type OpsReq struct {
+	Ops []SubReq
+}
+
+// SubReq is one operation of an OpsReq: exactly one of Read and Write is set.
+type SubReq struct {
+	Read  *ReadReq  `cbor:",omitempty"`
+	Write *WriteReq `cbor:",omitempty"`
+}
+
+// OpsResp answers an OpsReq with every sub-request's answer, in request order, once the last
+// one is ready (a read may wait on an intent, a write without pipelining on the disk).
+type OpsResp struct {
+	Clock ts.Timestamp
+	Ops   []SubResp
+}
+
+// SubResp is one answer of an OpsResp: the one of Read and Write its sub-request asked for.
+type SubResp struct {
+	Read  *ReadResp  `cbor:",omitempty"`
+	Write *WriteResp `cbor:",omitempty"`
 }
 
 // Push types.
@@ -190,11 +220,13 @@ func (*HeartbeatReq) Kind() wire.Kind    { return 411 }
 func (*HeartbeatResp) Kind() wire.Kind   { return 412 }
 func (*EndTxnReq) Kind() wire.Kind       { return 413 }
 func (*EndTxnResp) Kind() wire.Kind      { return 414 }
+func (*OpsReq) Kind() wire.Kind          { return 415 }
+func (*OpsResp) Kind() wire.Kind         { return 416 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &RefreshReq{}, &RefreshResp{},
 		&QueryIntentReq{}, &QueryIntentResp{}, &ResolveReq{}, &PushReq{}, &PushResp{}, &HeartbeatReq{},
-		&HeartbeatResp{}, &EndTxnReq{}, &EndTxnResp{}} {
+		&HeartbeatResp{}, &EndTxnReq{}, &EndTxnResp{}, &OpsReq{}, &OpsResp{}} {
 		wire.Register(m)
 	}
 }

@@ -131,6 +131,7 @@ type Node struct {
 	issuedGen  uint64
 	doneGen    uint64
 	genWaiters []genWaiter // ascending gen
+	writeGroup *writeGroup // set while an OpsReq is evaluated: its intents share one flush
 	blocked    map[string][]*blockedOp
 	aborted    map[storage.TxnID]bool // transactions whose intents were resolved as aborted here
 	abortedLog []storage.TxnID        // FIFO bound on aborted
@@ -212,6 +213,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.onRead(from, m)
 	case *WriteReq:
 		n.onWrite(from, m)
+	case *OpsReq:
+		n.onOps(from, m)
 	case *RefreshReq:
 		n.onRefresh(from, m)
 	case *QueryIntentReq:
@@ -230,6 +233,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.complete(m.Req, m.Clock, m)
 	case *WriteResp:
 		n.complete(m.Req, m.Clock, m)
+	case *OpsResp:
+		n.onOpsResp(m)
 	case *RefreshResp:
 		n.complete(m.Req, m.Clock, m)
 	case *QueryIntentResp:
@@ -254,10 +259,20 @@ func (n *Node) now() ts.Timestamp { return n.hlc.Now(n.env.Now()) }
 
 // call sends a request and registers what to do with its answer.
 func (n *Node) call(to topo.NodeID, build func(req uint64) wire.Msg, then func(wire.Msg)) uint64 {
+	return n.callVia(nil, to, build, then)
+}
+
+// callVia is call, except that with an outbox the request waits there to travel with the
+// other requests for the same node.
+func (n *Node) callVia(ob *outbox, to topo.NodeID, build func(req uint64) wire.Msg, then func(wire.Msg)) uint64 {
 	n.nextReq++
 	id := n.nextReq
 	n.pending[id] = then
-	n.env.Send(to, build(id))
+	if ob == nil {
+		n.env.Send(to, build(id))
+	} else {
+		ob.add(to, build(id))
+	}
 	return id
 }
 

@@ -200,7 +200,8 @@ func (n *Node) recoverStaging(txn storage.TxnID) {
 	}
 	rs.recovering = true
 	keys, at := rs.inFlight, rs.stageTS
-	missing, left := false, len(keys)
+	nodes, byNode := groupByNode(n.tp, keys)
+	missing, left := false, len(nodes)
 	timer := n.env.After(n.set.expiry, func() { rs.recovering = false }) // a leaseholder is down: retry later
 	finish := func() {
 		n.env.Cancel(timer)
@@ -221,9 +222,10 @@ func (n *Node) recoverStaging(txn storage.TxnID) {
 		finish()
 		return
 	}
-	for _, k := range keys {
-		n.call(n.tp.PrimaryOf(k), func(r uint64) wire.Msg {
-			return &QueryIntentReq{Req: r, Txn: txn, Key: k, TS: at, Prevent: true}
+	for _, nd := range nodes {
+		nodeKeys := byNode[nd]
+		n.call(nd, func(r uint64) wire.Msg {
+			return &QueryIntentReq{Req: r, Txn: txn, Keys: nodeKeys, TS: at, Prevent: true}
 		}, func(m wire.Msg) {
 			if !m.(*QueryIntentResp).Found {
 				missing = true

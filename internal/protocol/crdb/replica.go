@@ -66,6 +66,12 @@ func (n *Node) writeFloor(key string, txn storage.TxnID) ts.Timestamp {
 }
 
 func (n *Node) onRead(from topo.NodeID, req *ReadReq) {
+	n.startRead(req, func(r *ReadResp) { n.env.Send(from, r) })
+}
+
+// startRead evaluates a read that just arrived; respond gets its answer (now, or once the
+// intents it waits on are gone).
+func (n *Node) startRead(req *ReadReq, respond func(*ReadResp)) {
 	n.observe(req.ReadTS)
 	// Observed timestamp: nothing written here after now can have committed before the reader
 	// began, so the uncertainty interval ends at this node's clock (the coordinator passes the
@@ -73,13 +79,13 @@ func (n *Node) onRead(from topo.NodeID, req *ReadReq) {
 	// request that waits does not see its interval grow with the clock.
 	r := *req
 	r.Limit = ts.MinOf(req.Limit, n.hlc.Last())
-	n.evalRead(from, &r, n.env.Now())
+	n.evalRead(&r, n.env.Now(), respond)
 }
 
-func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64) {
+func (n *Node) evalRead(req *ReadReq, since int64, respond func(*ReadResp)) {
 	reply := func(r *ReadResp) {
 		r.Req, r.Clock = req.Req, n.now()
-		n.env.Send(from, r)
+		respond(r)
 	}
 	// Values at or below the read timestamp are always visible: the uncertainty interval is
 	// (ReadTS, limit], and an observed clock reading below ReadTS (this node's clock behind the
@@ -102,7 +108,7 @@ func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64) {
 			if v.TS.LessEq(req.ReadTS) {
 				// A conflicting intent below the read: wait for it, or push it above us.
 				n.block(req.Key, v, &blockedOp{txn: req.Txn, pushTo: req.ReadTS.Next(), since: since,
-					retry: func() { n.evalRead(from, req, since) }})
+					retry: func() { n.evalRead(req, since, respond) }})
 				return
 			}
 			// An intent in the uncertainty interval: it may commit below the limit. An older
@@ -113,7 +119,7 @@ func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64) {
 				pushTo = limit.Next()
 			}
 			n.block(req.Key, v, &blockedOp{txn: req.Txn, pushTo: pushTo, since: since,
-				retry: func() { n.evalRead(from, req, since) }})
+				retry: func() { n.evalRead(req, since, respond) }})
 			return
 		}
 		if req.ReadTS.Less(v.TS) {
@@ -149,14 +155,19 @@ func (n *Node) rememberAborted(txn storage.TxnID) {
 }
 
 func (n *Node) onWrite(from topo.NodeID, req *WriteReq) {
-	n.observe(req.WriteTS)
-	n.evalWrite(from, req, n.env.Now())
+	n.startWrite(req, func(r *WriteResp) { n.env.Send(from, r) })
 }
 
-func (n *Node) evalWrite(from topo.NodeID, req *WriteReq, since int64) {
+// startWrite evaluates a write that just arrived; respond gets its answer.
+func (n *Node) startWrite(req *WriteReq, respond func(*WriteResp)) {
+	n.observe(req.WriteTS)
+	n.evalWrite(req, n.env.Now(), respond)
+}
+
+func (n *Node) evalWrite(req *WriteReq, since int64, respond func(*WriteResp)) {
 	reply := func(r *WriteResp) {
 		r.Req, r.Clock = req.Req, n.now()
-		n.env.Send(from, r)
+		respond(r)
 	}
 	id := req.Txn.ID
 	if n.aborted[id] {
@@ -179,7 +190,7 @@ func (n *Node) evalWrite(from topo.NodeID, req *WriteReq, since int64) {
 		if v.Txn != id {
 			// One intent per key: write-write conflicts block (or push by priority).
 			n.block(req.Key, v, &blockedOp{txn: req.Txn, write: true, since: since,
-				retry: func() { n.evalWrite(from, req, since) }})
+				retry: func() { n.evalWrite(req, since, respond) }})
 			return
 		}
 		own = &vs[i]
@@ -205,12 +216,79 @@ func (n *Node) evalWrite(from topo.NodeID, req *WriteReq, since int64) {
 	}
 	n.observeWait(since)
 	resp := &WriteResp{WrittenTS: wts}
+	if g := n.writeGroup; g != nil {
+		// Part of an OpsReq: its intents go to disk together once all are evaluated.
+		g.keys = append(g.keys, req.Key)
+		if n.set.pipelining {
+			reply(resp)
+		} else {
+			g.durable = append(g.durable, func() { reply(resp) })
+		}
+		return
+	}
 	if n.set.pipelining {
 		n.intentGen[req.Key] = n.flush(nil, nil)
 		reply(resp)
 		return
 	}
 	n.intentGen[req.Key] = n.flush(nil, func() { reply(resp) })
+}
+
+// writeGroup gathers the intents an OpsReq lays down while it is evaluated, so that they are
+// persisted with one flush instead of one each.
+type writeGroup struct {
+	keys    []string
+	durable []func() // answers that wait for the flush (no write pipelining)
+}
+
+// onOps evaluates each sub-request of an OpsReq in order, as if it had arrived alone, and
+// answers with one OpsResp once every sub-request has its answer.
+func (n *Node) onOps(from topo.NodeID, req *OpsReq) {
+	count := 0
+	for _, op := range req.Ops {
+		if op.Read != nil || op.Write != nil {
+			count++
+		}
+	}
+	resp := &OpsResp{Ops: make([]SubResp, count)}
+	left := count + 1 // one more, held until every sub-request has been evaluated
+	answered := func() {
+		if left--; left == 0 {
+			resp.Clock = n.now()
+			n.env.Send(from, resp)
+		}
+	}
+	g := &writeGroup{}
+	n.writeGroup = g
+	i := 0
+	for _, op := range req.Ops {
+		if op.Read == nil && op.Write == nil {
+			continue // malformed: nothing to answer
+		}
+		slot := &resp.Ops[i]
+		i++
+		if op.Read != nil {
+			n.startRead(op.Read, func(r *ReadResp) { slot.Read = r; answered() })
+		} else {
+			n.startWrite(op.Write, func(r *WriteResp) { slot.Write = r; answered() })
+		}
+	}
+	n.writeGroup = nil
+	if len(g.keys) > 0 {
+		var done func()
+		if len(g.durable) > 0 {
+			done = func() {
+				for _, fn := range g.durable {
+					fn()
+				}
+			}
+		}
+		gen := n.flush(nil, done)
+		for _, k := range g.keys {
+			n.intentGen[k] = gen
+		}
+	}
+	answered()
 }
 
 // block queues op behind intent on key and starts pushing the intent's transaction.
@@ -380,24 +458,39 @@ func (n *Node) onQueryIntent(from topo.NodeID, req *QueryIntentReq) {
 	reply := func(found bool) {
 		n.env.Send(from, &QueryIntentResp{Req: req.Req, Clock: n.now(), Found: found})
 	}
-	for _, v := range n.store.Versions(req.Key) {
-		if v.Txn != req.Txn || !v.TS.LessEq(req.TS) {
-			continue
+	var gen uint64 // the persist generation every found intent is durable with
+	missing := false
+	for _, k := range req.Keys {
+		found := false
+	versions:
+		for _, v := range n.store.Versions(k) {
+			if v.Txn != req.Txn || !v.TS.LessEq(req.TS) {
+				continue
+			}
+			switch v.State {
+			case mvcc.Intent:
+				// Found, but a pipelined write is proven only once durable.
+				gen = max(gen, n.intentGen[k])
+				found = true
+				break versions
+			case mvcc.Committed:
+				found = true // already resolved by a recovery or a duplicate commit
+				break versions
+			}
 		}
-		switch v.State {
-		case mvcc.Intent:
-			// Found, but a pipelined write is proven only once durable.
-			n.afterGen(n.intentGen[req.Key], func() { reply(true) })
-			return
-		case mvcc.Committed:
-			reply(true) // already resolved by a recovery or a duplicate commit
-			return
+		if !found {
+			missing = true
+			if req.Prevent {
+				// The write never made it (or was lost in a crash). Make sure it cannot land at
+				// or below the staging timestamp later, so the transaction stays
+				// not-implicitly-committed.
+				n.bumpReadTS(k, req.TS, 0)
+			}
 		}
 	}
-	if req.Prevent {
-		// The write never made it (or was lost in a crash). Make sure it cannot land at or
-		// below the staging timestamp later, so the transaction stays not-implicitly-committed.
-		n.bumpReadTS(req.Key, req.TS, 0)
+	if missing {
+		reply(false)
+		return
 	}
-	reply(false)
+	n.afterGen(gen, func() { reply(true) })
 }
