@@ -54,6 +54,10 @@ type FileLayout struct {
 	Backups        int    `toml:"backups"`
 }
 
+// maxRTTms bounds every round trip a file gives, in milliseconds: far beyond any real network,
+// and small enough that converting it to a Duration cannot overflow.
+const maxRTTms = 100000
+
 // LoadFile reads a topology from a TOML file. Errors name the file, the line where it is known,
 // and the problem.
 func LoadFile(path string, l Layout) (*Topology, error) {
@@ -68,6 +72,17 @@ func LoadFile(path string, l Layout) (*Topology, error) {
 func lineOf(text, needle string) int {
 	for i, line := range strings.Split(text, "\n") {
 		if strings.Contains(line, needle) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// keyLine finds the first line of text that sets key, for error messages.
+func keyLine(text, key string) int {
+	for i, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), key)
+		if ok && strings.HasPrefix(strings.TrimLeft(rest, " \t"), "=") {
 			return i + 1
 		}
 	}
@@ -91,6 +106,13 @@ func Parse(name, text string, l Layout) (*Topology, error) {
 		}
 		return fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
 	}
+	// atKey is at for a key's own line: its name may also appear in values (backups).
+	atKey := func(key, format string, args ...any) error {
+		if ln := keyLine(text, key); ln > 0 {
+			return fmt.Errorf("%s:%d: %s", name, ln, fmt.Sprintf(format, args...))
+		}
+		return at(key, format, args...)
+	}
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0].String()
 		parts := strings.Split(k, ".")
@@ -99,8 +121,8 @@ func Parse(name, text string, l Layout) (*Topology, error) {
 	if len(f.Regions) == 0 {
 		return nil, fmt.Errorf("%s: no [[region]] tables", name)
 	}
-	if f.IntraRTTms < 0 {
-		return nil, at("intra_rtt_ms", "intra_rtt_ms must not be negative")
+	if !(f.IntraRTTms >= 0 && f.IntraRTTms <= maxRTTms) { // also rejects NaN
+		return nil, atKey("intra_rtt_ms", "intra_rtt_ms must be 0..%d, got %g", maxRTTms, f.IntraRTTms)
 	}
 	idx := map[string]int{}
 	names := make([]string, len(f.Regions))
@@ -135,8 +157,8 @@ func Parse(name, text string, l Layout) (*Topology, error) {
 				return nil, at(p, "region %q: rtt_ms names unknown region %q", r.Name, p)
 			case j == i:
 				return nil, at(p, "region %q: rtt_ms to itself (use intra_rtt_ms)", r.Name)
-			case v < 0 || v > 100000:
-				return nil, at(p, "region %q: rtt_ms to %q must be 0..100000, got %g", r.Name, p, v)
+			case !(v >= 0 && v <= maxRTTms): // also rejects NaN
+				return nil, at(p, "region %q: rtt_ms to %q must be 0..%d, got %g", r.Name, p, maxRTTms, v)
 			case set[i][j] && rtt[i][j] != ms(v):
 				return nil, at(p, "regions %q and %q: two different RTTs", r.Name, p)
 			}
@@ -152,6 +174,16 @@ func Parse(name, text string, l Layout) (*Topology, error) {
 		}
 	}
 	if f.Layout != nil {
+		// Checked here rather than left to Build so that the error names the file's line; a
+		// zero means "not set", so only the values actually written are judged.
+		switch fl := f.Layout; {
+		case fl.NodesPerRegion < 0 || fl.NodesPerRegion > MaxNodesPerRegion:
+			return nil, atKey("nodes_per_region", "nodes_per_region must be 1..%d, got %d", MaxNodesPerRegion, fl.NodesPerRegion)
+		case fl.ShardsPerNode < 0 || fl.ShardsPerNode > MaxShardsPerNode:
+			return nil, atKey("shards_per_node", "shards_per_node must be 1..%d, got %d", MaxShardsPerNode, fl.ShardsPerNode)
+		case fl.Backups < 0:
+			return nil, atKey("backups", "backups must not be negative, got %d", fl.Backups)
+		}
 		if f.Layout.NodesPerRegion != 0 {
 			l.NodesPerRegion = f.Layout.NodesPerRegion
 		}

@@ -160,19 +160,47 @@ func (t *Topology) Validate() error {
 	return nil
 }
 
+// Size limits of a topology. A layout past them would hold more state than a machine has memory
+// for (ten million shard replicas already take about 2 GB in the simulator).
+const (
+	MaxRegions        = 100
+	MaxNodesPerRegion = 1000
+	MaxShardsPerNode  = 1024
+	MaxReplicas       = 1 << 20 // shard replicas over the whole topology
+)
+
 // Build lays out nodes and shards over the regions of a latency preset.
 func Build(name string, regions []string, rtt [][]time.Duration, intra time.Duration, l Layout) (*Topology, error) {
 	if l.NodesPerRegion <= 0 {
 		return nil, fmt.Errorf("topology %q: nodes per region must be positive, got %d", name, l.NodesPerRegion)
 	}
-	if l.NodesPerRegion > 1000 || len(regions) > 100 {
-		return nil, fmt.Errorf("topology %q: too large (%d regions × %d nodes)", name, len(regions), l.NodesPerRegion)
+	if l.NodesPerRegion > MaxNodesPerRegion || len(regions) > MaxRegions {
+		return nil, fmt.Errorf("topology %q: too large (%d regions × %d nodes; at most %d × %d)", name, len(regions), l.NodesPerRegion, MaxRegions, MaxNodesPerRegion)
+	}
+	if l.ShardsPerNode > MaxShardsPerNode {
+		return nil, fmt.Errorf("topology %q: shards per node must be 1..%d, got %d", name, MaxShardsPerNode, l.ShardsPerNode)
 	}
 	if l.ShardsPerNode <= 0 {
 		l.ShardsPerNode = 1
 	}
+	if l.Backups < 0 {
+		return nil, fmt.Errorf("topology %q: backups must not be negative, got %d", name, l.Backups)
+	}
 	if l.Replication == "" {
 		l.Replication = ReplicatePrimaryOnly
+	}
+	perShard := 1
+	switch l.Replication {
+	case ReplicateEveryRegion:
+		perShard = len(regions)
+	case ReplicateLocalBackup:
+		perShard = 1 + l.Backups
+	}
+	// Every replica costs the simulator a store and the topology an index entry; past this
+	// the layout exhausts memory long before it does anything useful.
+	if n := len(regions) * l.NodesPerRegion * l.ShardsPerNode * perShard; n > MaxReplicas {
+		return nil, fmt.Errorf("topology %q: too large (%d regions × %d nodes × %d shards × %d replicas = %d shard replicas; at most %d)",
+			name, len(regions), l.NodesPerRegion, l.ShardsPerNode, perShard, n, MaxReplicas)
 	}
 	t := &Topology{Name: name, RTT: rtt, IntraRTT: intra, Layout: l}
 	for i, r := range regions {

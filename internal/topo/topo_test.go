@@ -106,6 +106,17 @@ nodes_per_region = 2
 		{"[[region]]\nname = \"A\"\nrtt_ms = { B = -1 }\n[[region]]\nname=\"B\"\n", "must be 0..100000"},
 		{"colour = 3\n[[region]]\nname = \"A\"\n", "bad.toml:1: unknown key \"colour\""},
 		{"", "no [[region]]"},
+		{"[[region]]\nname = \"A\"\nrtt_ms = { B = nan }\n[[region]]\nname=\"B\"\n", "bad.toml:3: region \"A\": rtt_ms to \"B\" must be 0..100000, got NaN"},
+		{"intra_rtt_ms = 1e30\n[[region]]\nname = \"A\"\n", "bad.toml:1: intra_rtt_ms must be 0..100000, got 1e+30"},
+		{"intra_rtt_ms = nan\n[[region]]\nname = \"A\"\n", "bad.toml:1: intra_rtt_ms must be 0..100000, got NaN"},
+		{"intra_rtt_ms = -1\n[[region]]\nname = \"A\"\n", "bad.toml:1: intra_rtt_ms must be 0..100000, got -1"},
+		{"[[region]]\nname = \"A\"\n[layout]\nshards_per_node = -3\n", "bad.toml:4: shards_per_node must be 1..1024, got -3"},
+		{"[[region]]\nname = \"A\"\n[layout]\nshards_per_node = 100000\n", "bad.toml:4: shards_per_node must be 1..1024, got 100000"},
+		{"[[region]]\nname = \"A\"\n[layout]\nnodes_per_region = -3\n", "bad.toml:4: nodes_per_region must be 1..1000, got -3"},
+		{"[[region]]\nname = \"A\"\n[layout]\nnodes_per_region = 5000\n", "bad.toml:4: nodes_per_region must be 1..1000, got 5000"},
+		{"[[region]]\nname = \"A\"\n[layout]\nreplication = \"backups\"\nbackups = -2\n", "bad.toml:5: backups must not be negative, got -2"},
+		// Each value within its bound, the product far beyond memory.
+		{"[[region]]\nname = \"A\"\nrtt_ms = { B = 3 }\n[[region]]\nname=\"B\"\n[layout]\nnodes_per_region = 1000\nshards_per_node = 1024\n", "2048000 shard replicas; at most 1048576"},
 	}
 	for _, b := range bad {
 		_, err := Parse("bad.toml", b.text, DefaultLayout())
@@ -115,5 +126,28 @@ nodes_per_region = 2
 		if err != nil && strings.Contains(err.Error(), "\n") {
 			t.Errorf("error is not one line: %q", err)
 		}
+	}
+}
+
+func TestBuildRefusesHugeLayouts(t *testing.T) {
+	cases := []struct {
+		preset string
+		l      Layout
+		want   string
+	}{
+		{"uniform:100:5", Layout{NodesPerRegion: 1000, ShardsPerNode: 1024}, "at most 1048576"},
+		{"uniform:100:5", Layout{NodesPerRegion: 100, ShardsPerNode: 4, Replication: ReplicateEveryRegion}, "4000000 shard replicas"},
+		{"k2-3region", Layout{NodesPerRegion: 1, ShardsPerNode: 5000}, "shards per node must be 1..1024"},
+		{"single-dc", Layout{NodesPerRegion: 3, ShardsPerNode: 1, Replication: ReplicateLocalBackup, Backups: -1}, "backups must not be negative"},
+	}
+	for _, c := range cases {
+		_, err := FromPreset(c.preset, c.l)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %+v: error %v, want it to contain %q", c.preset, c.l, err, c.want)
+		}
+	}
+	// The largest layouts the flags allow on a small topology still build.
+	if _, err := FromPreset("k2-5region", Layout{NodesPerRegion: 100, ShardsPerNode: 1024}); err != nil {
+		t.Fatalf("5 regions × 100 nodes × 1024 shards: %v", err)
 	}
 }
