@@ -97,6 +97,9 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 	switch {
 	case cfg.Keys < 2 || cfg.Keys > zipf.MaxItems:
 		return nil, fmt.Errorf("ycsbt: key count must be 2..%d, got %d", zipf.MaxItems, cfg.Keys)
+	case cfg.Keys > zipf.MaxZipfianItems && cfg.Distribution != "uniform":
+		return nil, fmt.Errorf("ycsbt: key count must be 2..%d with the %s distribution (its set-up costs O(keys)), got %d",
+			zipf.MaxZipfianItems, distName(cfg.Distribution), cfg.Keys)
 	case cfg.OpsPerTxn < 1 || cfg.OpsPerTxn > 1000:
 		return nil, fmt.Errorf("ycsbt: operations per transaction must be 1..1000, got %d", cfg.OpsPerTxn)
 	case cfg.OpsPerTxn > cfg.Keys:
@@ -143,6 +146,14 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 }
 
 func inUnit(x float64) bool { return x >= 0 && x <= 1 }
+
+// distName is the distribution's name for messages ("" means scrambled).
+func distName(d string) string {
+	if d == "" {
+		return "scrambled"
+	}
+	return d
+}
 
 func newGen(cfg Config, n uint64) (zipf.Generator, error) {
 	if n == 1 {

@@ -286,9 +286,19 @@ func TestBadConfig(t *testing.T) {
 		{Keys: 100, OpsPerTxn: 1, PartitionsPerTxn: 99},
 		{Keys: 100, OpsPerTxn: 1, PartitionsPerTxn: 2, RegionLocal: true},
 		{Keys: 20, OpsPerTxn: 10, RegionLocal: true},
+		// Refused before the O(keys) zeta sum, which would take minutes.
+		{Keys: 2_000_000_000, OpsPerTxn: 1},
+		{Keys: 2_000_000_000, OpsPerTxn: 1, Distribution: "latest"},
 	} {
 		if _, err := New(testTopo(t), c); err == nil {
 			t.Errorf("accepted %+v", c)
 		}
+	}
+}
+
+// A uniform key choice costs nothing to set up, so it keeps the larger bound.
+func TestUniformAcceptsHugeKeySpace(t *testing.T) {
+	if _, err := New(testTopo(t), Config{Keys: 2_000_000_000, OpsPerTxn: 1, Distribution: "uniform"}); err != nil {
+		t.Fatal(err)
 	}
 }

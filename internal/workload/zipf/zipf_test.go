@@ -177,7 +177,8 @@ func TestBadInput(t *testing.T) {
 		n     uint64
 		theta float64
 	}{{"zipfian", 1, 0.5}, {"zipfian", 100, 1}, {"zipfian", 100, -0.1}, {"scrambled", 100, math.NaN()},
-		{"latest", 0, 0.5}, {"uniform", 0, 0}, {"pareto", 100, 0.5}, {"uniform", MaxItems + 1, 0}} {
+		{"latest", 0, 0.5}, {"uniform", 0, 0}, {"pareto", 100, 0.5}, {"uniform", MaxItems + 1, 0},
+		{"zipfian", MaxZipfianItems + 1, 0.5}, {"scrambled", MaxZipfianItems + 1, 0.5}, {"latest", MaxZipfianItems + 1, 0.5}} {
 		if _, err := New(c.dist, c.n, c.theta); err == nil {
 			t.Errorf("New(%q, %d, %v) accepted bad input", c.dist, c.n, c.theta)
 		}
