@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 
@@ -35,11 +34,17 @@ print throughput, latency and aborts — the same report and JSON as ` + "`merid
 checker's verdict on the recorded history for list-append and rw-register.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if duration <= 0 || warmup < 0 || clients <= 0 {
-				return fmt.Errorf("want --duration > 0, --warmup ≥ 0 and --clients > 0")
+			if err := checkRunTime(warmup, duration); err != nil {
+				return err
+			}
+			if err := checkClients(clients); err != nil {
+				return err
 			}
 			cfg, err := cf.load()
 			if err != nil {
+				return err
+			}
+			if err := checkConnections(clients, len(cfg.Topology.Regions)); err != nil {
 				return err
 			}
 			// Each run checks its own keys: a cluster keeps the data of earlier runs, whose
@@ -59,6 +64,20 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 			if check == "auto" && !checkable(wl) {
 				model = ""
 			}
+			// The driver holds the whole initial database while it loads it.
+			if err := checkMemory(wl, cfg.Topology, clients); err != nil {
+				return err
+			}
+			if err := checkOutputPath("--history", history); err != nil {
+				return err
+			}
+			// The driver builds the whole initial database before it connects; a cluster that
+			// is not running should be reported before that, not minutes later.
+			probe, err := dialNode(cfg, cfg.Coordinator(0, 0).ID)
+			if err != nil {
+				return err
+			}
+			_ = probe.Close()
 			res, err := bench.RealRun(bench.RealConfig{
 				Topology: cfg.Topology, Protocol: cfg.Protocol.Name(), Seed: seed,
 				Dial: func(coord topo.NodeID) (client.Transport, error) { return dialNode(cfg, coord) },

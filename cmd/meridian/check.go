@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/meridiandb/meridian/internal/check"
@@ -22,7 +23,13 @@ var checkCmd = &cobra.Command{
 	Long: "Check a recorded history against a consistency model and explain every anomaly with a cycle.\n\n" +
 		"Models: " + strings.Join(check.Models(), ", ") + ".\n" +
 		"Exit codes: 0 valid, 1 anomalies found, 2 unknown (not enough information), 3 error.",
-	Args: cobra.ExactArgs(1),
+	// A usage error must not exit 1, which here means "anomalies found".
+	Args: func(cmd *cobra.Command, args []string) error {
+		if err := exactArgs(1)(cmd, args); err != nil {
+			return &exitError{code: 3, err: err}
+		}
+		return nil
+	},
 	RunE: runCheck,
 }
 
@@ -33,6 +40,9 @@ func init() {
 }
 
 func runCheck(cmd *cobra.Command, args []string) error {
+	if !slices.Contains(check.Models(), checkFlags.model) {
+		return &exitError{code: 3, err: fmt.Errorf("--model %q: want one of %s", checkFlags.model, strings.Join(check.Models(), ", "))}
+	}
 	f, err := os.Open(args[0])
 	if err != nil {
 		return &exitError{code: 3, err: err}

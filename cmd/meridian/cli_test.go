@@ -118,7 +118,7 @@ func TestBadInputOneLineError(t *testing.T) {
 		{[]string{"sim", "--protocol", "serial", "--topology", bad}, "bad.toml:3"},
 		{[]string{"sim", "--protocol", "serial", "--topology", "mars-3region"}, "unknown topology"},
 		{[]string{"sim", "--duration", "-3s"}, "--duration must be positive"},
-		{[]string{"sim", "--clients", "0"}, "--clients must be positive"},
+		{[]string{"sim", "--clients", "0"}, "--clients must be 1..100000"},
 		{[]string{"sim", "--protocol", "serial", "--opt", "colour=blue"}, "unknown option"},
 		{[]string{"sim", "--protocol", "serial", "--workload", "nope"}, "unknown workload"},
 		{[]string{"sim", "--protocol", "serial", "--check", "nope"}, "--check"},

@@ -64,6 +64,9 @@ func parseOpts(kvs []string) (map[string]string, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("--opt %q: want key=value", kv)
 		}
+		if old, dup := m[k]; dup {
+			return nil, fmt.Errorf("--opt %s given twice (%s=%s and %s): give each option once", k, k, old, kv)
+		}
 		m[k] = v
 	}
 	return m, nil
@@ -71,6 +74,9 @@ func parseOpts(kvs []string) (map[string]string, error) {
 
 // config builds the simulator configuration the flags describe.
 func (f *simFlags) config() (sim.Config, error) {
+	if err := f.validate(); err != nil {
+		return sim.Config{}, err
+	}
 	opts, err := parseOpts(f.opts)
 	if err != nil {
 		return sim.Config{}, err

@@ -54,17 +54,29 @@ type demoRow struct {
 }
 
 func (c *demoCommand) run(cmd *cobra.Command) error {
-	if c.duration <= 0 || c.clients <= 0 {
-		return fmt.Errorf("--duration and --clients must be positive")
+	if err := checkRunTime(0, c.duration); err != nil {
+		return err
+	}
+	if err := checkClients(c.clients); err != nil {
+		return err
 	}
 	names := c.protocols
 	if len(names) == 0 {
 		names = protocol.Names()
 	}
+	seen := map[string]bool{}
 	for _, n := range names {
 		if _, err := protocol.Lookup(n); err != nil {
-			return err
+			return fmt.Errorf("--protocols: %w", err)
 		}
+		if seen[n] {
+			return fmt.Errorf("--protocols names %s twice: give each protocol once", n)
+		}
+		seen[n] = true
+	}
+	// The report is written after every run; a directory that cannot be made should fail now.
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Meridian demo: %d protocols on the simulated k2-5region deployment (SH, BJ, GZ, GY, SG), seed %d\n\n", len(names), c.seed)

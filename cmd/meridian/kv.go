@@ -76,7 +76,7 @@ func newKVCmd() *cobra.Command {
 		return client.RunTxn(db, client.TxnOptions{ReadOnly: readOnly}, fn)
 	}
 	cmd.AddCommand(&cobra.Command{
-		Use: "get KEY", Short: "Print a key's value", Args: cobra.ExactArgs(1),
+		Use: "get KEY", Short: "Print a key's value", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v []byte
 			err := oneTxn(true, func(tx *client.Txn) (err error) { v, err = tx.Get(args[0]); return err })
@@ -91,21 +91,24 @@ func newKVCmd() *cobra.Command {
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
-		Use: "put KEY VALUE", Short: "Write a key", Args: cobra.ExactArgs(2),
+		Use: "put KEY VALUE", Short: "Write a key", Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return oneTxn(false, func(tx *client.Txn) error { return tx.Put(args[0], []byte(args[1])) })
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
-		Use: "del KEY", Short: "Delete a key", Args: cobra.ExactArgs(1),
+		Use: "del KEY", Short: "Delete a key", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return oneTxn(false, func(tx *client.Txn) error { return tx.Delete(args[0]) })
 		},
 	})
 	var limit int
 	scan := &cobra.Command{
-		Use: "scan START [END]", Short: "Print the rows with START ≤ key < END (END omitted: to the end)", Args: cobra.RangeArgs(1, 2),
+		Use: "scan START [END]", Short: "Print the rows with START ≤ key < END (END omitted: to the end)", Args: rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 0 {
+				return fmt.Errorf("--limit must not be negative (0: no limit), got %d", limit)
+			}
 			end := ""
 			if len(args) == 2 {
 				end = args[1]

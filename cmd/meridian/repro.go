@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -27,10 +29,13 @@ func newReproCmd() *cobra.Command {
 over several protocols and writes <out>/<name>/ with results.csv, plots (PNG and SVG) and
 report.md, which puts the paper's reported numbers beside ours. 'meridian repro --list' names them.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if c.list {
-				return cobra.NoArgs(cmd, args)
+			switch {
+			case c.list && len(args) > 0:
+				return fmt.Errorf("repro --list takes no experiment name, got %q", args)
+			case !c.list && len(args) != 1:
+				return fmt.Errorf("usage: meridian repro NAME (%d names given, want one; meridian repro --list names them)", len(args))
 			}
-			return cobra.ExactArgs(1)(cmd, args)
+			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, args) },
 	}
@@ -60,8 +65,15 @@ func (c *reproCommand) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.parallel < 0 {
-		return fmt.Errorf("--parallel must not be negative, got %d", c.parallel)
+	// Each simulation is single-threaded: more at once than CPUs only multiplies the memory
+	// (several GB each at --scale paper).
+	if n := runtime.NumCPU(); c.parallel < 0 || c.parallel > n {
+		return fmt.Errorf("--parallel must be 0..%d (0: automatic; at most one simulation per CPU), got %d", n, c.parallel)
+	}
+	// The report is written after every simulation has run, which can take hours; a directory
+	// that cannot be made should fail now.
+	if err := os.MkdirAll(filepath.Join(c.out, e.Name), 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
 	}
 	var bar *progressbar.ProgressBar
 	path, err := repro.Execute(e, repro.Options{Scale: sc, Seed: c.seed, Out: c.out, Parallel: c.parallel,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -53,7 +54,13 @@ func (f *clusterFlags) load() (*mrt.Config, error) {
 
 // dialNode opens a client endpoint on a data node of cfg.
 func dialNode(cfg *mrt.Config, id topo.NodeID) (*client.NetTransport, error) {
-	return client.Dial(cfg.Nodes[id].Addr, client.WithCluster(cfg.Name), client.WithRequestTimeout(cfg.ClientTimeout))
+	n := cfg.Nodes[id]
+	t, err := client.Dial(n.Addr, client.WithCluster(cfg.Name), client.WithRequestTimeout(cfg.ClientTimeout))
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		// The usual cause is simply that the cluster is not running; say so.
+		return nil, fmt.Errorf("node %s at %s refused the connection: is the cluster running? (meridian cluster status)", n.Name, n.Addr)
+	}
+	return t, err
 }
 
 func newServerCmd() *cobra.Command {

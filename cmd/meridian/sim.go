@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"runtime/pprof"
 	"time"
@@ -54,18 +53,33 @@ disks and closed-loop clients, in virtual time. The same seed always gives the s
 func init() { rootCmd.AddCommand(newSimCmd()) }
 
 func (c *simCommand) run(cmd *cobra.Command) error {
-	if c.duration <= 0 {
-		return fmt.Errorf("--duration must be positive, got %v", c.duration)
+	if err := checkRunTime(c.warmup, c.duration); err != nil {
+		return err
 	}
-	if c.warmup < 0 {
-		return fmt.Errorf("--warmup must not be negative, got %v", c.warmup)
-	}
-	if c.clients <= 0 {
-		return fmt.Errorf("--clients must be positive, got %d", c.clients)
+	if err := checkClients(c.clients); err != nil {
+		return err
 	}
 	cfg, err := c.sf.config()
 	if err != nil {
 		return err
+	}
+	wl, err := c.wf.build(cfg.Topology)
+	if err != nil {
+		return err
+	}
+	model, err := resolveModel(c.check, protocol.PromisedModel(cfg.Protocol, cfg.Options))
+	if err != nil {
+		return err
+	}
+	if err := checkMemory(wl, cfg.Topology, c.clients); err != nil {
+		return err
+	}
+	// The history and heap profile are written when the run ends: a path that cannot be
+	// written should fail now, not after the run.
+	for _, o := range []struct{ flag, path string }{{"--history", c.history}, {"--cpuprofile", c.cpuProf}, {"--memprofile", c.memProf}} {
+		if err := checkOutputPath(o.flag, o.path); err != nil {
+			return err
+		}
 	}
 	if c.cpuProf != "" {
 		f, err := os.Create(c.cpuProf)
@@ -78,14 +92,6 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	wl, err := c.wf.build(cfg.Topology)
-	if err != nil {
-		return err
-	}
-	model, err := resolveModel(c.check, protocol.PromisedModel(cfg.Protocol, cfg.Options))
-	if err != nil {
-		return err
-	}
 	if c.check == "auto" && !checkable(wl) {
 		model = "" // YCSB-T and TPC-C record no micro-ops; TPC-C verifies its own conditions
 	}
@@ -94,7 +100,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp,
 	})
 	if err != nil {
-		return err
+		return optionError(err)
 	}
 	if c.memProf != "" {
 		if err := writeHeapProfile(c.memProf); err != nil {

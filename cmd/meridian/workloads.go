@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -15,10 +14,12 @@ import (
 type workloadFlags struct {
 	p     bench.WorkloadParams
 	mix   []int
-	oneOp bool // clients send batched operations one at a time
+	oneOp bool           // clients send batched operations one at a time
+	fs    *pflag.FlagSet // to tell flags given from defaults
 }
 
 func (f *workloadFlags) register(fs *pflag.FlagSet) {
+	f.fs = fs
 	fs.StringVar(&f.p.Name, "workload", "list-append", "workload: "+strings.Join(bench.Workloads(), ", "))
 	fs.IntVar(&f.p.Keys, "keys", 0, "key count (0: the workload's default)")
 	fs.IntVar(&f.p.Ops, "ops", 0, "operations per transaction (0: the workload's default)")
@@ -37,10 +38,10 @@ func (f *workloadFlags) register(fs *pflag.FlagSet) {
 
 // build constructs the workload over topology t.
 func (f *workloadFlags) build(t *topo.Topology) (workload.Workload, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
 	if f.mix != nil {
-		if len(f.mix) != 5 {
-			return nil, fmt.Errorf("--tpcc-mix wants 5 weights, got %d", len(f.mix))
-		}
 		copy(f.p.TPCCMix[:], f.mix)
 	}
 	return bench.BuildWorkload(t, f.p)

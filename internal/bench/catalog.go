@@ -65,8 +65,13 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 	if !(p.Zipf < 1) {
 		return nil, fmt.Errorf("zipf θ must be below 1 (or negative for the default), got %g", p.Zipf)
 	}
-	if p.Keys < 0 || p.Ops < 0 || p.Warehouses < 0 {
-		return nil, fmt.Errorf("keys, ops and warehouses must not be negative (0 means the default)")
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"keys", p.Keys}, {"ops", p.Ops}, {"warehouses", p.Warehouses}} {
+		if c.v < 0 {
+			return nil, fmt.Errorf("%s must not be negative (0 means the default), got %d", c.name, c.v)
+		}
 	}
 	switch p.Name {
 	case "list-append", "rw-register":

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/meridiandb/meridian/configs"
+)
+
+// writeFiles writes name → text under dir and returns dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// freeClusterConfig writes the default cluster configuration with every port replaced by one
+// nobody listens on, so that a client finds no cluster whatever else runs on this machine.
+func freeClusterConfig(t *testing.T, dir string) string {
+	t.Helper()
+	text := configs.Default
+	for _, port := range []string{"7301", "7302", "7303", "7311", "7312", "7313", "7401", "7402", "7403"} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		free := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+		text = strings.ReplaceAll(text, "127.0.0.1:"+port, "127.0.0.1:"+free)
+	}
+	path := filepath.Join(dir, "cluster.toml")
+	writeFiles(t, dir, map[string]string{"cluster.toml": text})
+	return path
+}
+
+// badCase is a command line that must fail with an error line mentioning want, and with exit
+// status code (0: any non-zero status).
+type badCase struct {
+	args []string
+	want string
+	code int
+}
+
+// TestBadInputTable runs each command with input a user might get wrong. Every case must fail
+// at once with one line that names what is wrong, never a stack trace, a usage dump or a run.
+func TestBadInputTable(t *testing.T) {
+	dir := t.TempDir()
+	two := "[[region]]\nname = \"A\"\nrtt_ms = { B = 3 }\n[[region]]\nname = \"B\"\n"
+	writeFiles(t, dir, map[string]string{
+		"huge.toml":       two + "[layout]\nnodes_per_region = 1000\nshards_per_node = 100000\n",
+		"product.toml":    two + "[layout]\nnodes_per_region = 1000\nshards_per_node = 1024\n",
+		"negshards.toml":  two + "[layout]\nshards_per_node = -3\n",
+		"negbackups.toml": two + "[layout]\nreplication = \"backups\"\nbackups = -2\n",
+		"nanrtt.toml":     "[[region]]\nname = \"A\"\nrtt_ms = { B = nan }\n[[region]]\nname = \"B\"\n",
+		"hugeintra.toml":  "intra_rtt_ms = 1e30\n[[region]]\nname = \"A\"\n",
+		"syntax.toml":     "name = \"x\"\n[[region]\nname = \"A\"\n",
+		"empty.toml":      "",
+		"badtype.toml":    "[[region]]\nname = \"A\"\nrtt_ms = { B = \"fast\" }\n[[region]]\nname = \"B\"\n",
+		"empty.jsonl":     "",
+		"long.jsonl":      `{"index":0,"type":"invoke","process":0,"value":[["append",1,` + strings.Repeat("9", 100000) + "]]}\n",
+	})
+	if err := os.Mkdir(filepath.Join(dir, "adir.toml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	missingDir := filepath.Join(dir, "no-such-dir")
+	cluster := freeClusterConfig(t, dir)
+	f := func(name string) string { return filepath.Join(dir, name) }
+	// A run that would take well under a second if the input were accepted.
+	tiny := []string{"sim", "--protocol", "serial", "--duration", "100ms", "--warmup", "0s", "--clients", "1"}
+	sim := func(args ...string) []string { return append(append([]string{}, tiny...), args...) }
+	realRun := []string{"bench", "--config", cluster, "--duration", "200ms", "--warmup", "0s", "--clients", "1"}
+	bench := func(args ...string) []string { return append(append([]string{}, realRun...), args...) }
+
+	cases := []badCase{
+		// Flags, counts and durations.
+		{sim("--bogus"), "unknown flag: --bogus", 0},
+		{sim("--duration", "abc"), `invalid argument "abc" for "--duration"`, 0},
+		{sim("--duration", "0s"), "--duration must be positive", 0},
+		{sim("--duration", "2562047h", "--warmup", "2562047h"), "--duration must be at most 1000h, got 2562047h", 0},
+		{sim("--duration", "900h", "--warmup", "200h"), "--warmup + --duration must be at most 1000h", 0},
+		{sim("--warmup", "-1s"), "--warmup must not be negative", 0},
+		{sim("--clients", "0"), "--clients must be 1..100000", 0},
+		{sim("--clients", "10000000"), "--clients must be 1..100000 (per region), got 10000000", 0},
+		{sim("--cores", "0"), "--cores must be 1..1024, got 0", 0},
+		{sim("--jitter", "-1s"), "--jitter must be 0..100s, got -1s", 0},
+		{sim("--service-time", "1000h"), "--service-time must be 0..100s, got 1000h", 0},
+		{sim("--flush-latency", "-5ms"), "--flush-latency must be 0..100s", 0},
+		{sim("--epsilon", "-5ms"), "--epsilon must be 0..100s", 0},
+		{sim("--max-offset", "200s"), "--max-offset must be 0..100s", 0},
+		{sim("--intra-rtt", "1000h"), "--intra-rtt must be 0..100s", 0},
+		{sim("--max-drift", "NaN"), "--max-drift must be 0..0.01", 0},
+		{sim("--nodes-per-region", "0"), "--nodes-per-region must be 1..1000, got 0", 0},
+		{sim("--shards-per-node", "100000"), "--shards-per-node must be 1..1024, got 100000", 0},
+		{sim("--topology", "uniform:100:5", "--nodes-per-region", "1000", "--shards-per-node", "1024"), "at most 1048576", 0},
+		{sim("--seed", "-1"), `invalid argument "-1" for "--seed"`, 0},
+		// Workloads.
+		{sim("--workload", "nope"), `--workload "nope": unknown workload (known: list-append, rw-register, ycsbt, tpcc)`, 0},
+		{sim("--keys", "-5"), "--keys must not be negative (0 for the workload's default), got -5", 0},
+		{sim("--ops", "-1"), "--ops must be 1..1000", 0},
+		{sim("--keys", "2000000000"), "key count must be 1..1000000", 0},
+		{sim("--workload", "ycsbt", "--keys", "2000000000"), "key count must be 2..134217728 with the scrambled distribution", 0},
+		{sim("--workload", "tpcc", "--warehouses", "100000000"), "--warehouses must be 1..10000 (or 0 for one per region), got 100000000", 0},
+		{sim("--workload", "tpcc", "--tpcc-items", "5"), "TPC-C items must be 100..100000", 0},
+		{sim("--workload", "tpcc", "--tpcc-mix", "1,2"), "--tpcc-mix wants 5 weights", 0},
+		{sim("--workload", "tpcc", "--tpcc-mix", "0,0,0,0,0"), "--tpcc-mix weights sum to zero", 0},
+		{sim("--workload", "tpcc", "--tpcc-mix", "-1,0,0,0,5"), "--tpcc-mix weights must not be negative", 0},
+		{sim("--workload", "tpcc", "--remote-item-ratio", "7"), "--remote-item-ratio must be in [0, 1]", 0},
+		{sim("--write-ratio", "2"), "--write-ratio must be in [0, 1]", 0},
+		{sim("--write-ratio", "NaN"), "--write-ratio must be in [0, 1]", 0},
+		{sim("--crt-ratio", "-0.5"), "--crt-ratio must be in [0, 1] (or -1 for the workload's default), got -0.5", 0},
+		{sim("--workload", "ycsbt", "--zipf", "1"), "--zipf must be in [0, 1)", 0},
+		{sim("--workload", "ycsbt", "--zipf", "-5"), "--zipf must be in [0, 1) (or -1 for the workload's default), got -5", 0},
+		{sim("--workload", "ycsbt", "--preset", "nope"), `unknown YCSB-T preset "nope"`, 0},
+		{sim("--zipf", "0.5"), "--zipf does not apply to --workload list-append (only to ycsbt)", 0},
+		{sim("--warehouses", "5"), "--warehouses does not apply to --workload list-append (only to tpcc)", 0},
+		{sim("--workload", "tpcc", "--keys", "100"), "--keys does not apply to --workload tpcc", 0},
+		{sim("--workload", "ycsbt", "--tpcc-full"), "--tpcc-full does not apply to --workload ycsbt", 0},
+		{sim("--preset", "rls"), "--preset does not apply to --workload list-append", 0},
+		// Protocols and their options.
+		{sim("--protocol", "nope"), `unknown protocol "nope" (known:`, 0},
+		{sim("--protocol", ""), `unknown protocol ""`, 0},
+		{sim("--opt", "noequals"), `--opt "noequals": want key=value`, 0},
+		{sim("--opt", "=v"), `--opt "=v": want key=value`, 0},
+		{sim("--opt", "colour=blue"), `unknown option "colour"`, 0},
+		{sim("--opt", "idle-timeout=1s", "--opt", "idle-timeout=2s"), "--opt idle-timeout given twice", 0},
+		{sim("--opt", "idle-timeout=0s"), "--opt idle-timeout=0s: protocol serial wants a positive duration", 0},
+		{sim("--protocol", "k2", "--opt", "mutant=nope"), `--opt mutant=nope: protocol k2 wants one of "" (none), no-commit-wait`, 0},
+		{sim("--protocol", "spanner", "--opt", "lock-policy=sometimes"), "--opt lock-policy=sometimes: protocol spanner wants one of no-wait", 0},
+		{sim("--check", "nope"), `--check "nope": want auto, none or one of`, 0},
+		// Topologies.
+		{sim("--topology", "nope"), `unknown topology "nope"`, 0},
+		{sim("--topology", "uniform:0:5"), "region count must be 1..100", 0},
+		{sim("--topology", "uniform:3"), "want uniform:N:RTTms", 0},
+		{sim("--topology", f("missing.toml")), "no such file or directory", 0},
+		{sim("--topology", f("adir.toml")), "is a directory", 0},
+		{sim("--topology", f("syntax.toml")), "syntax.toml:3:", 0},
+		{sim("--topology", f("empty.toml")), "no [[region]] tables", 0},
+		{sim("--topology", f("badtype.toml")), "line 3", 0},
+		{sim("--topology", f("huge.toml")), "huge.toml:8: shards_per_node must be 1..1024, got 100000", 0},
+		{sim("--topology", f("product.toml")), "2048000 shard replicas; at most 1048576", 0},
+		{sim("--topology", f("negshards.toml")), "negshards.toml:7: shards_per_node must be 1..1024, got -3", 0},
+		{sim("--topology", f("negbackups.toml")), "negbackups.toml:8: backups must not be negative", 0},
+		{sim("--topology", f("nanrtt.toml")), `nanrtt.toml:3: region "A": rtt_ms to "B" must be 0..100000, got NaN`, 0},
+		{sim("--topology", f("hugeintra.toml")), "hugeintra.toml:1: intra_rtt_ms must be 0..100000, got 1e+30", 0},
+		// Output files that are written only when the run ends.
+		{sim("--history", filepath.Join(missingDir, "h.jsonl")), "--history " + filepath.Join(missingDir, "h.jsonl") + ": no such file or directory", 0},
+		{sim("--history", dir), "is a directory, want a file name", 0},
+		{sim("--memprofile", filepath.Join(missingDir, "m.prof")), "--memprofile", 0},
+		{sim("--cpuprofile", filepath.Join(missingDir, "c.prof")), "--cpuprofile", 0},
+		{[]string{"sim", "extra"}, `unknown command "extra" for "meridian sim"`, 0},
+		// check: usage errors exit 3 ("error"), never 1 ("anomalies found").
+		{[]string{"check"}, "usage: meridian check", 3},
+		{[]string{"check", "a", "b"}, "2 arguments given, want 1", 3},
+		{[]string{"check", f("missing.jsonl")}, "no such file or directory", 3},
+		{[]string{"check", "--model", "nope", f("empty.jsonl")}, `--model "nope": want one of`, 3},
+		{[]string{"check", f("long.jsonl")}, "bytes cut", 3},
+		// repro: refused before any simulation.
+		{[]string{"repro"}, "usage: meridian repro NAME (0 names given", 0},
+		{[]string{"repro", "a", "b"}, "2 names given", 0},
+		{[]string{"repro", "--list", "x"}, "repro --list takes no experiment name", 0},
+		{[]string{"repro", "nope"}, `unknown experiment "nope" (known:`, 0},
+		{[]string{"repro", "k2-fig17", "--scale", "huge"}, `unknown scale "huge" (want quick or paper)`, 0},
+		{[]string{"repro", "k2-fig17", "--parallel", "-1"}, "--parallel must be 0..", 0},
+		{[]string{"repro", "k2-fig17", "--parallel", "100000"}, "--parallel must be 0..", 0},
+		{[]string{"repro", "k2-fig17", "--out", f("empty.jsonl")}, "--out: mkdir", 0},
+		// demo.
+		{[]string{"demo", "--duration", "0s"}, "--duration must be positive", 0},
+		{[]string{"demo", "--duration", "2562047h"}, "--duration must be at most 1000h", 0},
+		{[]string{"demo", "--clients", "-1"}, "--clients must be 1..100000", 0},
+		{[]string{"demo", "--clients", "10000000"}, "--clients must be 1..100000", 0},
+		{[]string{"demo", "--protocols", "nope"}, `--protocols: unknown protocol "nope"`, 0},
+		{[]string{"demo", "--protocols", "serial,serial"}, "--protocols names serial twice", 0},
+		{[]string{"demo", "--protocols", "serial", "--out", f("empty.jsonl")}, "--out: mkdir", 0},
+		// bench, kv, cluster and server without a running cluster.
+		{bench("--duration", "0s"), "--duration must be positive", 0},
+		{bench("--clients", "0"), "--clients must be 1..100000", 0},
+		{bench("--workload", "nope"), "unknown workload", 0},
+		{bench("--check", "nope"), `--check "nope"`, 0},
+		{bench("--history", filepath.Join(missingDir, "h.jsonl")), "--history", 0},
+		{bench(), "refused the connection: is the cluster running?", 0},
+		{[]string{"bench", "--config", f("missing.toml")}, "cluster config: open", 0},
+		{[]string{"bench", "--config", f("syntax.toml")}, "syntax.toml:3:", 0},
+		{[]string{"kv", "get", "k", "--config", cluster}, "refused the connection: is the cluster running?", 0},
+		{[]string{"kv", "get"}, "usage: meridian kv get KEY", 0},
+		{[]string{"kv", "put", "a"}, "1 argument given, want 2", 0},
+		{[]string{"kv", "scan", "a", "--limit", "-5"}, "--limit must not be negative", 0},
+		{[]string{"kv", "get", "k", "--region", "nope"}, `--region "nope": no such region`, 0},
+		{[]string{"kv", "bogus"}, `unknown command "bogus" for "meridian kv" (want del, exec, get, put, scan)`, 0},
+		{[]string{"cluster", "bogus"}, `unknown command "bogus" for "meridian cluster" (want start, status, stop)`, 0},
+		{[]string{"cluster", "status", "--data-dir", missingDir}, "no cluster was started in", 0},
+		{[]string{"server"}, "--node is required", 0},
+		{[]string{"server", "--node", "nope"}, `no node "nope"`, 0},
+		{[]string{"server", "--node", "sh-1", "--log-level", "loud"}, `--log-level "loud"`, 0},
+		// The command tree.
+		{[]string{"nope"}, "unknown command", 0},
+		{[]string{"help", "nope"}, `help: unknown command "nope"`, 0},
+		{[]string{"completion", "nope"}, `unknown command "nope" for "meridian completion"`, 0},
+		{[]string{"topologies", "extra"}, `unknown command "extra"`, 0},
+	}
+	// Runs too big for this machine, added only where they are: on a larger one they would
+	// start (and the test would never end).
+	if mem := memoryLimit(); mem > 0 {
+		if mem < 90<<30 { // 10M clients need at least 95 GB
+			cases = append(cases, badCase{sim("--clients", "100000", "--topology", "uniform:100:1"), "lower --clients", 0})
+		}
+		if mem < 300<<30 { // 10000 compact warehouses: at least 380 GB
+			cases = append(cases, badCase{sim("--workload", "tpcc", "--warehouses", "10000"), "lower --warehouses or --tpcc-items", 0})
+		}
+		if mem < 4000<<30 { // 10000 specification-sized warehouses: at least 4.7 TB
+			cases = append(cases,
+				badCase{sim("--workload", "tpcc", "--warehouses", "10000", "--tpcc-full"), "GB of memory", 0},
+				badCase{bench("--workload", "tpcc", "--warehouses", "10000", "--tpcc-full"), "GB of memory", 0})
+		}
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 300000 {
+		cases = append(cases, badCase{bench("--clients", "100000"), "exceed this process's open-file limit", 0})
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, errs, code := run(t, c.args...)
+			if code == 0 {
+				t.Fatalf("exit 0, want an error; stdout:\n%s", out)
+			}
+			if c.code != 0 && code != c.code {
+				t.Errorf("exit %d, want %d", code, c.code)
+			}
+			line := strings.TrimSpace(errs)
+			if strings.Contains(line, "\n") || strings.Contains(errs, "panic") || strings.Contains(errs, "goroutine") || strings.Contains(errs, "Usage:") {
+				t.Errorf("want one line, got:\n%s", errs)
+			}
+			if len(line) > 1100 {
+				t.Errorf("error line is %d bytes long", len(line))
+			}
+			if !strings.Contains(line, c.want) {
+				t.Errorf("error %q, want it to mention %q", line, c.want)
+			}
+			if out != "" {
+				t.Errorf("printed to stdout before failing:\n%s", out)
+			}
+		})
+	}
+	if _, err := os.Stat(missingDir); err == nil {
+		t.Errorf("a refused run created %s", missingDir)
+	}
+}
+
+// The checks must not refuse what is valid: the explicit defaults and the boundaries.
+func TestGoodInputStillRuns(t *testing.T) {
+	dir := t.TempDir()
+	tiny := []string{"sim", "--protocol", "serial", "--duration", "100ms", "--warmup", "0s", "--clients", "1", "--json"}
+	for _, args := range [][]string{
+		{"--workload", "ycsbt", "--zipf", "-1", "--write-ratio", "-1", "--crt-ratio", "-1", "--keys", "1000"},
+		{"--workload", "ycsbt", "--preset", "fwkv", "--zipf", "0", "--write-ratio", "1"},
+		{"--opt", "mutant=", "--cores", "1024", "--jitter", "100s", "--max-drift", "0.01"},
+		{"--history", filepath.Join(dir, "h.jsonl"), "--check", "none"},
+	} {
+		out, errs, code := run(t, append(append([]string{}, tiny...), args...)...)
+		if code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, errs)
+		} else if !strings.Contains(out, "trace_digest") {
+			t.Errorf("%v: no result printed:\n%s", args, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "h.jsonl")); err != nil {
+		t.Errorf("--history was not written: %v", err)
+	}
+}
+
+// checkOutputPath must not leave behind a file it created only to test the path.
+func TestCheckOutputPathLeavesNoFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "h.jsonl")
+	if err := checkOutputPath("--history", p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("checkOutputPath left %s behind (stat: %v)", p, err)
+	}
+	if err := os.WriteFile(p, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOutputPath("--history", p); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "keep" {
+		t.Fatalf("checkOutputPath changed an existing file to %q", b)
+	}
+}
+
+func TestShorten(t *testing.T) {
+	short := "open x: no such file"
+	if got := shorten(short); got != short {
+		t.Fatalf("shorten changed a short message: %q", got)
+	}
+	long := "line 1: " + strings.Repeat("é", 5000) + " end"
+	got := shorten(long)
+	if len(got) > maxErrorBytes+100 || !strings.HasPrefix(got, "line 1: ") || !strings.HasSuffix(got, " end") {
+		t.Fatalf("shorten: %d bytes, %q…", len(got), got[:40])
+	}
+	if !strings.Contains(got, "bytes cut") || !utf8Valid(got) {
+		t.Fatalf("shorten cut badly: %q", got)
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
