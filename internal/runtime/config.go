@@ -289,6 +289,12 @@ func Parse(source, text, baseDir string) (*Config, error) {
 	}
 	l.Backups = f.Placement.Backups
 	l = c.Protocol.Layout(l)
+	if withOracles && !l.OraclePerRegion {
+		// The protocol places no oracles (crdb uses hybrid logical clocks), so the file's
+		// oracle nodes would have no place in the topology.
+		return nil, fail(oracleIn[0][0].line, "node %s: protocol %s runs no oracle nodes; remove every region's oracle node",
+			oracleIn[0][0].Name, f.Protocol)
+	}
 	tp, err := topo.Resolve(topoRef, l)
 	if err != nil {
 		return nil, fail(lineOfKey(text, "placement"), "%v", err)
