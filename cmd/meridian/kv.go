@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	varint "encoding/binary"
 	"encoding/json"
 	"errors"
@@ -178,22 +179,50 @@ const maxExecLineBytes = 1 << 20
 
 // kvExec answers each transaction line of in with one line on out, and never stops on a bad line.
 func kvExec(in io.Reader, out io.Writer, db *client.DB, tp *topo.Topology, register bool) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxExecLineBytes)
+	r := bufio.NewReaderSize(in, 64<<10)
 	enc := json.NewEncoder(out)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
+	for {
+		line, tooLong, err := readLine(r, maxExecLineBytes)
+		if tooLong || len(line) > 0 {
+			ans := execAnswer{Type: "fail", Error: fmt.Sprintf("bad transaction: line longer than %d bytes", maxExecLineBytes)}
+			if !tooLong {
+				ans = execLine(line, db, tp, register)
+			}
+			if err := enc.Encode(ans); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("stdin: %w", err)
+		}
+	}
+}
+
+// readLine reads one line, without its line ending. A line longer than max is read to its end
+// but not kept, and reported as tooLong, so that one oversized line costs neither the memory
+// nor the lines after it.
+func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max+2 { // room for "\r\n"
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
 			continue
 		}
-		if err := enc.Encode(execLine(line, db, tp, register)); err != nil {
-			return err
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if tooLong {
+			line = nil
 		}
+		return line, tooLong, err
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("stdin: %w", err)
-	}
-	return nil
 }
 
 func execLine(line []byte, db *client.DB, tp *topo.Topology, register bool) execAnswer {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/meridiandb/meridian/internal/topo"
@@ -23,6 +25,29 @@ func TestExecKeysMatchListAppend(t *testing.T) {
 			if got, want := laKey(tp, k), w.KeyName(k); got != want {
 				t.Fatalf("%s: key %d: kv exec uses %q, list-append %q", preset, k, got, want)
 			}
+		}
+	}
+}
+
+// kv exec answers every line, also one past its size bound, and goes on with the next.
+func TestExecSurvivesOversizedLines(t *testing.T) {
+	in := strings.Repeat("9", 3*maxExecLineBytes) + "\n" +
+		"\n" + // blank lines get no answer
+		"not json\r\n" +
+		`{"value":[]}`
+	var out bytes.Buffer
+	// Every line here fails before a transaction starts, so no database is needed.
+	if err := kvExec(strings.NewReader(in), &out, nil, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{"line longer than 1048576 bytes", "invalid character 'o' in literal null", "at least one micro-op"}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d answers, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], `"type":"fail"`) || !strings.Contains(lines[i], w) {
+			t.Errorf("answer %d: %s, want a fail mentioning %q", i, lines[i], w)
 		}
 	}
 }

@@ -70,7 +70,8 @@ func main() {
 				os.Exit(code)
 			}
 		}
-		fmt.Fprintln(os.Stderr, "meridian:", shorten(err.Error()))
+		// The client library's errors carry their own "meridian:" prefix.
+		fmt.Fprintln(os.Stderr, "meridian:", shorten(strings.TrimPrefix(err.Error(), "meridian: ")))
 		os.Exit(code)
 	}
 }
