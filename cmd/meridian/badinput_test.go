@@ -135,6 +135,8 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--protocol", "k2", "--opt", "mutant=nope"), `--opt mutant=nope: protocol k2 wants one of "" (none), no-commit-wait`, 0},
 		{sim("--protocol", "spanner", "--opt", "lock-policy=sometimes"), "--opt lock-policy=sometimes: protocol spanner wants one of no-wait", 0},
 		{sim("--check", "nope"), `--check "nope": want auto, none or one of`, 0},
+		{sim("--workload", "tpcc", "--check", "strict-serializable"), "the tpcc workload records no reads and writes a checker can judge", 0},
+		{sim("--topology", "single-dc", "--crt-ratio", "0.5"), "topology single-dc has one region", 0},
 		// Topologies.
 		{sim("--topology", "nope"), `unknown topology "nope"`, 0},
 		{sim("--topology", "uniform:0:5"), "region count must be 1..100", 0},
@@ -196,6 +198,7 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"kv", "bogus"}, `unknown command "bogus" for "meridian kv" (want del, exec, get, put, scan)`, 0},
 		{[]string{"cluster", "bogus"}, `unknown command "bogus" for "meridian cluster" (want start, status, stop)`, 0},
 		{[]string{"cluster", "status", "--data-dir", missingDir}, "no cluster was started in", 0},
+		{[]string{"cluster", "start", "--config", cluster, "--data-dir", filepath.Join(f("empty.jsonl"), "data")}, "data directory: mkdir", 0},
 		{[]string{"server"}, "--node is required", 0},
 		{[]string{"server", "--node", "nope"}, `no node "nope"`, 0},
 		{[]string{"server", "--node", "sh-1", "--log-level", "loud"}, `--log-level "loud"`, 0},
@@ -262,6 +265,7 @@ func TestGoodInputStillRuns(t *testing.T) {
 		{"--workload", "ycsbt", "--preset", "fwkv", "--zipf", "0", "--write-ratio", "1"},
 		{"--opt", "mutant=", "--cores", "1024", "--jitter", "100s", "--max-drift", "0.01"},
 		{"--history", filepath.Join(dir, "h.jsonl"), "--check", "none"},
+		{"--workload", "rw-register", "--check", "serializable", "--topology", "single-dc", "--crt-ratio", "0"},
 	} {
 		out, errs, code := run(t, append(append([]string{}, tiny...), args...)...)
 		if code != 0 {

@@ -57,12 +57,9 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 			if err != nil {
 				return err
 			}
-			model, err := resolveModel(check, protocol.PromisedModel(cfg.Protocol, cfg.Options))
+			model, err := modelFor(check, protocol.PromisedModel(cfg.Protocol, cfg.Options), wl)
 			if err != nil {
 				return err
-			}
-			if check == "auto" && !checkable(wl) {
-				model = ""
 			}
 			// The driver holds the whole initial database while it loads it.
 			if err := checkMemory(wl, cfg.Topology, clients); err != nil {

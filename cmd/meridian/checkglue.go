@@ -23,6 +23,18 @@ func resolveModel(flag, promised string) (string, error) {
 	return flag, nil
 }
 
+// modelFor turns --check into the model wl's history is checked against ("" for none).
+func modelFor(flag, promised string, wl interface{ Name() string }) (string, error) {
+	model, err := resolveModel(flag, promised)
+	if err != nil || model == "" || checkable(wl) {
+		return model, err
+	}
+	if flag == "auto" {
+		return "", nil // YCSB-T and TPC-C record no micro-ops; TPC-C verifies its own conditions
+	}
+	return "", fmt.Errorf("--check %s: the %s workload records no reads and writes a checker can judge (use --workload list-append or rw-register, or --check none)", flag, wl.Name())
+}
+
 // attachCheck checks the run's history against model and stores the report in the result.
 // A run whose workload records no checkable transactions gets the verdict "unknown".
 func attachCheck(r *bench.Result, model string) error {

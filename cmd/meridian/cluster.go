@@ -142,7 +142,7 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 		return err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("data directory: %w", err)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -67,7 +67,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	model, err := resolveModel(c.check, protocol.PromisedModel(cfg.Protocol, cfg.Options))
+	model, err := modelFor(c.check, protocol.PromisedModel(cfg.Protocol, cfg.Options), wl)
 	if err != nil {
 		return err
 	}
@@ -91,9 +91,6 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
-	}
-	if c.check == "auto" && !checkable(wl) {
-		model = "" // YCSB-T and TPC-C record no micro-ops; TPC-C verifies its own conditions
 	}
 	res, err := bench.SimRun(cfg, bench.Spec{
 		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,

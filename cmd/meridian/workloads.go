@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -40,6 +41,9 @@ func (f *workloadFlags) register(fs *pflag.FlagSet) {
 func (f *workloadFlags) build(t *topo.Topology) (workload.Workload, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
+	}
+	if f.fs != nil && f.fs.Changed("crt-ratio") && f.p.CRTRatio > 0 && len(t.Regions) < 2 {
+		return nil, fmt.Errorf("--crt-ratio %g: topology %s has one region, so no transaction can cross regions", f.p.CRTRatio, t.Name)
 	}
 	if f.mix != nil {
 		copy(f.p.TPCCMix[:], f.mix)
