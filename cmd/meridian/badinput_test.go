@@ -64,6 +64,7 @@ func TestBadInputTable(t *testing.T) {
 		"syntax.toml":     "name = \"x\"\n[[region]\nname = \"A\"\n",
 		"empty.toml":      "",
 		"badtype.toml":    "[[region]]\nname = \"A\"\nrtt_ms = { B = \"fast\" }\n[[region]]\nname = \"B\"\n",
+		"layout.toml":     two + "[layout]\nnodes_per_region = 2\n",
 		"empty.jsonl":     "",
 		"long.jsonl":      `{"index":0,"type":"invoke","process":0,"value":[["append",1,` + strings.Repeat("9", 100000) + "]]}\n",
 	})
@@ -151,6 +152,7 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--topology", f("negshards.toml")), "negshards.toml:7: shards_per_node must be 1..1024, got -3", 0},
 		{sim("--topology", f("negbackups.toml")), "negbackups.toml:8: backups must not be negative", 0},
 		{sim("--topology", f("nanrtt.toml")), `nanrtt.toml:3: region "A": rtt_ms to "B" must be 0..100000, got NaN`, 0},
+		{sim("--topology", f("layout.toml"), "--nodes-per-region", "3"), "--nodes-per-region 3 conflicts with nodes_per_region = 2 in", 0},
 		{sim("--topology", f("hugeintra.toml")), "hugeintra.toml:1: intra_rtt_ms must be 0..100000, got 1e+30", 0},
 		// Output files that are written only when the run ends.
 		{sim("--history", filepath.Join(missingDir, "h.jsonl")), "--history " + filepath.Join(missingDir, "h.jsonl") + ": no such file or directory", 0},
@@ -259,6 +261,7 @@ func TestBadInputTable(t *testing.T) {
 // The checks must not refuse what is valid: the explicit defaults and the boundaries.
 func TestGoodInputStillRuns(t *testing.T) {
 	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"layout.toml": "[[region]]\nname = \"A\"\n[layout]\nnodes_per_region = 2\n"})
 	tiny := []string{"sim", "--protocol", "serial", "--duration", "100ms", "--warmup", "0s", "--clients", "1", "--json"}
 	for _, args := range [][]string{
 		{"--workload", "ycsbt", "--zipf", "-1", "--write-ratio", "-1", "--crt-ratio", "-1", "--keys", "1000"},
@@ -266,6 +269,7 @@ func TestGoodInputStillRuns(t *testing.T) {
 		{"--opt", "mutant=", "--cores", "1024", "--jitter", "100s", "--max-drift", "0.01"},
 		{"--history", filepath.Join(dir, "h.jsonl"), "--check", "none"},
 		{"--workload", "rw-register", "--check", "serializable", "--topology", "single-dc", "--crt-ratio", "0"},
+		{"--topology", filepath.Join(dir, "layout.toml"), "--nodes-per-region", "2", "--shards-per-node", "4"},
 	} {
 		out, errs, code := run(t, append(append([]string{}, tiny...), args...)...)
 		if code != 0 {

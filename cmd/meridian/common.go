@@ -36,10 +36,12 @@ type simFlags struct {
 	maxDrift       float64
 	maxOffset      time.Duration
 	intraRTT       time.Duration
+	fs             *pflag.FlagSet // to tell flags given from defaults
 }
 
 func (f *simFlags) register(fs *pflag.FlagSet) {
 	d := sim.DefaultConfig()
+	f.fs = fs
 	fs.StringVar(&f.protocol, "protocol", "k2", "transaction protocol ("+strings.Join(protocol.Names(), ", ")+")")
 	fs.StringVar(&f.topology, "topology", "k2-5region", "latency preset or .toml file (see `meridian topologies`)")
 	fs.IntVar(&f.nodesPerRegion, "nodes-per-region", 1, "data nodes per region")
@@ -85,8 +87,23 @@ func (f *simFlags) config() (sim.Config, error) {
 	base.Jitter, base.ServiceTime, base.FlushLatency, base.Cores = f.jitter, f.serviceTime, f.flushLatency, f.cores
 	base.OracleServiceTime = f.oracleService
 	base.Epsilon, base.MaxDrift, base.MaxOffset = f.epsilon, f.maxDrift, f.maxOffset
-	return bench.SimConfig(bench.Deployment{Protocol: f.protocol, Options: opts, Topology: f.topology,
+	cfg, err := bench.SimConfig(bench.Deployment{Protocol: f.protocol, Options: opts, Topology: f.topology,
 		NodesPerRegion: f.nodesPerRegion, ShardsPerNode: f.shardsPerNode, Seed: f.seed, Base: &base, IntraRTT: f.intraRTT})
+	if err != nil {
+		return sim.Config{}, err
+	}
+	// A topology file's [layout] wins over the flags; a flag given explicitly and overruled
+	// would otherwise be ignored without a word.
+	for _, c := range []struct {
+		flag, key string
+		want, got int
+	}{{"nodes-per-region", "nodes_per_region", f.nodesPerRegion, cfg.Topology.Layout.NodesPerRegion},
+		{"shards-per-node", "shards_per_node", f.shardsPerNode, cfg.Topology.Layout.ShardsPerNode}} {
+		if f.fs != nil && f.fs.Changed(c.flag) && c.want != c.got && strings.HasSuffix(f.topology, ".toml") {
+			return sim.Config{}, fmt.Errorf("--%s %d conflicts with %s = %d in %s: give it in one place", c.flag, c.want, c.key, c.got, f.topology)
+		}
+	}
+	return cfg, nil
 }
 
 func writeJSON(w io.Writer, v any) error {
