@@ -120,7 +120,7 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--workload", "ycsbt", "--zipf", "1"), "--zipf must be in [0, 1)", 0},
 		{sim("--workload", "ycsbt", "--zipf", "-5"), "--zipf must be in [0, 1) (or -1 for the workload's default), got -5", 0},
 		{sim("--workload", "ycsbt", "--preset", "nope"), `unknown YCSB-T preset "nope"`, 0},
-		{sim("--zipf", "0.5"), "--zipf does not apply to --workload list-append (only to ycsbt)", 0},
+		{sim("--workload", "tpcc", "--zipf", "0.5"), "--zipf does not apply to --workload tpcc (only to list-append, rw-register, ycsbt)", 0},
 		{sim("--warehouses", "5"), "--warehouses does not apply to --workload list-append (only to tpcc)", 0},
 		{sim("--workload", "tpcc", "--keys", "100"), "--keys does not apply to --workload tpcc", 0},
 		{sim("--workload", "ycsbt", "--tpcc-full"), "--tpcc-full does not apply to --workload ycsbt", 0},

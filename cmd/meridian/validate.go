@@ -128,7 +128,7 @@ var workloadsOf = map[string][]string{
 	"ops":               {"list-append", "rw-register", "ycsbt"},
 	"write-ratio":       {"list-append", "rw-register", "ycsbt"},
 	"crt-ratio":         {"list-append", "rw-register", "ycsbt"},
-	"zipf":              {"ycsbt"},
+	"zipf":              {"list-append", "rw-register", "ycsbt"},
 	"preset":            {"ycsbt"},
 	"warehouses":        {"tpcc"},
 	"tpcc-full":         {"tpcc"},

@@ -88,6 +88,9 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 		if p.CRTRatio >= 0 {
 			cfg.RegionLocalRatio = 1 - p.CRTRatio
 		}
+		if p.Zipf > 0 {
+			cfg.Theta = p.Zipf
+		}
 		return listappend.New(t, cfg)
 	case "ycsbt":
 		preset := p.Preset

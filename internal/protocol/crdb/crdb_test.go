@@ -141,3 +141,9 @@ func TestKeyListRoundTrip(t *testing.T) {
 		t.Fatal("truncated list accepted")
 	}
 }
+
+// TestSkewSweep: serializable from Zipf 0.5 to 0.99, with drift and a crash; the no-refresh
+// mutant, on the same runs, is caught.
+func TestSkewSweep(t *testing.T) {
+	prototest.SkewSweep(t, name, nil, map[string]string{"mutant": "no-refresh"}, model, 3)
+}

@@ -285,3 +285,9 @@ func TestBatches(t *testing.T) {
 func TestBatchMessages(t *testing.T) {
 	prototest.BatchMessages(t, "k2", nil)
 }
+
+// TestSkewSweep: strictly serializable from Zipf 0.5 to 0.99, with drift and a crash. K2's
+// mutant (no commit wait) needs a clock running ahead to show, so TestMutantCaught covers it.
+func TestSkewSweep(t *testing.T) {
+	prototest.SkewSweep(t, "k2", nil, nil, model, 3)
+}

@@ -8,7 +8,10 @@ package prototest
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -102,6 +105,71 @@ func listAppend(name string, keys int, local float64) Workload {
 		p := bench.DefaultWorkloadParams(name)
 		p.Keys, p.CRTRatio = keys, 1-local
 		return bench.BuildWorkload(t, p)
+	}
+}
+
+// SkewedListAppend is ListAppend over keys keys drawn from a scrambled Zipfian of skew theta,
+// half of the transactions region-local.
+func SkewedListAppend(keys int, theta float64) Workload {
+	return func(t *topo.Topology) (workload.Workload, error) {
+		p := bench.DefaultWorkloadParams("list-append")
+		p.Keys, p.CRTRatio, p.Zipf = keys, 0.5, theta
+		return bench.BuildWorkload(t, p)
+	}
+}
+
+// SkewSweep checks a protocol's histories against model under YCSB-T's range of contention,
+// Zipf θ from 0.5 to 0.99 over 200 keys, with the simulator's clock offsets and drift within
+// their bounds, over seeds 1..seeds; every third seed also crashes region 1's first data node
+// for 400 ms in the middle of the window. MERIDIAN_LONG=1 widens it to 30 seeds
+// (MERIDIAN_SWEEP_SEEDS=n to n). If mutant is set, the same runs at θ 0.99 with those options
+// added must be caught: at least one history invalid.
+func SkewSweep(t *testing.T, protocol string, opts, mutant map[string]string, model string, seeds uint64) {
+	t.Helper()
+	if os.Getenv("MERIDIAN_LONG") != "" {
+		seeds = 30
+		if v := os.Getenv("MERIDIAN_SWEEP_SEEDS"); v != "" {
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil || n == 0 {
+				t.Fatalf("MERIDIAN_SWEEP_SEEDS=%q: want a positive number", v)
+			}
+			seeds = n
+		}
+	}
+	for _, theta := range []float64{0.5, 0.8, 0.99} {
+		for seed := uint64(1); seed <= seeds; seed++ {
+			t.Run(fmt.Sprintf("zipf-%.2f/seed-%d", theta, seed), func(t *testing.T) {
+				c := Case{Protocol: protocol, Options: opts, Seed: seed, Workload: SkewedListAppend(200, theta), Clients: 6}
+				if seed%3 == 0 {
+					c.Faults = CrashDataNode(1, 600*time.Millisecond, 400*time.Millisecond)
+				}
+				res := Run(t, c)
+				t.Logf("%d commits, abort rate %.2f", res.Committed, res.AbortRate)
+				ExpectValid(t, MustCheck(t, res, model), 20)
+			})
+		}
+	}
+	if mutant == nil {
+		return
+	}
+	broken := maps.Clone(opts)
+	if broken == nil {
+		broken = map[string]string{}
+	}
+	maps.Copy(broken, mutant)
+	caught := 0
+	for seed := uint64(1); seed <= seeds; seed++ {
+		c := Case{Protocol: protocol, Options: broken, Seed: seed, Workload: SkewedListAppend(200, 0.99), Clients: 6}
+		if seed%3 == 0 {
+			c.Faults = CrashDataNode(1, 600*time.Millisecond, 400*time.Millisecond)
+		}
+		if rep := MustCheck(t, Run(t, c), model); rep.Verdict == check.Invalid {
+			caught++
+		}
+	}
+	t.Logf("mutant %v: caught in %d of %d runs", mutant, caught, seeds)
+	if caught == 0 {
+		t.Errorf("mutant %v: every history checked %s", mutant, model)
 	}
 }
 

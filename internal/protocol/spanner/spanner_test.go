@@ -254,3 +254,16 @@ func TestDuplicatedMessages(t *testing.T) {
 func TestBatchMessages(t *testing.T) {
 	prototest.BatchMessages(t, "spanner", nil)
 }
+
+// TestSkewSweep: with commit wait on, strictly serializable from Zipf 0.5 to 0.99 under both
+// write-lock modes, Spanner's buffered writes and the K2 paper's eager d2PL, with drift and a
+// crash; each mode's mutant, on the same runs, is caught.
+func TestSkewSweep(t *testing.T) {
+	for _, m := range []struct{ writeLocks, mutant string }{{"buffered", MutantNoReadLock}, {"eager", MutantEagerNoLock}} {
+		writeLocks, mutant := m.writeLocks, m.mutant
+		t.Run(writeLocks, func(t *testing.T) {
+			prototest.SkewSweep(t, Name, map[string]string{"write-locks": writeLocks}, map[string]string{"mutant": mutant},
+				"strict-serializable", 2)
+		})
+	}
+}

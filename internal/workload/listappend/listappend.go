@@ -29,6 +29,7 @@ import (
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/internal/workload"
+	"github.com/meridiandb/meridian/internal/workload/zipf"
 )
 
 // Config shapes the transactions.
@@ -38,6 +39,9 @@ type Config struct {
 	ReadRatio        float64 // share of micro-ops that are reads; default 0.5 (set a negative value for 0)
 	Register         bool    // read-write registers instead of lists
 	RegionLocalRatio float64 // share of transactions whose keys all live in the client's region
+	// Theta, if positive, draws keys from a scrambled Zipfian of that skew (below 1) instead of
+	// uniformly, so checked histories can run under the skewed contention of YCSB-T's sweeps.
+	Theta float64
 	// BatchRatio is the share of transactions that read all their keys with one GetMany and
 	// write them with one PutMany (the protocol may run those operations concurrently); the
 	// rest read and write one key at a time. 0 means 0.5, a negative value none.
@@ -53,7 +57,9 @@ type Workload struct {
 	t            *topo.Topology
 	names        []string
 	keysByRegion [][]int64
-	nextValue    atomic.Int64 // shared by all clients: values are unique in the run
+	pick         zipf.Generator   // over all keys (nil: uniform)
+	pickLocal    []zipf.Generator // over each region's keys (nil: uniform)
+	nextValue    atomic.Int64     // shared by all clients: values are unique in the run
 }
 
 // New builds the workload for topology t.
@@ -82,6 +88,9 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 	if cfg.MinOps < 1 || cfg.MaxOps < cfg.MinOps || cfg.MaxOps > 1000 {
 		return nil, fmt.Errorf("listappend: want 1 ≤ min ops ≤ max ops ≤ 1000, got %d..%d", cfg.MinOps, cfg.MaxOps)
 	}
+	if !(cfg.Theta >= 0 && cfg.Theta < 1) {
+		return nil, fmt.Errorf("listappend: zipf θ must be in [0, 1), got %g", cfg.Theta)
+	}
 	if cfg.ReadRatio > 1 || cfg.RegionLocalRatio < 0 || cfg.RegionLocalRatio > 1 || cfg.BatchRatio > 1 {
 		return nil, fmt.Errorf("listappend: read, region-local and batch ratios must be in [0, 1]")
 	}
@@ -95,7 +104,39 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 		r := t.HomeOf(name)
 		w.keysByRegion[r] = append(w.keysByRegion[r], int64(k))
 	}
+	if cfg.Theta > 0 {
+		var err error
+		if w.pick, err = skewed(cfg.Keys, cfg.Theta); err != nil {
+			return nil, err
+		}
+		w.pickLocal = make([]zipf.Generator, len(w.keysByRegion))
+		for r, keys := range w.keysByRegion {
+			if w.pickLocal[r], err = skewed(len(keys), cfg.Theta); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return w, nil
+}
+
+// skewed returns a scrambled Zipfian over n items, or nil (uniform) when n is too small for one.
+func skewed(n int, theta float64) (zipf.Generator, error) {
+	if n < 2 {
+		return nil, nil
+	}
+	g, err := zipf.NewScrambled(uint64(n), theta)
+	if err != nil {
+		return nil, fmt.Errorf("listappend: %w", err)
+	}
+	return g, nil
+}
+
+// draw picks an index in [0, n) from g, or uniformly when g is nil.
+func draw(g zipf.Generator, n int, r *rand.Rand) int {
+	if g == nil {
+		return r.IntN(n)
+	}
+	return int(g.Next(r))
 }
 
 // StorageKey is the storage name of integer key k in namespace ns ("" for none): it lives on
@@ -155,9 +196,13 @@ func (g *gen) Next() workload.Txn {
 	for i := range ops {
 		var k int64
 		if len(local) > 0 {
-			k = local[g.rng.IntN(len(local))]
+			var pl zipf.Generator
+			if w.pickLocal != nil {
+				pl = w.pickLocal[g.region]
+			}
+			k = local[draw(pl, len(local), g.rng)]
 		} else {
-			k = int64(g.rng.IntN(cfg.Keys))
+			k = int64(draw(w.pick, cfg.Keys, g.rng))
 		}
 		switch {
 		case g.rng.Float64() < cfg.ReadRatio:
