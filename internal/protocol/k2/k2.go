@@ -144,6 +144,9 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 // engine's prefixes ('v', 't').
 var incarnationKey = []byte("k2/incarnation")
 
+// reqSeqBits is how many low bits of a request id count requests within one incarnation.
+const reqSeqBits = 40
+
 // recoverReqID marks the oracle request a restarted data node makes to raise its read floor; the
 // Batcher numbers its own requests from 1, far below it.
 const recoverReqID = 1 << 63
@@ -235,6 +238,10 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	if n.incarnation >= 1<<16 {
 		return nil, fmt.Errorf("k2: node %d restarted %d times: transaction id space exhausted", self, prevInc)
 	}
+	// Request ids, too, are numbered per life: a data node may answer a request of the previous
+	// life (a read parked on PUSHWS across the crash) after the restart, and that answer must
+	// not match a request of this one.
+	n.reqSeq = n.incarnation << reqSeqBits
 	now := env.Now()
 	n.recs.Records(func(r txnrec.Record) bool {
 		if !r.Status.Final() {

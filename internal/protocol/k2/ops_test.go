@@ -1,0 +1,141 @@
+package k2
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/sim"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Scripted scenarios around OpsReq/OpsResp: a client request's reads and writes go to each data
+// node in one message, and the node answers them together. Each scenario runs a few hand-made
+// transactions in the simulator on the protocol tests' deployment.
+
+const ms = int64(time.Millisecond)
+
+// newScript builds a bare simulator (no workload) with the given k2 options; edit, if set,
+// adjusts the simulator's configuration first.
+func newScript(t *testing.T, opts map[string]string, edit func(*sim.Config)) *sim.Sim {
+	t.Helper()
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Options: opts, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// keysOn returns n keys whose primary is node id.
+func keysOn(t *testing.T, tp *topo.Topology, id topo.NodeID, prefix string, n int) []string {
+	t.Helper()
+	var held []topo.ShardID
+	for sh := range tp.Shards {
+		if tp.Shards[sh].Primary() == id {
+			held = append(held, topo.ShardID(sh))
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("node %d holds no shard", id)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = topo.PinnedKey(held[i%len(held)], fmt.Sprintf("%s/%d", prefix, i))
+	}
+	return keys
+}
+
+// failures collects what client coroutines found wrong: they cannot call t.Fatal.
+type failures []string
+
+func (f *failures) add(format string, args ...any) { *f = append(*f, fmt.Sprintf(format, args...)) }
+
+func (f failures) report(t *testing.T) {
+	t.Helper()
+	for _, s := range f {
+		t.Error(s)
+	}
+}
+
+// holdIntents runs a transaction that writes keys and commits only after hold: its intents stay
+// undecided meanwhile, so any later reader of those keys parks on PUSHWS.
+func holdIntents(s *sim.Sim, region topo.RegionID, coord topo.NodeID, at int64, hold time.Duration, keys []string, fail *failures) {
+	s.AddClient(region, coord, at, func(db *client.DB) {
+		tx := db.Begin(client.TxnOptions{})
+		rows := make([]wire.KV, len(keys))
+		for i, k := range keys {
+			rows[i] = wire.KV{Key: k, Value: []byte("held:" + k)}
+		}
+		if err := tx.PutMany(rows); err != nil {
+			fail.add("holder: %v", err)
+			return
+		}
+		db.Transport().Sleep(hold)
+		if err := tx.Commit(); err != nil {
+			fail.add("holder commit: %v", err)
+		}
+	})
+}
+
+// TestStaleAnswerAfterCoordinatorRestart: a coordinator crashes while its batch of reads is
+// parked at a data node, and restarts. The reads are answered after the restart, when a new
+// transaction has a batch of reads parked at the same node. Request ids restarted from zero, so
+// the old answers were taken for the new transaction's: it read each key's neighbour's value.
+func TestStaleAnswerAfterCoordinatorRestart(t *testing.T) {
+	s := newScript(t, nil, nil)
+	tp := s.Topology()
+	coord, d, holder := tp.DataNodes(0)[0], tp.DataNodes(1)[0], tp.DataNodes(2)[0]
+	k := keysOn(t, tp, d, "restart", 2)
+	var fail failures
+	holdIntents(s, 2, holder, 100*ms, time.Second, k, &fail)
+	old := s.AddClient(0, coord, 200*ms, func(db *client.DB) {
+		tx := db.Begin(client.TxnOptions{})
+		_, _ = tx.GetMany(k) // parks; its coordinator dies meanwhile
+	})
+	old.SetTimeout(time.Second)
+	s.At(300*ms, func() { s.Crash(coord) })
+	s.At(350*ms, func() {
+		if err := s.Restart(coord); err != nil {
+			fail.add("restart: %v", err)
+		}
+	})
+	var got []client.Read
+	s.AddClient(0, coord, 500*ms, func(db *client.DB) {
+		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+			var err error
+			got, err = tx.GetMany([]string{k[1], k[0]})
+			return err
+		})
+		if err != nil {
+			fail.add("reader after restart: %v", err)
+		}
+	})
+	s.RunUntil(3 * int64(time.Second))
+	fail.report(t)
+	want := []string{"held:" + k[1], "held:" + k[0]}
+	for i := range want {
+		if i >= len(got) || !bytes.Equal(got[i].Value, []byte(want[i])) {
+			t.Fatalf("reads after the restart %q, want %q: answers to the coordinator's previous life were taken", values(got), want)
+		}
+	}
+}
+
+func values(rs []client.Read) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r.Value)
+	}
+	return out
+}
