@@ -59,22 +59,52 @@ func (n *Node) onRead(r *ReadReq, reply func(*ReadResp)) {
 	n.serveRead(&readOp{reply: reply, req: *r})
 }
 
-// onOps serves an OpsReq: each read and write as if it had come alone, answered together once
-// the last is done. Its operations are on distinct keys, so their order does not matter.
+// onOps serves an OpsReq: each read and write as if it had come alone. Its operations are on
+// distinct keys, so their order does not matter.
+//
+// What is answered while the request is being served goes out in one OpsResp; whatever waits
+// (a read parked on PUSHWS, a write waiting for its flush without pipelining) follows in one
+// more once the last of it is done. Holding everything for the slowest would make a write's
+// answer wait out a read's PUSHWS (and a read's a flush), which Table 2 would then count as
+// write (or read) time. A refusal goes out alone and at once: it aborts the transaction, so
+// nothing else of the request is worth serving or sending, and a refusal held behind a parked
+// read would keep the doomed transaction's intents in other readers' way for as long as the
+// read waits.
 func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
-	resp := &OpsResp{Reads: make([]ReadResp, len(r.Reads)), Writes: make([]WriteResp, len(r.Writes))}
+	var ready OpsResp
 	left := len(r.Reads) + len(r.Writes)
-	done := func() {
-		if left--; left == 0 {
-			n.env.Send(from, resp)
+	serving, refused := true, false
+	send := func() {
+		if len(ready.Reads)+len(ready.Writes) > 0 {
+			n.env.Send(from, &OpsResp{Reads: ready.Reads, Writes: ready.Writes})
+			ready = OpsResp{}
 		}
 	}
-	for i := range r.Writes {
-		n.onWrite(from, &r.Writes[i], func(w *WriteResp) { resp.Writes[i] = *w; done() })
+	answered := func(w *WriteResp, rr *ReadResp) {
+		if refused {
+			return
+		}
+		left--
+		if (w != nil && w.Aborted) || (rr != nil && rr.Aborted) {
+			refused, ready = true, OpsResp{}
+		}
+		if w != nil {
+			ready.Writes = append(ready.Writes, *w)
+		} else {
+			ready.Reads = append(ready.Reads, *rr)
+		}
+		if refused || (left == 0 && !serving) {
+			send()
+		}
 	}
-	for i := range r.Reads {
-		n.onRead(&r.Reads[i], func(rr *ReadResp) { resp.Reads[i] = *rr; done() })
+	for i := 0; i < len(r.Writes) && !refused; i++ {
+		n.onWrite(from, &r.Writes[i], func(w *WriteResp) { answered(w, nil) })
 	}
+	for i := 0; i < len(r.Reads) && !refused; i++ {
+		n.onRead(&r.Reads[i], func(rr *ReadResp) { answered(nil, rr) })
+	}
+	serving = false
+	send()
 }
 
 // replyTo answers a request that came alone.

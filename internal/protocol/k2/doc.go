@@ -47,11 +47,14 @@
 // A client request may carry several reads and writes of distinct keys (wire.OpBatch: the
 // client's GetMany, PutMany and Batch), as K2's TPC-C issues a transaction's independent
 // operations concurrently. The coordinator sends them all at once, one message per data node
-// (OpsReq, answered by one OpsResp once its last operation is done, so a batch costs a node two
-// messages whatever its size, as spanner's participants are sent theirs), and answers when the
-// last is back; a write's node is a participant from the moment the write is sent, so an abort reaches
-// an intent whose answer is still on its way. The Table 2 read and write phases count
-// operations that ran concurrently once (the request's time, less its longest PUSHWS wait).
+// (OpsReq, so a batch costs a node one request whatever its size, as spanner's participants are
+// sent theirs), and answers when the last is back; a write's node is a participant from the
+// moment the write is sent, so an abort reaches an intent whose answer is still on its way. The
+// node answers in one OpsResp what it served at once, and in one more what had to wait (a read
+// parked on PUSHWS, a write waiting for its flush without pipelining), so that no answer waits
+// for another's wait; a refusal goes back alone and at once. The Table 2 read and write phases
+// count operations that ran concurrently once (the request's time, less its longest PUSHWS
+// wait).
 //
 // An aborted transaction is retried by the client as a new transaction, which takes a new
 // timestamp here: a timestamp is never reused.

@@ -149,14 +149,16 @@ type Heartbeat struct {
 }
 
 // OpsReq carries the reads and writes of one client request that go to one data node, so a
-// batch costs a node one message in and one out, whatever its size. Each sub-request keeps its
-// own ReqID and is served as if it had come alone; OpsResp answers once all of them are.
+// batch costs a node one message in and, usually, one out, whatever its size. Each sub-request
+// keeps its own ReqID and is served as if it had come alone.
 type OpsReq struct {
 	Reads  []ReadReq  `cbor:",omitempty"`
 	Writes []WriteReq `cbor:",omitempty"`
 }
 
-// OpsResp answers an OpsReq, each answer in its request's position.
+// OpsResp answers some of an OpsReq's operations, each answer naming its request by ReqID: those
+// done while the request was served, then, in a second OpsResp, those that had to wait (PUSHWS,
+// a flush). A refusal is sent alone, at once, and ends the answers to its request.
 type OpsResp struct {
 	Reads  []ReadResp  `cbor:",omitempty"`
 	Writes []WriteResp `cbor:",omitempty"`

@@ -2,6 +2,7 @@ package k2
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -87,6 +88,114 @@ func holdIntents(s *sim.Sim, region topo.RegionID, coord topo.NodeID, at int64, 
 			fail.add("holder commit: %v", err)
 		}
 	})
+}
+
+// TestOpsRefusalNotHeldByParkedRead: a batch sends one node a write that the node refuses and a
+// read that parks on PUSHWS behind an undecided intent. The refusal ends the transaction, so it
+// must reach the coordinator at once; waiting for the read's answer kept the doomed
+// transaction's intents in other readers' way until the unrelated writer committed (here a
+// second), or past op-timeout.
+func TestOpsRefusalNotHeldByParkedRead(t *testing.T) {
+	s := newScript(t, nil, nil)
+	tp := s.Topology()
+	d := tp.DataNodes(0)[0]
+	k := keysOn(t, tp, d, "refusal", 3)
+	a, b, c := k[0], k[1], k[2]
+	var fail failures
+	holdIntents(s, 0, d, 100*ms, time.Second, []string{a}, &fail)
+	var took int64
+	var cause string
+	s.AddClient(0, d, 105*ms, func(db *client.DB) {
+		tx := db.Begin(client.TxnOptions{})
+		if _, err := tx.GetMany([]string{c}); err != nil { // takes the timestamp, above the holder's
+			fail.add("first read: %v", err)
+			return
+		}
+		db.Transport().Sleep(20 * time.Millisecond) // a younger reader raises b's watermark meanwhile
+		start := db.Transport().Now()
+		_, err := tx.Batch([]wire.BatchOp{{Op: wire.OpGet, Key: a}, {Op: wire.OpPut, Key: b, Value: []byte("late")}})
+		took = db.Transport().Now() - start
+		var ae *client.AbortError
+		if !errors.As(err, &ae) {
+			fail.add("batch: %v, want an abort", err)
+			return
+		}
+		cause = ae.Cause
+	})
+	s.AddClient(0, d, 110*ms, func(db *client.DB) {
+		if err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { _, err := tx.GetMany([]string{b}); return err }); err != nil {
+			fail.add("younger reader: %v", err)
+		}
+	})
+	s.RunUntil(3 * int64(time.Second))
+	fail.report(t)
+	t.Logf("refused batch answered after %.1f ms, cause %q", float64(took)/1e6, cause)
+	if cause != "read-watermark" || took > 50*ms {
+		t.Errorf("the refused write's abort took %.1f ms (cause %q): it waited for the parked read", float64(took)/1e6, cause)
+	}
+}
+
+// TestOpsWriteAnswerNotHeldByParkedRead: Table 2's write phase must not absorb a PUSHWS wait. A
+// batch's write is answered from memory, its read on the same node parks for a second behind
+// an undecided intent; op.write is the write's round trip, not the read's wait.
+func TestOpsWriteAnswerNotHeldByParkedRead(t *testing.T) {
+	s := newScript(t, nil, nil)
+	tp := s.Topology()
+	d := tp.DataNodes(0)[0]
+	k := keysOn(t, tp, d, "phase", 2)
+	var fail failures
+	holdIntents(s, 0, d, 100*ms, time.Second, []string{k[0]}, &fail)
+	s.AddClient(0, d, 105*ms, func(db *client.DB) {
+		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+			_, err := tx.Batch([]wire.BatchOp{{Op: wire.OpGet, Key: k[0]}, {Op: wire.OpPut, Key: k[1], Value: []byte("w")}})
+			return err
+		})
+		if err != nil {
+			fail.add("batch transaction: %v", err)
+		}
+	})
+	s.RunUntil(3 * int64(time.Second))
+	fail.report(t)
+	m := s.Handler(d).(*Node).m.Snapshot()
+	w, push := m.Distributions["op.write"], m.Distributions["phase.pushws"]
+	t.Logf("op.write n=%d p99 %.1f ms, phase.pushws p99 %.1f ms", w.Count, w.P99, push.P99)
+	if push.Count != 1 || push.P99 < 500 {
+		t.Fatalf("phase.pushws %+v: the read did not wait behind the held intent", push)
+	}
+	if w.Count != 2 || w.P99 > 50 {
+		t.Errorf("op.write %+v: a write's answer waited for a parked read of its batch", w)
+	}
+}
+
+// TestOpsReadAnswerNotHeldByFlush: without write pipelining a write is answered once durable,
+// and a read of the same batch is not a write: phase.read must not absorb the flush.
+func TestOpsReadAnswerNotHeldByFlush(t *testing.T) {
+	s := newScript(t, map[string]string{"write-pipelining": "off"}, func(c *sim.Config) { c.FlushLatency = 50 * time.Millisecond })
+	tp := s.Topology()
+	coord, d := tp.DataNodes(0)[0], tp.DataNodes(1)[0]
+	k := keysOn(t, tp, d, "flush", 2)
+	var fail failures
+	s.AddClient(0, coord, 100*ms, func(db *client.DB) {
+		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+			_, err := tx.Batch([]wire.BatchOp{{Op: wire.OpGet, Key: k[0]}, {Op: wire.OpPut, Key: k[1], Value: []byte("w")}})
+			return err
+		})
+		if err != nil {
+			fail.add("batch transaction: %v", err)
+		}
+	})
+	s.RunUntil(3 * int64(time.Second))
+	fail.report(t)
+	m := s.Handler(coord).(*Node).m.Snapshot()
+	r, w := m.Distributions["phase.read"], m.Distributions["op.write"]
+	t.Logf("phase.read p99 %.1f ms, op.write p99 %.1f ms", r.P99, w.P99)
+	if w.Count != 1 || w.P99 < 50 {
+		t.Fatalf("op.write %+v: the write did not wait for its flush", w)
+	}
+	// One WAN round trip to region 1 is 27.3 ms; the flush would add 50.
+	if r.Count != 1 || r.P99 > 40 {
+		t.Errorf("phase.read %+v: a read's answer waited for a write's flush", r)
+	}
 }
 
 // TestStaleAnswerAfterCoordinatorRestart: a coordinator crashes while its batch of reads is
