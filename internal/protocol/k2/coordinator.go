@@ -302,14 +302,15 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 	})
 }
 
-// landed takes the answer to request id off t's flights; ok is false for a stale answer.
-func (n *Node) landed(id uint64) (*ctxn, flight, bool) {
+// landed takes the answer to request id off t's flights; ok is false for a stale answer, or for
+// an answer of the wrong kind (a write's to a read), which no correct data node sends.
+func (n *Node) landed(id uint64, write bool) (*ctxn, flight, bool) {
 	t := n.byReq[id]
 	if t == nil || t.state != stBusy {
 		return nil, flight{}, false
 	}
 	f, ok := t.flights[id]
-	if !ok {
+	if !ok || f.write != write {
 		return nil, flight{}, false
 	}
 	delete(t.flights, id)
@@ -318,7 +319,7 @@ func (n *Node) landed(id uint64) (*ctxn, flight, bool) {
 }
 
 func (n *Node) onReadResp(r *ReadResp) {
-	t, f, ok := n.landed(r.ReqID)
+	t, f, ok := n.landed(r.ReqID, false)
 	if !ok {
 		return
 	}
@@ -333,7 +334,7 @@ func (n *Node) onReadResp(r *ReadResp) {
 }
 
 func (n *Node) onWriteResp(r *WriteResp) {
-	t, f, ok := n.landed(r.ReqID)
+	t, f, ok := n.landed(r.ReqID, true)
 	if !ok {
 		return
 	}

@@ -10,7 +10,9 @@ import (
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/sim"
+	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
 	"github.com/meridiandb/meridian/internal/wire"
 )
 
@@ -247,4 +249,74 @@ func values(rs []client.Read) []string {
 		out[i] = string(r.Value)
 	}
 	return out
+}
+
+// TestOpsMalformed hands a data node and a coordinator OpsReqs and OpsResps that no correct
+// peer sends (empty, zero-valued operations, unknown request ids, an answer of the wrong kind),
+// as a garbled or hostile frame off the network could: nothing panics, and an answer of the
+// wrong kind is not taken for the operation's.
+func TestOpsMalformed(t *testing.T) {
+	s := newScript(t, nil, nil)
+	tp := s.Topology()
+	coord, d, holder := tp.DataNodes(0)[0], tp.DataNodes(1)[0], tp.DataNodes(2)[0]
+	k := keysOn(t, tp, d, "bad", 2)
+	var fail failures
+	holdIntents(s, 2, holder, 100*ms, 500*time.Millisecond, k[:1], &fail)
+	var got []wire.BatchResult
+	s.AddClient(0, coord, 200*ms, func(db *client.DB) {
+		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+			var err error
+			got, err = tx.Batch([]wire.BatchOp{{Op: wire.OpGet, Key: k[0]}, {Op: wire.OpPut, Key: k[1], Value: []byte("w")}})
+			return err
+		})
+		if err != nil {
+			fail.add("batch: %v", err)
+		}
+	})
+	hostile := func(to, from topo.NodeID, m wire.Msg) {
+		defer func() {
+			if r := recover(); r != nil {
+				fail.add("%T %+v at node %d: panic %v", m, m, to, r)
+			}
+		}()
+		s.Handler(to).(*Node).Handle(from, m)
+	}
+	s.At(250*ms, func() {
+		n := s.Handler(coord).(*Node)
+		var readID, writeID uint64
+		for id, t := range n.byReq {
+			switch f, ok := t.flights[id]; {
+			case ok && f.write:
+				writeID = id
+			case ok:
+				readID = id
+			}
+		}
+		if readID == 0 {
+			fail.add("no read in flight at 250 ms: the scenario tests nothing")
+		}
+		for _, m := range []wire.Msg{
+			&OpsReq{},
+			&OpsReq{Reads: []ReadReq{{}}, Writes: []WriteReq{{}}},
+			&OpsReq{Writes: []WriteReq{{Key: k[1], TS: ts.Timestamp{Wall: 1}, Txn: storage.TxnID(1), Recorder: d}, {Key: k[1]}}},
+			&OpsReq{Reads: []ReadReq{{Key: k[0], TS: ts.Max}}},
+		} {
+			hostile(d, coord, m)
+		}
+		for _, m := range []wire.Msg{
+			&OpsResp{},
+			&OpsResp{Reads: []ReadResp{{}, {ReqID: 1 << 62}}, Writes: []WriteResp{{Aborted: true}}},
+			// The parked read's id, answered as a write: not the read's answer.
+			&OpsResp{Writes: []WriteResp{{ReqID: readID, Inc: 1}}},
+			// And the other way round, if the write is still out.
+			&OpsResp{Reads: []ReadResp{{ReqID: writeID, Found: true, Value: []byte("bogus")}}},
+		} {
+			hostile(coord, d, m)
+		}
+	})
+	s.RunUntil(3 * int64(time.Second))
+	fail.report(t)
+	if len(got) != 2 || string(got[0].Value) != "held:"+k[0] {
+		t.Errorf("batch results %+v: want the held value of %s", got, k[0])
+	}
 }
