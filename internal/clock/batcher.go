@@ -308,6 +308,13 @@ func (b *Batcher) NeedPrefetch(localNow int64) bool {
 	return localNow-b.cur.sentLocal >= b.expiryLocal/2 || b.used >= b.count/2
 }
 
+// NumberRequestsFrom makes the next request's id base+1. A requester that restarts numbers each
+// life's requests from a base of its own (its incarnation in the high bits), so that an oracle
+// reply to a request of the previous life, arriving after the restart, matches no request of
+// this one: taken for a new request's reply, its reading would predate the transactions it
+// would stamp, and their timestamps could fall below their start.
+func (b *Batcher) NumberRequestsFrom(base uint64) { b.nextID = base }
+
 // StartRequest records that a request is being sent at localNow and returns it. The TTL of the
 // batch it brings back runs from this moment (Fig. 5 of K2: TTL starts before the request).
 func (b *Batcher) StartRequest(localNow int64) *TSBatchRequest {

@@ -252,3 +252,22 @@ func TestBatcherMutations(t *testing.T) {
 		}
 	}
 }
+
+// TestBatcherIgnoresRepliesOfAnEarlierLife: a restarted requester numbers its requests from a
+// new base, so the reply to a request its previous life sent (same low id) is not taken.
+func TestBatcherIgnoresRepliesOfAnEarlierLife(t *testing.T) {
+	cfg := K2BatcherConfig(1)
+	before := mustBatcher(t, cfg).StartRequest(0) // the previous life's first request
+	b := mustBatcher(t, cfg)
+	b.NumberRequestsFrom(2 << 40)
+	req := b.StartRequest(1_000)
+	if req.ReqID == before.ReqID {
+		t.Fatalf("this life's first request reuses id %d", req.ReqID)
+	}
+	if b.OnReply(2_000, &TSBatchReply{ReqID: before.ReqID, Up: 500}) {
+		t.Fatal("a reply to the previous life's request was taken")
+	}
+	if !b.OnReply(2_000, &TSBatchReply{ReqID: req.ReqID, Up: 1_500}) {
+		t.Fatal("the reply to this life's request was refused")
+	}
+}

@@ -242,6 +242,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	// life (a read parked on PUSHWS across the crash) after the restart, and that answer must
 	// not match a request of this one.
 	n.reqSeq = n.incarnation << reqSeqBits
+	n.batcher.NumberRequestsFrom(n.incarnation << reqSeqBits) // and so are its oracle requests
 	now := env.Now()
 	n.recs.Records(func(r txnrec.Record) bool {
 		if !r.Status.Final() {
