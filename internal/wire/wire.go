@@ -22,7 +22,7 @@ import (
 )
 
 // Version is the codec's frame version. Bump it when a change is not backward compatible.
-const Version byte = 1
+const Version byte = 2
 
 // MaxFrameBytes bounds a decoded frame so a corrupt length can never make a node allocate
 // without limit.
