@@ -90,7 +90,7 @@ func (f *simFlags) config() (sim.Config, error) {
 	cfg, err := bench.SimConfig(bench.Deployment{Protocol: f.protocol, Options: opts, Topology: f.topology,
 		NodesPerRegion: f.nodesPerRegion, ShardsPerNode: f.shardsPerNode, Seed: f.seed, Base: &base, IntraRTT: f.intraRTT})
 	if err != nil {
-		return sim.Config{}, err
+		return sim.Config{}, optionError(err)
 	}
 	// A topology file's [layout] wins over the flags; a flag given explicitly and overruled
 	// would otherwise be ignored without a word.

@@ -56,7 +56,15 @@ func Names() []string {
 	return out
 }
 
-// CheckOptions rejects option keys a protocol does not know.
+// OptionChecker is implemented by protocols that can judge their options' values without
+// building a node, so that a bad value is refused before anything runs (a cluster's servers
+// would otherwise each fail on start with it).
+type OptionChecker interface {
+	CheckOptionValues(opts map[string]string) error
+}
+
+// CheckOptions rejects option keys a protocol does not know and, where the protocol can judge
+// them alone, bad values.
 func CheckOptions(p Protocol, opts map[string]string) error {
 	known := p.Options()
 	keys := make([]string, 0, len(opts))
@@ -73,6 +81,9 @@ func CheckOptions(p Protocol, opts map[string]string) error {
 			sort.Strings(names)
 			return fmt.Errorf("protocol %s: unknown option %q (known: %s)", p.Name(), k, strings.Join(names, ", "))
 		}
+	}
+	if oc, ok := p.(OptionChecker); ok {
+		return oc.CheckOptionValues(opts)
 	}
 	return nil
 }

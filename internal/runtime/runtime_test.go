@@ -131,6 +131,7 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 		{"unknown setting", `[latency]`, "[latency]\nspeed = 3", `unknown setting "latency.speed"`},
 		{"syntax", `name = "k2-3region"`, `name = `, `:5:`},
 		{"unknown option", `[options] `, "[options]\ncolour = \"blue\"", `unknown option "colour"`},
+		{"bad option value", `[options] `, "[options]\nmutant = \"nope\"", `option mutant=nope`},
 		{"oracles for a protocol without", `protocol = "k2"`, `protocol = "crdb"`, `:46: node sh-oracle: protocol crdb runs no oracle nodes`},
 	}
 	for _, tc := range tests {

@@ -56,6 +56,12 @@ type settings struct {
 	abortMemory int           // how many aborted transactions a leaseholder remembers
 }
 
+// CheckOptionValues implements protocol.OptionChecker.
+func (proto) CheckOptionValues(opts map[string]string) error {
+	_, err := parseSettings(opts)
+	return err
+}
+
 func parseSettings(opts map[string]string) (settings, error) {
 	o := txnkit.Options{Protocol: name, M: opts}
 	s := settings{

@@ -68,12 +68,21 @@ type config struct {
 	mutation         clock.BatcherMutation
 }
 
-func parseConfig(env node.Env, m map[string]string) (config, error) {
-	o := txnkit.Options{Protocol: "k2", M: m}
-	eps := time.Duration(env.TrueTime().Width() / 2)
-	if eps <= 0 {
-		eps = clock.K2TrueTime.Epsilon
+// CheckOptionValues implements protocol.OptionChecker.
+func (proto) CheckOptionValues(m map[string]string) error {
+	c, err := parseConfig(clock.K2TrueTime.Epsilon, m)
+	if err != nil {
+		return err
 	}
+	if err := c.batcherConfig(0).Validate(); err != nil {
+		return fmt.Errorf("protocol k2: %w", err)
+	}
+	return nil
+}
+
+// parseConfig reads the options; eps is ε where the "epsilon" option does not set it.
+func parseConfig(eps time.Duration, m map[string]string) (config, error) {
+	o := txnkit.Options{Protocol: "k2", M: m}
 	c := config{
 		ttl:              o.Duration("ttl", 500*time.Microsecond),
 		step:             o.Duration("step", 10*time.Nanosecond),
@@ -124,7 +133,11 @@ func (c config) batcherConfig(self topo.NodeID) clock.BatcherConfig {
 
 func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	env := cfg.Env
-	c, err := parseConfig(env, cfg.Options)
+	eps := time.Duration(env.TrueTime().Width() / 2)
+	if eps <= 0 {
+		eps = clock.K2TrueTime.Epsilon
+	}
+	c, err := parseConfig(eps, cfg.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -44,18 +44,32 @@ func (proto) Options() map[string]string {
 }
 func (proto) Layout(l topo.Layout) topo.Layout { return l }
 
-func (proto) NewNode(cfg node.Config) (node.Handler, error) {
-	idle := 5 * time.Second
-	if v, ok := cfg.Options["idle-timeout"]; ok {
+// CheckOptionValues implements protocol.OptionChecker.
+func (proto) CheckOptionValues(opts map[string]string) error {
+	_, _, err := parseOptions(opts)
+	return err
+}
+
+func parseOptions(opts map[string]string) (idle time.Duration, mutant string, err error) {
+	idle = 5 * time.Second
+	if v, ok := opts["idle-timeout"]; ok {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return nil, &protocol.OptionError{Protocol: "serial", Key: "idle-timeout", Value: v, Want: "a positive duration"}
+			return 0, "", &protocol.OptionError{Protocol: "serial", Key: "idle-timeout", Value: v, Want: "a positive duration"}
 		}
 		idle = d
 	}
-	mutant := cfg.Options["mutant"]
+	mutant = opts["mutant"]
 	if mutant != "" && mutant != "no-lock" {
-		return nil, &protocol.OptionError{Protocol: "serial", Key: "mutant", Value: mutant, Want: "no-lock"}
+		return 0, "", &protocol.OptionError{Protocol: "serial", Key: "mutant", Value: mutant, Want: "no-lock"}
+	}
+	return idle, mutant, nil
+}
+
+func (proto) NewNode(cfg node.Config) (node.Handler, error) {
+	idle, mutant, err := parseOptions(cfg.Options)
+	if err != nil {
+		return nil, err
 	}
 	env := cfg.Env
 	server := env.Topology().DataNodes(0)[0]

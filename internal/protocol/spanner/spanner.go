@@ -69,6 +69,12 @@ type Config struct {
 	DetectDeadlocks bool
 }
 
+// CheckOptionValues implements protocol.OptionChecker.
+func (proto) CheckOptionValues(m map[string]string) error {
+	_, err := ParseOptions(m)
+	return err
+}
+
 // ParseOptions validates protocol options.
 func ParseOptions(m map[string]string) (Config, error) {
 	o := &txnkit.Options{Protocol: Name, M: m}
