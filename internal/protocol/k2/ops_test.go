@@ -42,25 +42,6 @@ func newScript(t *testing.T, opts map[string]string, edit func(*sim.Config)) *si
 	return s
 }
 
-// keysOn returns n keys whose primary is node id.
-func keysOn(t *testing.T, tp *topo.Topology, id topo.NodeID, prefix string, n int) []string {
-	t.Helper()
-	var held []topo.ShardID
-	for sh := range tp.Shards {
-		if tp.Shards[sh].Primary() == id {
-			held = append(held, topo.ShardID(sh))
-		}
-	}
-	if len(held) == 0 {
-		t.Fatalf("node %d holds no shard", id)
-	}
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = topo.PinnedKey(held[i%len(held)], fmt.Sprintf("%s/%d", prefix, i))
-	}
-	return keys
-}
-
 // failures collects what client coroutines found wrong: they cannot call t.Fatal.
 type failures []string
 
@@ -102,7 +83,7 @@ func TestOpsRefusalNotHeldByParkedRead(t *testing.T) {
 	s := newScript(t, nil, nil)
 	tp := s.Topology()
 	d := tp.DataNodes(0)[0]
-	k := keysOn(t, tp, d, "refusal", 3)
+	k := prototest.KeysOn(t, tp, d, "refusal", 3)
 	a, b, c := k[0], k[1], k[2]
 	var fail failures
 	holdIntents(s, 0, d, 100*ms, time.Second, []string{a}, &fail)
@@ -145,7 +126,7 @@ func TestOpsWriteAnswerNotHeldByParkedRead(t *testing.T) {
 	s := newScript(t, nil, nil)
 	tp := s.Topology()
 	d := tp.DataNodes(0)[0]
-	k := keysOn(t, tp, d, "phase", 2)
+	k := prototest.KeysOn(t, tp, d, "phase", 2)
 	var fail failures
 	holdIntents(s, 0, d, 100*ms, time.Second, []string{k[0]}, &fail)
 	s.AddClient(0, d, 105*ms, func(db *client.DB) {
@@ -176,7 +157,7 @@ func TestOpsReadAnswerNotHeldByFlush(t *testing.T) {
 	s := newScript(t, map[string]string{"write-pipelining": "off"}, func(c *sim.Config) { c.FlushLatency = 50 * time.Millisecond })
 	tp := s.Topology()
 	coord, d := tp.DataNodes(0)[0], tp.DataNodes(1)[0]
-	k := keysOn(t, tp, d, "flush", 2)
+	k := prototest.KeysOn(t, tp, d, "flush", 2)
 	var fail failures
 	s.AddClient(0, coord, 100*ms, func(db *client.DB) {
 		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
@@ -209,7 +190,7 @@ func TestStaleAnswerAfterCoordinatorRestart(t *testing.T) {
 	s := newScript(t, nil, nil)
 	tp := s.Topology()
 	coord, d, holder := tp.DataNodes(0)[0], tp.DataNodes(1)[0], tp.DataNodes(2)[0]
-	k := keysOn(t, tp, d, "restart", 2)
+	k := prototest.KeysOn(t, tp, d, "restart", 2)
 	var fail failures
 	holdIntents(s, 2, holder, 100*ms, time.Second, k, &fail)
 	old := s.AddClient(0, coord, 200*ms, func(db *client.DB) {
@@ -260,7 +241,7 @@ func TestOpsHeldWhileRecovering(t *testing.T) {
 	s := newScript(t, nil, nil)
 	tp := s.Topology()
 	coord, d := tp.DataNodes(0)[0], tp.DataNodes(1)[0]
-	k := keysOn(t, tp, d, "recover", 4)
+	k := prototest.KeysOn(t, tp, d, "recover", 4)
 	var fail failures
 	s.At(100*ms, func() { s.Crash(d) })
 	s.At(150*ms, func() {
@@ -321,7 +302,7 @@ func TestOpsMalformed(t *testing.T) {
 	s := newScript(t, nil, nil)
 	tp := s.Topology()
 	coord, d, holder := tp.DataNodes(0)[0], tp.DataNodes(1)[0], tp.DataNodes(2)[0]
-	k := keysOn(t, tp, d, "bad", 2)
+	k := prototest.KeysOn(t, tp, d, "bad", 2)
 	var fail failures
 	holdIntents(s, 2, holder, 100*ms, 500*time.Millisecond, k[:1], &fail)
 	var got []wire.BatchResult

@@ -274,15 +274,8 @@ func Deterministic(t testing.TB, c Case, otherSeeds ...uint64) {
 // also take under half the virtual time of the same reads made one at a time.
 func Batches(t *testing.T, protocol string, opts map[string]string, concurrent bool) {
 	t.Helper()
-	cfg, err := SimConfig(Case{Protocol: protocol, Options: opts, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
+	s := NewSim(t, Case{Protocol: protocol, Options: opts, Seed: 1})
+	tp := s.Topology()
 	var keys []string
 	for sh := range tp.Shards {
 		keys = append(keys, topo.PinnedKey(topo.ShardID(sh), fmt.Sprintf("batch/%d", sh)))
@@ -379,6 +372,39 @@ func Batches(t *testing.T, protocol string, opts map[string]string, concurrent b
 	}
 }
 
+// NewSim builds the simulator of c's deployment, for tests that script their own clients.
+func NewSim(t testing.TB, c Case) *sim.Sim {
+	t.Helper()
+	cfg, err := SimConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// KeysOn returns n keys named prefix/i whose primary is node id, spread over its shards.
+func KeysOn(t testing.TB, tp *topo.Topology, id topo.NodeID, prefix string, n int) []string {
+	t.Helper()
+	var held []topo.ShardID
+	for sh := range tp.Shards {
+		if tp.Shards[sh].Primary() == id {
+			held = append(held, topo.ShardID(sh))
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("node %d holds no shard", id)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = topo.PinnedKey(held[i%len(held)], fmt.Sprintf("%s/%d", prefix, i))
+	}
+	return keys
+}
+
 // BatchMessages checks that a batch costs a data node one request and one answer, not one per
 // key: under a CPU model every message costs the node service time, so a protocol that sent a
 // batch key by key would pay for it in throughput. A transaction reads, with one GetMany, keys
@@ -390,29 +416,12 @@ func Batches(t *testing.T, protocol string, opts map[string]string, concurrent b
 func BatchMessages(t *testing.T, protocol string, opts map[string]string) {
 	t.Helper()
 	const n = 8
-	cfg, err := SimConfig(Case{Protocol: protocol, Options: opts, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
-	target := tp.DataNodes(1)[0]
-	var held []topo.ShardID
-	for sh := range tp.Shards {
-		if tp.Shards[sh].Primary() == target {
-			held = append(held, topo.ShardID(sh))
-		}
-	}
-	if len(held) == 0 {
-		t.Fatalf("data node %d holds no shard", target)
-	}
-	keys := make([]string, n)
+	s := NewSim(t, Case{Protocol: protocol, Options: opts, Seed: 1})
+	tp := s.Topology()
+	all := KeysOn(t, tp, tp.DataNodes(1)[0], "msgs", n+1)
+	first, keys := all[n], all[:n]
 	rows := make([]wire.KV, n)
 	for i := range keys {
-		keys[i] = topo.PinnedKey(held[i%len(held)], fmt.Sprintf("msgs/%d", i))
 		rows[i] = wire.KV{Key: keys[i], Value: fmt.Appendf(nil, "v%d", i)}
 	}
 	var reads, writes uint64
@@ -423,7 +432,7 @@ func BatchMessages(t *testing.T, protocol string, opts map[string]string) {
 		failure = client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
 			// A first operation, so that whatever a transaction does once (a timestamp, a
 			// record) is not counted against the batches.
-			if err := tx.Put(topo.PinnedKey(held[0], "msgs/first"), []byte("first")); err != nil {
+			if err := tx.Put(first, []byte("first")); err != nil {
 				return err
 			}
 			before := s.Stats().Messages
