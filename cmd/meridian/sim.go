@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/schollz/progressbar/v3"
 	"os"
 	"runtime/pprof"
 	"time"
@@ -92,10 +93,15 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// Building a large database (TPC-C with hundreds of warehouses) takes minutes before the
+	// first virtual second runs; say so on a terminal rather than sit silent.
+	bar := newRunBar()
 	res, err := bench.SimRun(cfg, bench.Spec{
 		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
 		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp,
+		Progress: bar.running,
 	})
+	bar.done()
 	if err != nil {
 		return optionError(err)
 	}
@@ -134,4 +140,32 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// runBar shows on a terminal that a simulation is loading, then how much of its virtual time
+// has run. It is nil (and silent) when standard error is not a terminal.
+type runBar struct{ bar *progressbar.ProgressBar }
+
+func newRunBar() *runBar {
+	if !isTerminal(os.Stderr) {
+		return nil
+	}
+	b := progressbar.NewOptions(1000, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("loading"),
+		progressbar.OptionClearOnFinish())
+	_ = b.RenderBlank()
+	return &runBar{bar: b}
+}
+
+func (r *runBar) running(done float64) {
+	if r == nil {
+		return
+	}
+	r.bar.Describe("running")
+	_ = r.bar.Set(int(done * 1000))
+}
+
+func (r *runBar) done() {
+	if r != nil {
+		_ = r.bar.Finish()
+	}
 }
