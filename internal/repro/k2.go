@@ -399,13 +399,12 @@ messages from the commit path.
 them faster than one per TTL; at a few hundred transactions per second per coordinator each
 batch expires unused and a transaction waits one oracle round trip (0.2 ms on Table 1's
 intra-region RTT, 0.07 ms on the paper's hardware) where the paper's p90 is a local batch hit
-(8 µs). (2) Read: the client reads a New-Order's home-region rows in one batch, which the
-coordinator sends to each data node as one message. At quick scale a region has one data node,
-the coordinator's own, so the local read phase is that node's service time (0.01–0.02 ms); at
-paper scale the rows are spread over 5 data nodes and it takes an intra-region round trip. The
-paper's 0.052 ms is a quarter of its own Table 1's 0.2 ms round trip; on the paper's hardware
-(8 cores, a round trip of twice its 18 µs oracle request) a round trip takes 0.036 ms, so its
-Table 2 ran on a much faster path than Table 1's. Remote: 69–70 ms against 76, one WAN
+(8 µs). (2) Read: the client reads a New-Order's home-region rows in one batch. They all live
+on its warehouse's shard (each warehouse's shard holds a copy of the item table), and a TPC-C
+client's coordinator is the data node holding its warehouse, so the batch never leaves that node
+and the local read phase is its service time (0.01–0.02 ms), at both scales. The paper's 0.052
+ms is a quarter of its own Table 1's 0.2 ms round trip, so it cannot have included a round trip
+on Table 1's network either. Remote: 69–70 ms against 76, one WAN
 round trip. (3) PushWS: with hot columns in their own keys almost no New-Order meets a write
 stream; with whole rows every New-Order reads the warehouse row and meets Payments' W_YTD write
 streams (a remote-customer Payment keeps one open for a WAN round trip), which grows with load.
