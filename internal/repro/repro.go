@@ -65,6 +65,9 @@ type Experiment struct {
 	About string
 	// Plan lists the runs at a scale.
 	Plan func(sc Scale, seed uint64) []*Run
+	// NodesPerRegion, if set, is the data nodes per region the plan uses whatever the scale
+	// (the report's header says so instead of the scale's).
+	NodesPerRegion int
 	// Report turns finished runs into files in dir and returns the markdown body.
 	Report func(runs []*Run, dir string) (string, error)
 }
@@ -160,8 +163,12 @@ func Execute(e *Experiment, o Options) (string, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s — %s\n\n%s\n\n", e.Name, e.Paper, e.About)
+	nodes := o.Scale.NodesPerRegion
+	if e.NodesPerRegion > 0 {
+		nodes = e.NodesPerRegion
+	}
 	fmt.Fprintf(&b, "Scale `%s` (%d data nodes per region, %d clients per region, %v warm-up, %v measured, virtual time), seed %d. "+
-		"Reproduce with `meridian repro %s --scale %s --seed %d`.\n\n", o.Scale.Name, o.Scale.NodesPerRegion, o.Scale.ClientsPerRegion,
+		"Reproduce with `meridian repro %s --scale %s --seed %d`.\n\n", o.Scale.Name, nodes, o.Scale.ClientsPerRegion,
 		o.Scale.Warmup, o.Scale.Duration, o.Seed, e.Name, o.Scale.Name, o.Seed)
 	b.WriteString(body)
 	path := filepath.Join(dir, "report.md")
