@@ -1,11 +1,12 @@
 package main
 
 import (
-	"github.com/schollz/progressbar/v3"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/meridiandb/meridian/internal/bench"
@@ -47,7 +48,7 @@ disks and closed-loop clients, in virtual time. The same seed always gives the s
 	cmd.Flags().BoolVar(&c.json, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions)")
 	cmd.Flags().StringVar(&c.cpuProf, "cpuprofile", "", "write a Go CPU profile of the run to this file")
-	cmd.Flags().StringVar(&c.memProf, "memprofile", "", "write a Go heap profile, taken as the run ends, to this file")
+	cmd.Flags().StringVar(&c.memProf, "memprofile", "", "write a Go heap profile, taken as the measured window ends, to this file")
 	return cmd
 }
 
@@ -96,19 +97,22 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	// Building a large database (TPC-C with hundreds of warehouses) takes minutes before the
 	// first virtual second runs; say so on a terminal rather than sit silent.
 	bar := newRunBar()
+	var profErr error
 	res, err := bench.SimRun(cfg, bench.Spec{
 		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
 		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp,
-		Progress: bar.running,
+		Progress: bar.running, AtWindowEnd: func() {
+			if c.memProf != "" {
+				profErr = writeHeapProfile(c.memProf)
+			}
+		},
 	})
 	bar.done()
 	if err != nil {
 		return optionError(err)
 	}
-	if c.memProf != "" {
-		if err := writeHeapProfile(c.memProf); err != nil {
-			return err
-		}
+	if profErr != nil {
+		return profErr
 	}
 	if c.history != "" {
 		if err := writeHistory(c.history, res.History); err != nil {
@@ -135,6 +139,7 @@ func writeHeapProfile(path string) error {
 	if err != nil {
 		return err
 	}
+	runtime.GC() // the profile shows the heap as of the last collection: make that now
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		f.Close()
 		return err

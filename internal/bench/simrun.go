@@ -28,6 +28,9 @@ type Spec struct {
 	OneOpAtATime bool
 	// Progress, if set, is called now and then with the fraction of the run done.
 	Progress func(done float64)
+	// AtWindowEnd, if set, is called once when the measured window ends, while every node's
+	// state is still live (a heap profile taken after SimRun returns would miss it).
+	AtWindowEnd func()
 	// Faults, if set, is called once the load is done and the window is known, before any
 	// client starts: it scripts crashes, restarts, clock skew or partitions with s.At.
 	Faults func(s *sim.Sim, w Window)
@@ -266,6 +269,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 			spec.Progress(float64(s.Now()-window.Start) / total)
 		}
 	}
+	if spec.AtWindowEnd != nil {
+		spec.AtWindowEnd()
+	}
 	drainUntil := window.End + int64(30*time.Second)
 	for running > 0 && s.Now() < drainUntil {
 		s.RunFor(step)
@@ -346,30 +352,56 @@ func canPreload(s *sim.Sim) bool {
 
 // preload hands each data node the rows of the shards it holds a replica of.
 func preload(s *sim.Sim, rl RowLister) error {
+	if err := preloadNodes(s, rl, func(topo.NodeID) bool { return true }); err != nil {
+		return err
+	}
+	// Preloaded rows are each node's initial image: a node that restarts gets them back. They are
+	// generated again rather than kept: a copy of every row for the whole run cost 15% of a large
+	// TPC-C run's heap, and restarts are rare.
+	s.OnRestart(func(id topo.NodeID) {
+		_ = preloadNodes(s, rl, func(n topo.NodeID) bool { return n == id })
+	})
+	return nil
+}
+
+// preloadNodes streams rl's rows to the replicas chosen by want, a chunk at a time, so the rows
+// never exist twice in memory.
+func preloadNodes(s *sim.Sim, rl RowLister, want func(topo.NodeID) bool) error {
+	const chunk = 8192
 	tp := s.Topology()
-	perNode := make([][]wire.KV, len(tp.Nodes))
+	pending := make([][]wire.KV, len(tp.Nodes))
+	flush := func(id int) error {
+		if len(pending[id]) == 0 {
+			return nil
+		}
+		if err := s.Handler(topo.NodeID(id)).(protocol.Preloader).Preload(pending[id]); err != nil {
+			return fmt.Errorf("node %d: %w", id, err)
+		}
+		clear(pending[id])
+		pending[id] = pending[id][:0]
+		return nil
+	}
 	err := rl.Rows(func(k string, v []byte) error {
 		for _, n := range tp.Shards[tp.ShardOf(k)].Replicas {
-			perNode[n] = append(perNode[n], wire.KV{Key: k, Value: v})
+			if !want(n) {
+				continue
+			}
+			pending[n] = append(pending[n], wire.KV{Key: k, Value: v})
+			if len(pending[n]) == chunk {
+				if err := flush(int(n)); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	for id, rows := range perNode {
-		if len(rows) == 0 {
-			continue
-		}
-		if err := s.Handler(topo.NodeID(id)).(protocol.Preloader).Preload(rows); err != nil {
-			return fmt.Errorf("node %d: %w", id, err)
+	for id := range pending {
+		if err := flush(id); err != nil {
+			return err
 		}
 	}
-	// Preloaded rows are each node's initial image: a node that restarts gets them back.
-	s.OnRestart(func(id topo.NodeID) {
-		if rows := perNode[id]; len(rows) > 0 {
-			_ = s.Handler(id).(protocol.Preloader).Preload(rows)
-		}
-	})
 	return nil
 }
