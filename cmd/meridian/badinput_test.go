@@ -174,6 +174,8 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"repro", "k2-fig17", "--scale", "huge"}, `unknown scale "huge" (want quick or paper)`, 0},
 		{[]string{"repro", "k2-fig17", "--parallel", "-1"}, "--parallel must be 0..", 0},
 		{[]string{"repro", "k2-fig17", "--parallel", "100000"}, "--parallel must be 0..", 0},
+		{[]string{"repro", "k2-fig17", "--seeds", "0"}, "--seeds must be 1..100, got 0", 0},
+		{[]string{"repro", "k2-fig17", "--seeds", "101"}, "--seeds must be 1..100, got 101", 0},
 		{[]string{"repro", "k2-fig17", "--out", f("empty.jsonl")}, "--out: mkdir", 0},
 		// demo.
 		{[]string{"demo", "--duration", "0s"}, "--duration must be positive", 0},

@@ -16,6 +16,7 @@ type reproCommand struct {
 	list     bool
 	scale    string
 	seed     uint64
+	seeds    int
 	out      string
 	parallel int
 }
@@ -41,7 +42,8 @@ report.md, which puts the paper's reported numbers beside ours. 'meridian repro 
 	}
 	cmd.Flags().BoolVar(&c.list, "list", false, "list the experiments")
 	cmd.Flags().StringVar(&c.scale, "scale", "quick", "quick (minutes) or paper (5 data nodes per region, 200 clients per region; much longer)")
-	cmd.Flags().Uint64Var(&c.seed, "seed", 1, "random seed")
+	cmd.Flags().Uint64Var(&c.seed, "seed", 1, "random seed (the first, with --seeds)")
+	cmd.Flags().IntVar(&c.seeds, "seeds", 1, "run every point with this many seeds (--seed, --seed+1, …) and report their mean; the CSV adds each column's range")
 	cmd.Flags().StringVar(&c.out, "out", "repro-out", "output directory")
 	cmd.Flags().IntVar(&c.parallel, "parallel", 0, "simulations run at once (0: one per CPU at --scale quick, one at --scale paper)")
 	return cmd
@@ -70,13 +72,16 @@ func (c *reproCommand) run(cmd *cobra.Command, args []string) error {
 	if n := runtime.NumCPU(); c.parallel < 0 || c.parallel > n {
 		return fmt.Errorf("--parallel must be 0..%d (0: automatic; at most one simulation per CPU), got %d", n, c.parallel)
 	}
+	if c.seeds < 1 || c.seeds > maxReproSeeds {
+		return fmt.Errorf("--seeds must be 1..%d, got %d", maxReproSeeds, c.seeds)
+	}
 	// The report is written after every simulation has run, which can take hours; a directory
 	// that cannot be made should fail now.
 	if err := os.MkdirAll(filepath.Join(c.out, e.Name), 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	var bar *progressbar.ProgressBar
-	path, err := repro.Execute(e, repro.Options{Scale: sc, Seed: c.seed, Out: c.out, Parallel: c.parallel,
+	path, err := repro.Execute(e, repro.Options{Scale: sc, Seed: c.seed, Seeds: c.seeds, Out: c.out, Parallel: c.parallel,
 		Progress: func(done, total int) {
 			if bar == nil {
 				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr),
@@ -95,6 +100,9 @@ func (c *reproCommand) run(cmd *cobra.Command, args []string) error {
 	fmt.Fprintf(out, "%s\nWritten: %s\n", body, path)
 	return nil
 }
+
+// maxReproSeeds bounds --seeds: a paper-scale experiment takes up to an hour per seed.
+const maxReproSeeds = 100
 
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()

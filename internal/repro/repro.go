@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -55,7 +56,10 @@ type Run struct {
 	Deploy bench.Deployment
 	Spec   bench.Spec
 	Params bench.WorkloadParams
+	// Result is the run's result; with several seeds, the mean of PerSeed (bench.MeanResult).
 	Result *bench.Result
+	// PerSeed holds each seed's result when the experiment ran with more than one.
+	PerSeed []*bench.Result
 }
 
 // Experiment is a named reproduction.
@@ -100,8 +104,10 @@ func Lookup(name string) (*Experiment, error) {
 
 // Options control a reproduction.
 type Options struct {
-	Scale    Scale
-	Seed     uint64
+	Scale Scale
+	Seed  uint64
+	// Seeds, if above 1, runs every point with seeds Seed, Seed+1, … and reports their mean.
+	Seeds    int
 	Out      string // directory; the experiment writes into Out/<name>
 	Parallel int    // simulations at once (0: number of CPUs)
 	// Progress is called after each run with (done, total).
@@ -110,7 +116,13 @@ type Options struct {
 
 // Execute runs an experiment and writes its report. It returns the report's path.
 func Execute(e *Experiment, o Options) (string, error) {
-	runs := e.Plan(o.Scale, o.Seed)
+	seeds := max(o.Seeds, 1)
+	plans := make([][]*Run, seeds)
+	var all []*Run
+	for i := range plans {
+		plans[i] = e.Plan(o.Scale, o.Seed+uint64(i))
+		all = append(all, plans[i]...)
+	}
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.NumCPU()
 		if o.Scale.Name == "paper" {
@@ -119,6 +131,42 @@ func Execute(e *Experiment, o Options) (string, error) {
 			o.Parallel = 1
 		}
 	}
+	if err := runAll(e, all, o); err != nil {
+		return "", err
+	}
+	runs, err := meanOverSeeds(plans)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(o.Out, e.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	body, err := e.Report(runs, dir)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s — %s\n\n%s\n\n", e.Name, e.Paper, e.About)
+	nodes := o.Scale.NodesPerRegion
+	if e.NodesPerRegion > 0 {
+		nodes = e.NodesPerRegion
+	}
+	seedsText, seedsFlag := fmt.Sprintf("seed %d", o.Seed), ""
+	if seeds > 1 {
+		seedsText = fmt.Sprintf("seeds %d–%d: every number is the mean of the %d runs of its point, and the CSV adds each column's lowest and highest", o.Seed, o.Seed+uint64(seeds)-1, seeds)
+		seedsFlag = fmt.Sprintf(" --seeds %d", seeds)
+	}
+	fmt.Fprintf(&b, "Scale `%s` (%d data nodes per region, %d clients per region, %v warm-up, %v measured, virtual time), %s. "+
+		"Reproduce with `meridian repro %s --scale %s --seed %d%s`.\n\n", o.Scale.Name, nodes, o.Scale.ClientsPerRegion,
+		o.Scale.Warmup, o.Scale.Duration, seedsText, e.Name, o.Scale.Name, o.Seed, seedsFlag)
+	b.WriteString(body)
+	path := filepath.Join(dir, "report.md")
+	return path, os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// runAll runs every simulation, o.Parallel at a time.
+func runAll(e *Experiment, runs []*Run, o Options) error {
 	var (
 		mu       sync.Mutex
 		firstErr error
@@ -135,7 +183,7 @@ func Execute(e *Experiment, o Options) (string, error) {
 				err := execute(r)
 				mu.Lock()
 				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("%s at %s=%g: %w", e.Name, r.Series, r.X, err)
+					firstErr = fmt.Errorf("%s at %s=%g (seed %d): %w", e.Name, r.Series, r.X, r.Deploy.Seed, err)
 				}
 				done++
 				if o.Progress != nil {
@@ -150,29 +198,31 @@ func Execute(e *Experiment, o Options) (string, error) {
 	}
 	close(next)
 	wg.Wait()
-	if firstErr != nil {
-		return "", firstErr
+	return firstErr
+}
+
+// meanOverSeeds folds the plans of several seeds into the first's runs, each holding the mean
+// of its point's results and every seed's own.
+func meanOverSeeds(plans [][]*Run) ([]*Run, error) {
+	runs := plans[0]
+	if len(plans) == 1 {
+		return runs, nil
 	}
-	dir := filepath.Join(o.Out, e.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+	for j, r := range runs {
+		per := make([]*bench.Result, len(plans))
+		for i, p := range plans {
+			if len(p) != len(runs) || p[j].Series != r.Series || p[j].X != r.X {
+				return nil, fmt.Errorf("repro: the plan differs between seeds at %s=%g", r.Series, r.X)
+			}
+			per[i] = p[j].Result
+		}
+		mean, err := bench.MeanResult(per)
+		if err != nil {
+			return nil, err
+		}
+		r.Result, r.PerSeed = mean, per
 	}
-	body, err := e.Report(runs, dir)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s — %s\n\n%s\n\n", e.Name, e.Paper, e.About)
-	nodes := o.Scale.NodesPerRegion
-	if e.NodesPerRegion > 0 {
-		nodes = e.NodesPerRegion
-	}
-	fmt.Fprintf(&b, "Scale `%s` (%d data nodes per region, %d clients per region, %v warm-up, %v measured, virtual time), seed %d. "+
-		"Reproduce with `meridian repro %s --scale %s --seed %d`.\n\n", o.Scale.Name, nodes, o.Scale.ClientsPerRegion,
-		o.Scale.Warmup, o.Scale.Duration, o.Seed, e.Name, o.Scale.Name, o.Seed)
-	b.WriteString(body)
-	path := filepath.Join(dir, "report.md")
-	return path, os.WriteFile(path, []byte(b.String()), 0o644)
+	return runs, nil
 }
 
 func execute(r *Run) error {
@@ -213,22 +263,36 @@ type metric struct {
 }
 
 // sweepReport writes the CSV and one line chart per metric, and returns the markdown table.
+// With several seeds the table and charts show the means, and the CSV adds each metric's lowest
+// and highest value over the seeds.
 func sweepReport(runs []*Run, dir, xName, xAxis, title string, metrics []metric) (string, error) {
 	names, by := seriesOf(runs)
+	seeded := len(runs) > 0 && len(runs[0].PerSeed) > 1
 	tbl := &report.Table{Columns: []string{"series", xName}}
+	csv := &report.Table{Columns: []string{"series", xName}}
 	for _, m := range metrics {
 		tbl.Columns = append(tbl.Columns, m.column)
+		csv.Columns = append(csv.Columns, m.column)
+		if seeded {
+			csv.Columns = append(csv.Columns, m.column+" min", m.column+" max")
+		}
 	}
 	for _, n := range names {
 		for _, r := range by[n] {
-			row := []any{n, r.X}
+			row, csvRow := []any{n, r.X}, []any{n, r.X}
 			for _, m := range metrics {
 				row = append(row, m.get(r))
+				csvRow = append(csvRow, m.get(r))
+				if seeded {
+					vs := overSeeds(r, m.get)
+					csvRow = append(csvRow, slices.Min(vs), slices.Max(vs))
+				}
 			}
 			tbl.Add(row...)
+			csv.Add(csvRow...)
 		}
 	}
-	if err := tbl.WriteCSV(filepath.Join(dir, "results.csv")); err != nil {
+	if err := csv.WriteCSV(filepath.Join(dir, "results.csv")); err != nil {
 		return "", err
 	}
 	var b strings.Builder
@@ -248,6 +312,20 @@ func sweepReport(runs []*Run, dir, xName, xAxis, title string, metrics []metric)
 		fmt.Fprintf(&b, "![%s](%s.png)\n", m.axis, m.file)
 	}
 	return tbl.Markdown() + "\n" + b.String(), nil
+}
+
+// overSeeds evaluates get on each seed's result of r (on r's own when it ran with one seed).
+func overSeeds(r *Run, get func(*Run) float64) []float64 {
+	if len(r.PerSeed) == 0 {
+		return []float64{get(r)}
+	}
+	out := make([]float64, len(r.PerSeed))
+	for i, res := range r.PerSeed {
+		c := *r
+		c.Result, c.PerSeed = res, nil
+		out[i] = get(&c)
+	}
+	return out
 }
 
 // Common metric extractors.
