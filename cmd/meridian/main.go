@@ -59,6 +59,14 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(300)
 	}
+	// GOGC=300 lets the heap grow to four times what is live, which a large simulation (TPC-C
+	// with hundreds of warehouses) cannot afford: a soft limit below the machine's memory makes
+	// the collector work harder near it instead of the run being killed. GOMEMLIMIT still wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if limit := memoryLimit(); limit > 0 {
+			debug.SetMemoryLimit(limit / 100 * 85)
+		}
+	}
 	rootCmd.InitDefaultCompletionCmd()
 	guardGroups(rootCmd)
 	if err := rootCmd.Execute(); err != nil {
