@@ -88,9 +88,10 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 		if (w != nil && w.Aborted) || (rr != nil && rr.Aborted) {
 			refused, ready = true, OpsResp{}
 		}
-		if w != nil {
+		switch {
+		case w != nil:
 			ready.Writes = append(ready.Writes, *w)
-		} else {
+		case rr != nil:
 			ready.Reads = append(ready.Reads, *rr)
 		}
 		if refused || (left == 0 && !serving) {
@@ -107,9 +108,13 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 	send()
 }
 
-// replyTo answers a request that came alone.
+// replyTo answers a request that came alone. A nil write answer is none (a stale duplicate).
 func (n *Node) replyTo(from topo.NodeID) (func(*ReadResp), func(*WriteResp)) {
-	return func(r *ReadResp) { n.env.Send(from, r) }, func(w *WriteResp) { n.env.Send(from, w) }
+	return func(r *ReadResp) { n.env.Send(from, r) }, func(w *WriteResp) {
+		if w != nil {
+			n.env.Send(from, w)
+		}
+	}
 }
 
 func (n *Node) serveRead(op *readOp) {
@@ -224,7 +229,8 @@ func (n *Node) resolve(txn storage.TxnID, committed bool, at ts.Timestamp) {
 
 // onWrite is Fig. 10's WRITE. Its single abort rule: a write below the key's read watermark.
 // Otherwise it always adds an intent to the write stream, never waiting for other writers.
-// from is the coordinator, told later when a pipelined write becomes durable.
+// from is the coordinator, told later when a pipelined write becomes durable. reply(nil) means
+// that the write gets no answer.
 func (n *Node) onWrite(from topo.NodeID, w *WriteReq, reply func(*WriteResp)) {
 	refuse := func(cause string) {
 		reply(&WriteResp{ReqID: w.ReqID, Aborted: true, Cause: cause})
@@ -234,6 +240,9 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq, reply func(*WriteResp)) {
 			refuse("coordinator-timeout")
 			return
 		}
+	}
+	if n.staleWrite(w, reply) {
+		return
 	}
 	// Strict: a write at the watermark is the transaction's own earlier read (timestamps are
 	// unique), which must not abort it.
@@ -303,6 +312,36 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq, reply func(*WriteResp)) {
 			n.onDurableReq(q.from, q.req)
 		}
 	})
+}
+
+// staleWrite serves a write that is not newer (by WSeq) than the intent its transaction already
+// has on the key, and reports whether it was one. A coordinator numbers a transaction's writes
+// and sends a key's next write only once the previous one was answered, so such a write is a
+// duplicate delivered late: installing it would put an older value of the transaction back in
+// place of a newer one, which the transaction would then commit. The same write again changes
+// nothing and is answered as the first copy was (pending while its flush is, and without
+// pipelining only once it is durable); an older one is dropped unanswered, since its
+// coordinator took its answer before it sent the newer write.
+func (n *Node) staleWrite(w *WriteReq, reply func(*WriteResp)) bool {
+	vis := n.store.VisibleAt(w.Key, ts.Max, w.Txn)
+	if !vis.Found || vis.Version.Txn != w.Txn || vis.Version.State != mvcc.Intent {
+		return false
+	}
+	_, have, ok := decodeMeta(vis.Version.Meta)
+	if !ok || w.WSeq > have {
+		return false
+	}
+	n.m.Add("write-duplicate", 1)
+	switch id := w.ReqID; {
+	case w.WSeq < have:
+		reply(nil)
+	case n.cfg.pipelineWrites:
+		reply(&WriteResp{ReqID: id, Pending: n.unflushed[intentRef{w.Txn, w.Key}] == w.WSeq, Inc: n.incarnation})
+	default:
+		// Batches complete in issue order: this one completes after the first copy's.
+		n.persist(n.dataWrites(), func() { reply(&WriteResp{ReqID: id, Inc: n.incarnation}) })
+	}
+	return true
 }
 
 // sendDurableNotes sends each coordinator the writes that became durable, one message each.

@@ -78,7 +78,8 @@
 //     op-timeout/8 while it waits, and gives up with cause "timeout" after op-timeout), or a
 //     participant answers from another incarnation than it first did. Writes are numbered per
 //     transaction (WSeq, kept in the intent's metadata), so a key written twice is durable only
-//     when its last write is. Readers that met an in-memory intent only PUSHWS its recorder,
+//     when its last write is; a data node takes no write older than the intent the transaction
+//     has on the key, so a late duplicate cannot bring an overwritten value back. Readers that met an in-memory intent only PUSHWS its recorder,
 //     which cannot commit before the coordinator knows every intent durable; the record itself
 //     is created by the first write, whose durability covers it.
 //   - Without write pipelining intents and records are persisted before they are acknowledged.
@@ -139,7 +140,8 @@
 // # Metrics
 //
 // Counters: commit, commit.read-only, commit.unknown, abort.<cause> (write-lost: a crash lost an
-// acknowledged intent), pushws (PUSHWS sent),
+// acknowledged intent), pushws (PUSHWS sent), write-duplicate (a data node received a write
+// of a transaction it already has, or an older one, on the key: a duplicated message),
 // recorder.lease-abort. Durations, measured at the coordinator per operation (K2 Table 2):
 // phase.get-ts (first request to timestamp), phase.read (minus its PUSHWS waits), phase.pushws
 // (the wait of a read that pushed, measured at the data node), phase.write (Table 2's write

@@ -1,0 +1,195 @@
+package k2
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/durable"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// scriptEnv is a node.Env under a test's control: the clock moves only when the test says so,
+// sends are recorded, timers never fire and persists complete when the test flushes them, so a
+// test can hand a data node one exact sequence of messages and see every answer.
+type scriptEnv struct {
+	self     topo.NodeID
+	tp       *topo.Topology
+	now      int64
+	sent     []sentMsg
+	persists []func()
+	timers   node.TimerID
+}
+
+type sentMsg struct {
+	to node.ID
+	m  wire.Msg
+}
+
+func (e *scriptEnv) Self() node.ID            { return e.self }
+func (e *scriptEnv) Topology() *topo.Topology { return e.tp }
+func (e *scriptEnv) Now() int64               { return e.now }
+func (e *scriptEnv) TrueTime() ts.Interval {
+	return ts.Interval{Earliest: e.now - int64(100*time.Microsecond), Latest: e.now + int64(100*time.Microsecond)}
+}
+func (e *scriptEnv) Send(to node.ID, m wire.Msg) { e.sent = append(e.sent, sentMsg{to, m}) }
+func (e *scriptEnv) After(time.Duration, func()) node.TimerID {
+	e.timers++
+	return e.timers
+}
+func (e *scriptEnv) Cancel(node.TimerID) {}
+func (e *scriptEnv) Persist(_ []node.Write, done func()) {
+	e.persists = append(e.persists, func() {
+		if done != nil {
+			done()
+		}
+	})
+}
+func (e *scriptEnv) Rand() *rand.Rand     { return rand.New(rand.NewPCG(1, 2)) }
+func (e *scriptEnv) Charge(time.Duration) {}
+
+// flush completes every persist issued so far, in issue order.
+func (e *scriptEnv) flush() {
+	for len(e.persists) > 0 {
+		f := e.persists[0]
+		e.persists = e.persists[1:]
+		f()
+	}
+}
+
+// take returns and forgets what was sent since the last call.
+func (e *scriptEnv) take() []sentMsg {
+	s := e.sent
+	e.sent = nil
+	return s
+}
+
+// newScriptNode builds the first data node of region 0 of the protocol tests' deployment on a
+// scriptEnv, with its incarnation persisted (ready to coordinate and serve).
+func newScriptNode(t *testing.T, opts map[string]string) (*Node, *scriptEnv) {
+	t.Helper()
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Options: opts, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseConfig(100*time.Microsecond, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &scriptEnv{self: cfg.Topology.DataNodes(0)[0], tp: cfg.Topology, now: int64(time.Second)}
+	n, err := newNode(env, durable.NewMem(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.flush()
+	return n, env
+}
+
+// ownIntent returns the value and write sequence number of txn's intent on key at n.
+func ownIntent(t *testing.T, n *Node, key string, txn storage.TxnID) (string, uint32) {
+	t.Helper()
+	vis := n.store.VisibleAt(key, ts.Max, txn)
+	if !vis.Found || vis.Version.Txn != txn || vis.Version.State != mvcc.Intent {
+		t.Fatalf("no intent of the transaction on %s", key)
+	}
+	_, wseq, _ := decodeMeta(vis.Version.Meta)
+	return string(vis.Version.Value), wseq
+}
+
+// TestStaleDuplicateWrite: a transaction writes a key twice (WSeq 1, then 2), and a copy of its
+// first write arrives late, alone and inside a duplicated OpsReq. The node keeps the second
+// write's intent (without the WSeq check the late copy put the first value back, and the
+// transaction would commit it), answers nothing for the stale write but still answers the
+// OpsReq's read, answers a late copy of the second write as the first copy was, and reports the
+// second write durable once flushed.
+func TestStaleDuplicateWrite(t *testing.T) {
+	for _, pipelining := range []string{"on", "off"} {
+		t.Run("pipelining-"+pipelining, func(t *testing.T) {
+			n, env := newScriptNode(t, map[string]string{"write-pipelining": pipelining})
+			tp := env.tp
+			coord := tp.DataNodes(1)[0]
+			k := prototest.KeysOn(t, tp, n.self, "dup", 2)
+			txn := storage.MakeTxnID(int32(coord), 1<<32|1)
+			at := ts.Timestamp{Wall: env.now, Origin: uint32(coord)}
+			first := WriteReq{ReqID: 1, Txn: txn, TS: at, Key: k[0], Value: []byte("first"), Recorder: n.self, CreateRecord: true, WSeq: 1}
+			second := WriteReq{ReqID: 2, Txn: txn, TS: at, Key: k[0], Value: []byte("second"), Recorder: n.self, WSeq: 2}
+			writeAnswers := func() []WriteResp {
+				var out []WriteResp
+				for _, s := range env.take() {
+					switch m := s.m.(type) {
+					case *WriteResp:
+						out = append(out, *m)
+					case *OpsResp:
+						out = append(out, m.Writes...)
+					}
+				}
+				return out
+			}
+
+			n.Handle(coord, &first)
+			env.flush()
+			n.Handle(coord, &second)
+			env.flush()
+			if got := writeAnswers(); len(got) != 2 || got[0].Aborted || got[1].Aborted {
+				t.Fatalf("answers to the two writes: %+v", got)
+			}
+
+			// The late copy of the first write, alone.
+			n.Handle(coord, &first)
+			env.flush()
+			if got := writeAnswers(); len(got) != 0 {
+				t.Errorf("the stale write was answered: %+v", got)
+			}
+			if v, wseq := ownIntent(t, n, k[0], txn); v != "second" || wseq != 2 {
+				t.Fatalf("after a late copy of write 1 the intent holds %q (write %d), want %q (write 2)", v, wseq, "second")
+			}
+
+			// A duplicated OpsReq holding the first write and a read of another key: the read is
+			// answered, the stale write is not.
+			n.Handle(coord, &OpsReq{Writes: []WriteReq{first}, Reads: []ReadReq{{ReqID: 3, Txn: txn, TS: at, Key: k[1]}}})
+			env.flush()
+			var reads, writes int
+			for _, s := range env.take() {
+				if m, ok := s.m.(*OpsResp); ok {
+					reads, writes = reads+len(m.Reads), writes+len(m.Writes)
+				}
+			}
+			if reads != 1 || writes != 0 {
+				t.Errorf("a duplicated OpsReq got %d read and %d write answers, want 1 and 0", reads, writes)
+			}
+			if v, wseq := ownIntent(t, n, k[0], txn); v != "second" || wseq != 2 {
+				t.Fatalf("after a duplicated OpsReq the intent holds %q (write %d), want %q (write 2)", v, wseq, "second")
+			}
+
+			// A late copy of the second write: answered as the first copy was, nothing changed.
+			n.Handle(coord, &second)
+			if pipelining == "off" {
+				if got := writeAnswers(); len(got) != 0 {
+					t.Errorf("without pipelining a copy of a write was answered before a flush: %+v", got)
+				}
+			}
+			env.flush()
+			if got := writeAnswers(); len(got) != 1 || got[0].ReqID != 2 || got[0].Aborted || got[0].Pending {
+				t.Errorf("answers to a copy of the durable write 2: %+v, want one, not aborted, not pending", got)
+			}
+
+			n.Handle(coord, &DurableReq{Txn: txn, Writes: []WriteRef{{Key: k[0], WSeq: 2}}})
+			env.flush()
+			var durable []WriteDurable
+			for _, s := range env.take() {
+				if m, ok := s.m.(*WriteDurable); ok {
+					durable = append(durable, *m)
+				}
+			}
+			if len(durable) != 1 || durable[0].Lost || len(durable[0].WSeqs) != 1 || durable[0].WSeqs[0] != 2 {
+				t.Errorf("durability of write 2: %+v, want write 2 durable", durable)
+			}
+		})
+	}
+}
