@@ -55,6 +55,8 @@ type ctxn struct {
 	writeEndLocal    int64
 	maxPushNanos     int64
 	hasReads, hasWrs bool
+	// probes are the OpsProbes out for the request's operations, by probe request id.
+	probes map[uint64]probe
 
 	recorder        topo.NodeID
 	hasRecorder     bool
@@ -90,6 +92,12 @@ type flight struct {
 	creates bool // this write creates the transaction record
 }
 
+// probe is an OpsProbe out at a data node.
+type probe struct {
+	to        topo.NodeID
+	sentLocal int64
+}
+
 // twrite is a write of a transaction as its coordinator tracks its durability.
 type twrite struct {
 	node    topo.NodeID
@@ -114,6 +122,10 @@ func (n *Node) clearReq(t *ctxn) {
 		delete(n.byReq, id)
 	}
 	t.flights = nil
+	for id := range t.probes {
+		delete(n.byReq, id)
+	}
+	t.probes = nil
 	n.env.Cancel(t.timer)
 	t.timer = 0
 }
@@ -294,12 +306,109 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 		}
 	}
 	t.round++
-	round := t.round
-	t.timer = n.env.After(n.cfg.opTimeout, func() {
-		if t.round == round && t.state == stBusy {
+	n.armOpsTimer(t, t.round)
+}
+
+// probeInterval is how often a coordinator probes the data nodes of operations still out, and
+// silentAfter how long a data node may leave its probes unanswered before the coordinator takes
+// it for down: with the default op-timeout, 125 ms and 500 ms, the latter several WAN round
+// trips of every preset (the longest, wren-3dc's, is 166 ms), so that a slow answer is not
+// taken for a crash. Both scale with op-timeout, the bound they tighten; the floor keeps a
+// tiny op-timeout from probing in a loop.
+func (n *Node) probeInterval() time.Duration { return max(n.cfg.opTimeout/16, time.Microsecond) }
+func (n *Node) silentAfter() time.Duration   { return n.cfg.opTimeout / 4 }
+
+// armOpsTimer wakes every probe interval while the request's operations are out: it probes the
+// data nodes that still hold some, and aborts the transaction once op-timeout has passed since
+// they were sent. Most requests are answered before the first wake, which then never happens.
+func (n *Node) armOpsTimer(t *ctxn, round uint64) {
+	left := t.sentLocal + int64(n.cfg.opTimeout) - n.env.Now()
+	t.timer = n.env.After(time.Duration(max(min(int64(n.probeInterval()), left), 0)), func() {
+		if t.round != round || t.state != stBusy {
+			return
+		}
+		if n.env.Now()-t.sentLocal >= int64(n.cfg.opTimeout) {
 			n.abort(t, "timeout", true)
+			return
+		}
+		if n.probeOps(t) {
+			n.armOpsTimer(t, round)
 		}
 	})
+}
+
+// probeOps asks each data node that holds some of t's outstanding operations whether it still
+// does (OpsProbe), and aborts t (returning false) if one of them has left a probe unanswered
+// for silentAfter: it crashed, or is cut off. A node that restarted answers that it does not
+// hold them (onOpsProbeResp). Either way the operations will never be answered, and the
+// transaction aborts as it would at op-timeout, only sooner: nothing is retried, so no write
+// can be applied twice, and whatever the lost operations did at the node (an intent, a read
+// watermark) is dealt with as after any abort. A false alarm (a node merely slow) costs an
+// abort, never correctness.
+func (n *Node) probeOps(t *ctxn) bool {
+	now := n.env.Now()
+	oldest := map[topo.NodeID]int64{}
+	for _, p := range t.probes {
+		if at, ok := oldest[p.to]; !ok || p.sentLocal < at {
+			oldest[p.to] = p.sentLocal
+		}
+	}
+	ops := map[topo.NodeID][]uint64{}
+	for id, f := range t.flights {
+		ops[f.to] = append(ops[f.to], id)
+	}
+	nodes := make([]topo.NodeID, 0, len(ops))
+	for to := range ops {
+		nodes = append(nodes, to)
+	}
+	slices.Sort(nodes) // a deterministic send order
+	for _, to := range nodes {
+		if at, ok := oldest[to]; ok && now-at >= int64(n.silentAfter()) {
+			n.abort(t, "node-silent", true)
+			return false
+		}
+	}
+	if t.probes == nil {
+		t.probes = map[uint64]probe{}
+	}
+	for _, to := range nodes {
+		ids := ops[to]
+		slices.Sort(ids)
+		n.reqSeq++
+		id := n.reqSeq
+		n.byReq[id] = t
+		t.probes[id] = probe{to: to, sentLocal: now}
+		n.m.Add("probe", 1)
+		n.env.Send(to, &OpsProbe{ReqID: id, Ops: ids})
+	}
+	return true
+}
+
+// onOpsProbeResp learns from a data node which of t's operations it does not hold. The node is
+// alive: its probes sent up to this one are settled (links are FIFO; an earlier one it did not
+// answer was lost, in a crash or on the way). An operation still out that it does not hold
+// will never be answered, and the transaction aborts.
+func (n *Node) onOpsProbeResp(from node.ID, r *OpsProbeResp) {
+	t := n.byReq[r.ReqID]
+	if t == nil || t.state != stBusy {
+		return
+	}
+	p, ok := t.probes[r.ReqID]
+	if !ok || p.to != from {
+		return
+	}
+	for id, q := range t.probes {
+		if q.to == from && q.sentLocal <= p.sentLocal {
+			delete(t.probes, id)
+			delete(n.byReq, id)
+		}
+	}
+	for _, id := range r.Missing {
+		if f, ok := t.flights[id]; ok && f.to == from {
+			n.abort(t, "op-lost", true)
+			return
+		}
+	}
 }
 
 // landed takes the answer to request id off t's flights; ok is false for a stale answer, or for

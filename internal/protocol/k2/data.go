@@ -80,6 +80,10 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 			ready = OpsResp{}
 		}
 	}
+	// Once serving is over, what is left waits: the request's operations are held in
+	// n.serving until their answers leave. Those answered meanwhile are held too, harmlessly:
+	// their answers leave before any later probe's.
+	waiting := false
 	answered := func(w *WriteResp, rr *ReadResp) {
 		if refused {
 			return
@@ -96,6 +100,9 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 		}
 		if refused || (left == 0 && !serving) {
 			send()
+			if waiting {
+				opsOf(r, func(id uint64) { delete(n.serving, opRef{from, id}) })
+			}
 		}
 	}
 	for i := 0; i < len(r.Writes) && !refused; i++ {
@@ -105,16 +112,81 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 		n.onRead(&r.Reads[i], func(rr *ReadResp) { answered(nil, rr) })
 	}
 	serving = false
+	if left > 0 && !refused {
+		waiting = true
+		opsOf(r, func(id uint64) { n.serving[opRef{from, id}] = struct{}{} })
+	}
 	send()
 }
 
-// replyTo answers a request that came alone. A nil write answer is none (a stale duplicate).
-func (n *Node) replyTo(from topo.NodeID) (func(*ReadResp), func(*WriteResp)) {
-	return func(r *ReadResp) { n.env.Send(from, r) }, func(w *WriteResp) {
+// replyTo answers a request id that came alone. A nil write answer is none (a stale
+// duplicate). Call served once the request has been handled: if it is not answered by then, it
+// waits, and is held in n.serving until it is.
+func (n *Node) replyTo(from topo.NodeID, id uint64) (read func(*ReadResp), write func(*WriteResp), served func()) {
+	ref := opRef{from, id}
+	answered, waiting := false, false
+	done := func() {
+		answered = true
+		if waiting {
+			delete(n.serving, ref)
+		}
+	}
+	read = func(r *ReadResp) {
+		done()
+		n.env.Send(from, r)
+	}
+	write = func(w *WriteResp) {
+		done()
 		if w != nil {
 			n.env.Send(from, w)
 		}
 	}
+	served = func() {
+		if !answered {
+			waiting = true
+			n.serving[ref] = struct{}{}
+		}
+	}
+	return read, write, served
+}
+
+// opsOf calls fn with the request id of each of r's operations.
+func opsOf(r *OpsReq, fn func(id uint64)) {
+	for i := range r.Reads {
+		fn(r.Reads[i].ReqID)
+	}
+	for i := range r.Writes {
+		fn(r.Writes[i].ReqID)
+	}
+}
+
+// onOpsProbe tells a coordinator which of the operations it asks about this node does not hold
+// (OpsProbeResp). Messages held while the node recovers hold their operations too.
+func (n *Node) onOpsProbe(from topo.NodeID, p *OpsProbe) {
+	var held map[uint64]bool
+	if n.recovering {
+		held = map[uint64]bool{}
+		for _, h := range n.held {
+			if h.from != from {
+				continue
+			}
+			switch m := h.m.(type) {
+			case *ReadReq:
+				held[m.ReqID] = true
+			case *WriteReq:
+				held[m.ReqID] = true
+			case *OpsReq:
+				opsOf(m, func(id uint64) { held[id] = true })
+			}
+		}
+	}
+	resp := &OpsProbeResp{ReqID: p.ReqID}
+	for _, id := range p.Ops {
+		if _, ok := n.serving[opRef{from, id}]; !ok && !held[id] {
+			resp.Missing = append(resp.Missing, id)
+		}
+	}
+	n.env.Send(from, resp)
 }
 
 func (n *Node) serveRead(op *readOp) {

@@ -111,6 +111,17 @@
 //   - An outcome the coordinator cannot learn (the recorder does not answer the commit after
 //     three tries) is reported as CodeUnknown; a read or write with no answer within op-timeout
 //     aborts the transaction (cause "timeout").
+//   - Data-node failure as a coordinator sees it (the paper recovers the node from shared
+//     storage and says nothing of the operations it held): a crash loses the reads parked on
+//     PUSHWS and the writes waiting for their flush, which will never be answered. While a
+//     request's operations are out, its coordinator probes their nodes every op-timeout/16
+//     (OpsProbe: "do you still hold these?"; the node answers at once, also while it
+//     recovers). A node that restarted does not hold them (cause "op-lost"); one that leaves
+//     its probes unanswered for op-timeout/4 is down or cut off (cause "node-silent"). Either
+//     way the transaction aborts, within ~150 ms or ~625 ms of the request rather than 2 s; it
+//     retries nothing, so no write is applied twice, and what the lost operations left behind
+//     is cleaned up as after any abort. Links are FIFO, so an operation the node answered is
+//     never taken for lost; a false alarm would cost an abort, not correctness.
 //   - Write pipelining is the paper's behaviour as its Table 2 and two-flush commit imply (a
 //     NewOrder's whole write phase ≈ 0.55 ms, one RTT plus one flush, for ~25 writes), though
 //     the paper does not describe the mechanism; acknowledging each write after its own flush
@@ -142,7 +153,8 @@
 // Counters: commit, commit.read-only, commit.unknown, abort.<cause> (write-lost: a crash lost an
 // acknowledged intent), pushws (PUSHWS sent), write-duplicate (a data node received a write
 // of a transaction it already has, or an older one, on the key: a duplicated message),
-// recorder.lease-abort. Durations, measured at the coordinator per operation (K2 Table 2):
+// probe (OpsProbe sent), abort.op-lost and abort.node-silent (a data node crashed with an
+// operation), recorder.lease-abort. Durations, measured at the coordinator per operation (K2 Table 2):
 // phase.get-ts (first request to timestamp), phase.read (minus its PUSHWS waits), phase.pushws
 // (the wait of a read that pushed, measured at the data node), phase.write (Table 2's write
 // phase, once per read-write transaction: with write pipelining, from the commit request until

@@ -39,7 +39,7 @@ func (proto) Options() map[string]string {
 		"async-finalize":     "off: ablation, intents are finalized before the client hears the commit (default on)",
 		"write-pipelining":   "on: a write is acknowledged once its intent is in memory, and commit first waits until every write is durable (the paper's two flushes per commit); off: each write is acknowledged only once durable (default on)",
 		"lease":              "a recorder aborts an undecided transaction whose coordinator is silent this long (default 1s)",
-		"op-timeout":         "a coordinator gives up on a read or write after this long and aborts (default 2s)",
+		"op-timeout":         "a coordinator gives up on a read or write after this long and aborts (default 2s); it probes the data node of one still out every op-timeout/16 and aborts sooner if the node lost it (restarted) or leaves its probes unanswered for op-timeout/4",
 		"idle-timeout":       "a coordinator aborts a transaction whose client sends nothing for this long (default 5s)",
 		"read-block-timeout": "with mv-reads=off, a read blocked on a higher-timestamp intent aborts after this long (default 100ms)",
 		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait, ttl-wrong-drift",
@@ -206,6 +206,17 @@ type Node struct {
 	waitedReads map[string]ts.Timestamp
 	recovering  bool // waiting for the oracle before serving reads and writes (read floor)
 	held        []heldMsg
+	// serving holds the reads and writes received and not answered yet because they wait (a
+	// read parked on PUSHWS, a write waiting for its flush, an OpsReq's answers held for its
+	// last operation), so that an OpsProbe hears they are still here. It is volatile on
+	// purpose: what a crash lost, a probe must hear is missing.
+	serving map[opRef]struct{}
+}
+
+// opRef names an operation a coordinator sent to this node.
+type opRef struct {
+	from topo.NodeID
+	id   uint64
 }
 
 type heldMsg struct {
@@ -224,7 +235,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 		oracle: tp.Oracle(tp.RegionOf(self)),
 		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{},
 		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{}, durNotes: map[topo.NodeID][]DurableNote{},
-		waitedReads: map[string]ts.Timestamp{}}
+		waitedReads: map[string]ts.Timestamp{}, serving: map[opRef]struct{}{}}
 	if n.oracle < 0 {
 		return nil, fmt.Errorf("k2: region of node %d has no oracle (use a layout with OraclePerRegion)", self)
 	}
@@ -315,6 +326,11 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		for i := range m.Reads {
 			n.onReadResp(&m.Reads[i])
 		}
+	case *OpsProbeResp:
+		n.onOpsProbeResp(from, m)
+	case *OpsProbe:
+		// Answered even while recovering: the operations held until then are still here.
+		n.onOpsProbe(from, m)
 	case *ReadReq, *WriteReq, *OpsReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq:
 		if n.recovering {
 			n.held = append(n.held, heldMsg{from, m})
@@ -327,11 +343,13 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 func (n *Node) onData(from node.ID, m wire.Msg) {
 	switch m := m.(type) {
 	case *ReadReq:
-		read, _ := n.replyTo(from)
+		read, _, served := n.replyTo(from, m.ReqID)
 		n.onRead(m, read)
+		served()
 	case *WriteReq:
-		_, write := n.replyTo(from)
+		_, write, served := n.replyTo(from, m.ReqID)
 		n.onWrite(from, m, write)
+		served()
 	case *OpsReq:
 		n.onOps(from, m)
 	case *CommitReq:

@@ -164,6 +164,25 @@ type OpsResp struct {
 	Writes []WriteResp `cbor:",omitempty"`
 }
 
+// OpsProbe asks a data node whether it still holds operations the sender sent it and has not
+// had answered: the reads and writes named by their ReqIDs. A coordinator sends it while a
+// request's operations are out longer than a probe interval, so that a data node that crashed
+// with them (and restarted, or not) costs the transaction a probe interval or two, not the
+// whole op-timeout.
+type OpsProbe struct {
+	ReqID uint64
+	Ops   []uint64
+}
+
+// OpsProbeResp answers an OpsProbe at once. Missing are the named operations the node does not
+// hold: those it answered, whose answers left before this one (links are FIFO) so the
+// coordinator no longer waits for them, and those it never received (lost with an earlier life
+// of the node, or on the way), which will never be answered.
+type OpsProbeResp struct {
+	ReqID   uint64
+	Missing []uint64 `cbor:",omitempty"`
+}
+
 func (*ReadReq) Kind() wire.Kind      { return 200 }
 func (*ReadResp) Kind() wire.Kind     { return 201 }
 func (*WriteReq) Kind() wire.Kind     { return 202 }
@@ -181,10 +200,13 @@ func (*WriteDurable) Kind() wire.Kind { return 213 }
 func (*DurableNotes) Kind() wire.Kind { return 214 }
 func (*OpsReq) Kind() wire.Kind       { return 215 }
 func (*OpsResp) Kind() wire.Kind      { return 216 }
+func (*OpsProbe) Kind() wire.Kind     { return 217 }
+func (*OpsProbeResp) Kind() wire.Kind { return 218 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &CommitReq{}, &CommitResp{},
-		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}, &DurableReq{}, &WriteDurable{}, &DurableNotes{}, &OpsReq{}, &OpsResp{}} {
+		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}, &DurableReq{}, &WriteDurable{}, &DurableNotes{}, &OpsReq{}, &OpsResp{},
+		&OpsProbe{}, &OpsProbeResp{}} {
 		wire.Register(m)
 	}
 }
