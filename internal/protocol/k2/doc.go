@@ -154,7 +154,9 @@
 // acknowledged intent), pushws (PUSHWS sent), write-duplicate (a data node received a write
 // of a transaction it already has, or an older one, on the key: a duplicated message),
 // probe (OpsProbe sent), abort.op-lost and abort.node-silent (a data node crashed with an
-// operation), recorder.lease-abort. Durations, measured at the coordinator per operation (K2 Table 2):
+// operation), recorder.lease-abort, ts.taken (timestamps handed out), ts.waited (of those, the
+// ones a transaction waited for: the batch was missing or used up) and ts.oracle-requests (K2
+// Fig. 16: with batching, far fewer than timestamps). Durations, measured at the coordinator per operation (K2 Table 2):
 // phase.get-ts (first request to timestamp), phase.read (minus its PUSHWS waits), phase.pushws
 // (the wait of a read that pushed, measured at the data node), phase.write (Table 2's write
 // phase, once per read-write transaction: with write pipelining, from the commit request until
