@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -157,6 +158,9 @@ func Execute(e *Experiment, o Options) (string, error) {
 		seedsText = fmt.Sprintf("seeds %d–%d: every number is the mean of the %d runs of its point, and the CSV adds each column's lowest and highest", o.Seed, o.Seed+uint64(seeds)-1, seeds)
 		seedsFlag = fmt.Sprintf(" --seeds %d", seeds)
 	}
+	if rev := buildRevision(); rev != "" {
+		fmt.Fprintf(&b, "Built from commit `%s`. ", rev)
+	}
 	fmt.Fprintf(&b, "Scale `%s` (%d data nodes per region, %d clients per region, %v warm-up, %v measured, virtual time), %s. "+
 		"Reproduce with `meridian repro %s --scale %s --seed %d%s`.\n\n", o.Scale.Name, nodes, o.Scale.ClientsPerRegion,
 		o.Scale.Warmup, o.Scale.Duration, seedsText, e.Name, o.Scale.Name, o.Seed, seedsFlag)
@@ -223,6 +227,33 @@ func meanOverSeeds(plans [][]*Run) ([]*Run, error) {
 		r.Result, r.PerSeed = mean, per
 	}
 	return runs, nil
+}
+
+// buildRevision names the commit the binary was built from (with "+changes" if the tree had
+// uncommitted changes), so that a committed report says which code produced it; "" when the
+// build carries no version control information (go test, or a build outside a checkout).
+func buildRevision() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev string
+	dirty := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" && dirty {
+		rev += "+changes"
+	}
+	return rev
 }
 
 func execute(r *Run) error {
