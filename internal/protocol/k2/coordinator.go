@@ -36,6 +36,7 @@ type ctxn struct {
 	state    txnState
 
 	arrivedLocal    int64 // first request arrived: the transaction's start for K2-TB
+	tsWaited        bool  // K2-TB had no timestamp for it when it asked (counted in ts.waited)
 	cwDeadlineLocal int64 // local time before which the transaction must not end
 	lastClientLocal int64
 
@@ -190,6 +191,11 @@ func (n *Node) pumpTS() {
 		}
 		stamp, cw, ok := n.batcher.Take(t.arrivedLocal, now)
 		if !ok {
+			// Marked here rather than judged by the clock at Take: the real runtime's clock
+			// moves between any two readings, so every timestamp would look waited for.
+			for _, q := range n.tsQueue {
+				q.tsWaited = true
+			}
 			break
 		}
 		n.tsQueue = n.tsQueue[1:]
@@ -202,7 +208,7 @@ func (n *Node) pumpTS() {
 		n.m.Observe("phase.get-ts", now-t.arrivedLocal)
 		// K2-TB's claim is the share of timestamps served from a batch without waiting.
 		n.m.Add("ts.taken", 1)
-		if now > t.arrivedLocal {
+		if t.tsWaited {
 			n.m.Add("ts.waited", 1)
 		}
 		t.getTSNanos = now - t.arrivedLocal
