@@ -64,7 +64,7 @@ func main() {
 	// the collector work harder near it instead of the run being killed. GOMEMLIMIT still wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
 		if limit := memoryLimit(); limit > 0 {
-			debug.SetMemoryLimit(limit / 100 * 85)
+			debug.SetMemoryLimit(heapLimit(limit))
 		}
 	}
 	rootCmd.InitDefaultCompletionCmd()

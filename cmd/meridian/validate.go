@@ -249,7 +249,7 @@ func tpccRows(c tpcc.Config, shards int) int64 {
 // checkMemory refuses a run whose database and clients would need more memory than the machine
 // has, before it spends minutes loading and is then killed.
 func checkMemory(wl workload.Workload, tp *topo.Topology, clientsPerRegion int) error {
-	avail := memoryLimit()
+	avail := heapLimit(memoryLimit())
 	if avail <= 0 {
 		return nil
 	}
@@ -268,7 +268,7 @@ func checkMemory(wl workload.Workload, tp *topo.Topology, clientsPerRegion int) 
 		what = fmt.Sprintf("%.1fM TPC-C rows and %s", float64(rows)/1e6, what)
 		lower = "--warehouses or --tpcc-items"
 	}
-	return fmt.Errorf("this run needs at least %s of memory (%s) but the machine has %s: lower %s",
+	return fmt.Errorf("this run needs at least %s of memory (%s) but the heap may use %s of this machine's memory: lower %s",
 		gb(need), what, gb(avail), lower)
 }
 
@@ -276,6 +276,10 @@ func gb(b int64) string { return fmt.Sprintf("%.1f GB", float64(b)/(1<<30)) }
 
 // memoryLimit is the memory this process may use: the machine's, or its control group's if
 // smaller; 0 if neither is known.
+// heapLimit is the share of the machine's memory the process keeps its heap under (main): the
+// rest is for the runtime's own memory and the rest of the machine.
+func heapLimit(machine int64) int64 { return machine / 100 * 85 }
+
 func memoryLimit() int64 {
 	var limit int64
 	if f, err := os.Open("/proc/meminfo"); err == nil {

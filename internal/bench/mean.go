@@ -10,7 +10,8 @@ import (
 
 // MeanResult averages the results of the same run under different seeds: every rate, count and
 // latency percentile is the mean over the runs (a mean of p90s, not the p90 of the pooled
-// samples: each run keeps only its histogram's summary). Single-seed numbers of a contended run
+// samples: each run keeps only its histogram's summary), except the abort rate, which pools
+// the attempts, and latencies, which leave out runs that committed nothing of the kind. Single-seed numbers of a contended run
 // move by several percent from seed to seed; a reproduction that compares protocols by the
 // ratio of their peaks needs the mean.
 //
@@ -56,14 +57,22 @@ func MeanResult(rs []*Result) (*Result, error) {
 	s := &out.Summary
 	s.Committed = meanI(func(r *Result) int64 { return r.Committed })
 	s.Aborted = meanI(func(r *Result) int64 { return r.Aborted })
-	s.AbortRate = meanF(func(r *Result) float64 { return r.AbortRate })
+	// Pooled, so that it agrees with the averaged counts: aborted attempts over all attempts.
+	var committed, aborted float64
+	for _, r := range rs {
+		committed += float64(r.Committed)
+		aborted += float64(r.Aborted)
+	}
+	if committed+aborted > 0 {
+		s.AbortRate = aborted / (committed + aborted)
+	}
 	s.Retries = meanI(func(r *Result) int64 { return r.Retries })
 	s.FirstTry = meanI(func(r *Result) int64 { return r.FirstTry })
 	s.Failed = meanI(func(r *Result) int64 { return r.Failed })
 	s.Unknown = meanI(func(r *Result) int64 { return r.Unknown })
 	s.RolledBack = meanI(func(r *Result) int64 { return r.RolledBack })
 	s.Throughput = meanF(func(r *Result) float64 { return r.Throughput })
-	s.Latency = meanLatency(rs, func(r *Result) (Latency, bool) { return r.Latency, true })
+	s.Latency = meanLatency(rs, func(r *Result) (Latency, bool) { return r.Latency, r.Committed > 0 })
 	s.AbortsByCause = map[string]int64{}
 	for _, cause := range unionKeys(rs, func(r *Result) []string { return mapKeys(r.AbortsByCause) }) {
 		s.AbortsByCause[cause] = meanI(func(r *Result) int64 { return r.AbortsByCause[cause] })

@@ -1,6 +1,8 @@
 package bench_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,5 +40,39 @@ func TestRestartedNodeGetsPreloadedRowsBack(t *testing.T) {
 	}
 	if res.Summary.Committed == 0 {
 		t.Fatal("nothing committed")
+	}
+}
+
+// failingReload is TPC-C whose rows cannot be generated a second time.
+type failingReload struct {
+	workload.Workload
+	calls int
+}
+
+func (f *failingReload) Rows(emit func(string, []byte) error) error {
+	f.calls++
+	if f.calls > 1 {
+		return errors.New("row source gone")
+	}
+	return f.Workload.(bench.RowLister).Rows(emit)
+}
+
+// A restarted node whose rows cannot be reinstalled fails the run with the reason, instead of
+// surfacing later as rows missing at verification.
+func TestRestartReloadFailureFailsTheRun(t *testing.T) {
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bench.DefaultWorkloadParams("tpcc")
+	p.Warehouses = 5
+	wl, err := bench.BuildWorkload(cfg.Topology, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bench.SimRun(cfg, bench.Spec{Workload: &failingReload{Workload: wl}, ClientsPerRegion: 2, Warmup: prototest.Warmup,
+		Duration: time.Second, SkipVerify: true, Faults: prototest.CrashDataNode(0, 200*time.Millisecond, 300*time.Millisecond)})
+	if err == nil || !strings.Contains(err.Error(), "row source gone") {
+		t.Fatalf("got %v, want the reload's failure", err)
 	}
 }

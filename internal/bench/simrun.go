@@ -155,6 +155,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		window        Window
 		loaded        bool
 		loadErr       error
+		reloadErr     error // a restarted node's preloaded rows could not be reinstalled
 		running       int
 	)
 	startClients := func(now int64) {
@@ -195,7 +196,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		}
 	}
 	if rl, ok := spec.Workload.(RowLister); ok && canPreload(s) {
-		if err := preload(s, rl); err != nil {
+		if err := preload(s, rl, &reloadErr); err != nil {
 			return nil, fmt.Errorf("preload: %w", err)
 		}
 		loaded = true
@@ -276,6 +277,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	for running > 0 && s.Now() < drainUntil {
 		s.RunFor(step)
 	}
+	if reloadErr != nil {
+		return nil, reloadErr
+	}
 	if v, ok := spec.Workload.(Verifier); ok && !spec.SkipVerify {
 		done := false
 		var verr error
@@ -351,15 +355,18 @@ func canPreload(s *sim.Sim) bool {
 }
 
 // preload hands each data node the rows of the shards it holds a replica of.
-func preload(s *sim.Sim, rl RowLister) error {
+func preload(s *sim.Sim, rl RowLister, reloadErr *error) error {
 	if err := preloadNodes(s, rl, func(topo.NodeID) bool { return true }); err != nil {
 		return err
 	}
 	// Preloaded rows are each node's initial image: a node that restarts gets them back. They are
-	// generated again rather than kept: a copy of every row for the whole run cost 15% of a large
-	// TPC-C run's heap, and restarts are rare.
+	// generated again rather than kept: a copy of every row for the whole run was 11% of a
+	// 50-warehouse TPC-C run's heap, and restarts are rare. A restart happens inside the
+	// simulation, where nothing can return an error: the first failure fails the run after it.
 	s.OnRestart(func(id topo.NodeID) {
-		_ = preloadNodes(s, rl, func(n topo.NodeID) bool { return n == id })
+		if err := preloadNodes(s, rl, func(n topo.NodeID) bool { return n == id }); err != nil && *reloadErr == nil {
+			*reloadErr = fmt.Errorf("node %d restarted but its preloaded rows could not be reinstalled: %w", id, err)
+		}
 	})
 	return nil
 }

@@ -300,6 +300,12 @@ func init() {
 				{"get-ts p50 (ms)", "get-timestamp p50 latency (ms)", "ts-latency-p50", true, func(r *Run) float64 { return distP50(r, "phase.get-ts") }},
 				{"get-ts p90 (ms)", "get-timestamp p90 latency (ms)", "ts-latency", true, getTS},
 				{"commit wait p50 (ms)", "commit wait p50 (ms)", "commit-wait", true, func(r *Run) float64 { return distP50(r, "commit-wait") }},
+				{"served locally (%)", "timestamps served without waiting (%)", "served-locally", false, func(r *Run) float64 {
+					if counter(r, "ts.taken") == 0 {
+						return 0
+					}
+					return 100 * (1 - counter(r, "ts.waited")/counter(r, "ts.taken"))
+				}},
 				{"oracle requests per timestamp", "oracle requests per timestamp", "oracle-requests", true, func(r *Run) float64 {
 					return ratio0(counter(r, "ts.oracle-requests"), counter(r, "ts.taken"))
 				}},
@@ -318,7 +324,7 @@ func init() {
 				t.Add(tb.X, ratio(getTS(st), getTS(tb)), ratio(tb.Result.Throughput, st.Result.Throughput))
 			}
 			t.Add("paper", "15×", "1462× (timestamps alone)")
-			t.Add("paper: >99.9% of timestamps served locally (under 0.001 oracle requests per timestamp)", "", "")
+			t.Add("paper: >99.9% of timestamps served locally", "", "")
 			return body + "\n" + t.Markdown() + whyFig16, nil
 		},
 	})
@@ -342,8 +348,11 @@ func tpccSweepReport(runs []*Run, dir, why string) (string, error) {
 	}
 	cols := []string{"ratio of peak throughputs", "paper", "ours"}
 	if seeds > 1 {
-		cols = append(cols, "ours, lowest–highest seed")
+		cols = append(cols, "each seed's own: lowest–highest (mean)")
 	}
+	// "ours" compares the peaks of the mean curves, as the table above shows them; with several
+	// seeds each seed's own ratio of peaks is given too (seeds can peak at different loads, so
+	// the mean curves' ratio can fall outside their range).
 	t := &report.Table{Columns: cols}
 	for _, base := range []struct{ series, paper string }{{"MVTO-HLC", "2.32×"}, {d2plWoundWait, "9.82×"}, {d2plDetect, "9.82×"}} {
 		row := []any{"K2-MVTO / " + base.series, base.paper, ratio(peak["K2-MVTO"], peak[base.series])}
@@ -353,7 +362,11 @@ func tpccSweepReport(runs []*Run, dir, why string) (string, error) {
 				p := peaks(runs, func(r *Run) float64 { return r.PerSeed[i].Throughput })
 				rs = append(rs, ratio0(p["K2-MVTO"], p[base.series]))
 			}
-			row = append(row, fmt.Sprintf("%.2f–%.2f×", slices.Min(rs), slices.Max(rs)))
+			mean := 0.0
+			for _, x := range rs {
+				mean += x / float64(len(rs))
+			}
+			row = append(row, fmt.Sprintf("%.2f–%.2f× (%.2f×)", slices.Min(rs), slices.Max(rs), mean))
 		}
 		t.Add(row...)
 	}
@@ -437,20 +450,25 @@ reached by those aborts, not by blocked readers. Multiple intents per key matter
 messages from the commit path.
 `
 	whyFig16 = `
-**Why ours differs.** Batching takes the oracle round trip off most transactions at every load
-here (the get-ts p50 is 1 µs), though until the load is high a batch expires (500 µs) after
-serving only a few transactions: the oracle requests per timestamp above say how many. At low load K2-TB's transactions are the slower
-ones: K2 counts commit wait from the start timestamp, 2(TTL + ε)(1 + D) with our 500 µs TTL, and
-a one-read transaction is done long before that, so it waits about 1 ms, while the strawman's
-timestamp comes from the oracle at the start and its wait has passed by the time the read
-returns. The TTL must exceed an oracle round trip (Table 1's 0.2 ms inside a region plus the
-oracle's service time); the paper's 100 µs TTL on its 36 µs round trip would make the wait a
-fifth of ours. At high load the strawman is bound by the oracles (five of them at ~60k
-requests per second each, the paper's measurement), K2-TB by the data nodes' cores serving the
-reads, so the transaction throughput ratio is far below the paper's 1462×, which counts
-timestamps alone. The timestamp state machine alone, without the network, runs at
-` + "`go test ./internal/clock -bench K2TB`" + ` (timestamps per second on one core, batched and one
-request per timestamp); over loopback to a real oracle, ` + "`go test ./internal/runtime -bench OracleTimestamps`" + `.
+**Why ours differs.** (1) Commit wait. K2 counts it from the start timestamp, 2(TTL + ε)(1 + D):
+about 1.2 ms with our 500 µs TTL, about 0.4 ms with the paper's 100 µs. A one-read transaction is
+done long before that and waits the rest (the commit wait column), while the strawman's
+timestamp comes from the oracle and its wait, 2ε(1 + D), passes while the read's answer travels
+to the client and the client asks to commit. So at low load K2-TB's transactions are the slower
+ones although most of their timestamps are local. The TTL must exceed an oracle round trip and
+its queueing (Table 1's 0.2 ms inside a region plus the oracle's service time): below that every
+batch arrives expired and K2-TB serves nothing. (2) Served locally. A batch serves the
+transactions that start within one TTL of its fetch. At high load our closed-loop clients,
+which have no think time, move in step: a region's transactions start within microseconds of
+each other and then all wait out their commit, so the batch fetched for one burst has expired by
+the next and every timestamp waits for an oracle round trip, although one request serves the
+whole burst (the oracle requests per timestamp). The paper's >99.9% served locally needs
+requests spread over time. (3) Throughput. At high load the strawman is bound by the oracles
+(five, each answering ~60k requests per second, the paper's measurement) and K2-TB by the data
+nodes' cores serving the reads, so the ratio of transaction throughputs is far below the
+paper's 1462×, which counts timestamps alone. The timestamp state machine alone, on one core
+and without the network: ` + "`go test ./internal/clock -bench K2TB`" + `; over loopback to a real oracle:
+` + "`go test ./internal/runtime -bench OracleTimestamps`" + `.
 `
 	whyTable2 = `
 **Why ours differs.** With hot columns in their own keys our local New-Order sums to about

@@ -155,7 +155,7 @@ func Execute(e *Experiment, o Options) (string, error) {
 	}
 	seedsText, seedsFlag := fmt.Sprintf("seed %d", o.Seed), ""
 	if seeds > 1 {
-		seedsText = fmt.Sprintf("seeds %d–%d: every number is the mean of the %d runs of its point, and the CSV adds each column's lowest and highest", o.Seed, o.Seed+uint64(seeds)-1, seeds)
+		seedsText = fmt.Sprintf("seeds %d–%d: every number is the mean of the %d runs of its point, and the CSV adds each column's lowest and highest (a seed drives the simulator and the clients' random choices; the initial database is the same for every seed)", o.Seed, o.Seed+uint64(seeds)-1, seeds)
 		seedsFlag = fmt.Sprintf(" --seeds %d", seeds)
 	}
 	if rev := buildRevision(); rev != "" {
