@@ -56,8 +56,6 @@ type ctxn struct {
 	writeEndLocal    int64
 	maxPushNanos     int64
 	hasReads, hasWrs bool
-	// probes are the OpsProbes out for the request's operations, by probe request id.
-	probes map[uint64]probe
 
 	recorder        topo.NodeID
 	hasRecorder     bool
@@ -93,12 +91,6 @@ type flight struct {
 	creates bool // this write creates the transaction record
 }
 
-// probe is an OpsProbe out at a data node.
-type probe struct {
-	to        topo.NodeID
-	sentLocal int64
-}
-
 // twrite is a write of a transaction as its coordinator tracks its durability.
 type twrite struct {
 	node    topo.NodeID
@@ -123,10 +115,6 @@ func (n *Node) clearReq(t *ctxn) {
 		delete(n.byReq, id)
 	}
 	t.flights = nil
-	for id := range t.probes {
-		delete(n.byReq, id)
-	}
-	t.probes = nil
 	n.env.Cancel(t.timer)
 	t.timer = 0
 }
@@ -323,107 +311,67 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 		}
 	}
 	t.round++
-	n.armOpsTimer(t, t.round)
-}
-
-// probeInterval is how often a coordinator probes the data nodes of operations still out, and
-// silentAfter how long a data node may leave its probes unanswered before the coordinator takes
-// it for down: with the default op-timeout, 125 ms and 500 ms, the latter several WAN round
-// trips of every preset (the longest, wren-3dc's, is 166 ms), so that a slow answer is not
-// taken for a crash. Both scale with op-timeout, the bound they tighten; the floor keeps a
-// tiny op-timeout from probing in a loop.
-func (n *Node) probeInterval() time.Duration { return max(n.cfg.opTimeout/16, time.Microsecond) }
-func (n *Node) silentAfter() time.Duration   { return n.cfg.opTimeout / 4 }
-
-// armOpsTimer wakes every probe interval while the request's operations are out: it probes the
-// data nodes that still hold some, and aborts the transaction once op-timeout has passed since
-// they were sent. Most requests are answered before the first wake, which then never happens.
-func (n *Node) armOpsTimer(t *ctxn, round uint64) {
-	left := t.sentLocal + int64(n.cfg.opTimeout) - n.env.Now()
-	t.timer = n.env.After(time.Duration(max(min(int64(n.probeInterval()), left), 0)), func() {
-		if t.round != round || t.state != stBusy {
-			return
-		}
-		if n.env.Now()-t.sentLocal >= int64(n.cfg.opTimeout) {
+	round := t.round
+	t.timer = n.env.After(n.cfg.opTimeout, func() {
+		if t.round == round && t.state == stBusy {
 			n.abort(t, "timeout", true)
-			return
-		}
-		if n.probeOps(t) {
-			n.armOpsTimer(t, round)
 		}
 	})
 }
 
-// probeOps asks each data node that holds some of t's outstanding operations whether it still
-// does (OpsProbe), and aborts t (returning false) if one of them has left a probe unanswered
-// for silentAfter: it crashed, or is cut off. A node that restarted answers that it does not
-// hold them (onOpsProbeResp). Either way the operations will never be answered, and the
-// transaction aborts as it would at op-timeout, only sooner: nothing is retried, so no write
-// can be applied twice, and whatever the lost operations did at the node (an intent, a read
-// watermark) is dealt with as after any abort. A false alarm (a node merely slow) costs an
-// abort, never correctness.
-func (n *Node) probeOps(t *ctxn) bool {
-	now := n.env.Now()
-	oldest := map[topo.NodeID]int64{}
-	for _, p := range t.probes {
-		if at, ok := oldest[p.to]; !ok || p.sentLocal < at {
-			oldest[p.to] = p.sentLocal
+// onRestarted hears that data node from restarted (Restarted). The operations this coordinator
+// has out there were sent either to a life that is gone, which lost them, or to the new life,
+// which holds them or has answered; one OpsProbe tells them apart. Links are FIFO, so the probe
+// reaches the node after every operation it names, and its answer comes back after the answer
+// of every operation the new life served: what it says it does not hold will never be answered.
+// Without the notice the transaction would wait out op-timeout.
+//
+// A probe still out at from was sent to an earlier life: had that life answered, its answer
+// would have come before this notice. The new probe names every operation the earlier one did
+// that is still out, so it replaces it. The notice needs nothing else known of the node (no
+// incarnation: a life that crashed before persisting its own may share the next one's), and a
+// coordinator that is restarting itself has no operation of its previous life out (request ids
+// are numbered per life), so it probes only for its own.
+func (n *Node) onRestarted(from topo.NodeID) {
+	var ops []uint64
+	for id, t := range n.byReq {
+		if f, ok := t.flights[id]; ok && f.to == from && t.state == stBusy {
+			ops = append(ops, id)
 		}
 	}
-	ops := map[topo.NodeID][]uint64{}
-	for id, f := range t.flights {
-		ops[f.to] = append(ops[f.to], id)
+	delete(n.probes, from)
+	if len(ops) == 0 {
+		return
 	}
-	nodes := make([]topo.NodeID, 0, len(ops))
-	for to := range ops {
-		nodes = append(nodes, to)
-	}
-	slices.Sort(nodes) // a deterministic send order
-	for _, to := range nodes {
-		if at, ok := oldest[to]; ok && now-at >= int64(n.silentAfter()) {
-			n.abort(t, "node-silent", true)
-			return false
-		}
-	}
-	if t.probes == nil {
-		t.probes = map[uint64]probe{}
-	}
-	for _, to := range nodes {
-		ids := ops[to]
-		slices.Sort(ids)
-		n.reqSeq++
-		id := n.reqSeq
-		n.byReq[id] = t
-		t.probes[id] = probe{to: to, sentLocal: now}
-		n.m.Add("probe", 1)
-		n.env.Send(to, &OpsProbe{ReqID: id, Ops: ids})
-	}
-	return true
+	slices.Sort(ops) // map order must not reach the message
+	n.reqSeq++
+	id := n.reqSeq
+	n.probes[from] = outProbe{id: id, ops: ops}
+	n.m.Add("probe", 1)
+	n.env.Send(from, &OpsProbe{ReqID: id, Ops: ops})
 }
 
-// onOpsProbeResp learns from a data node which of t's operations it does not hold. The node is
-// alive: its probes sent up to this one are settled (links are FIFO; an earlier one it did not
-// answer was lost, in a crash or on the way). An operation still out that it does not hold
-// will never be answered, and the transaction aborts.
-func (n *Node) onOpsProbeResp(from node.ID, r *OpsProbeResp) {
-	t := n.byReq[r.ReqID]
-	if t == nil || t.state != stBusy {
+// onOpsProbeResp aborts (cause "op-lost") the transactions with an operation that the restarted
+// node from does not hold and has not answered: it was lost with an earlier life of the node,
+// or on the way. The abort retries nothing, so no write is applied twice, and whatever the
+// lost operation left at the node (an intent, a read watermark) is cleaned up as after any
+// abort. Only the answer to the probe out at from counts, and only for operations it named.
+func (n *Node) onOpsProbeResp(from topo.NodeID, r *OpsProbeResp) {
+	p, ok := n.probes[from]
+	if !ok || p.id != r.ReqID {
 		return
 	}
-	p, ok := t.probes[r.ReqID]
-	if !ok || p.to != from {
-		return
-	}
-	for id, q := range t.probes {
-		if q.to == from && q.sentLocal <= p.sentLocal {
-			delete(t.probes, id)
-			delete(n.byReq, id)
-		}
-	}
+	delete(n.probes, from)
 	for _, id := range r.Missing {
+		if _, asked := slices.BinarySearch(p.ops, id); !asked {
+			continue
+		}
+		t := n.byReq[id]
+		if t == nil || t.state != stBusy {
+			continue
+		}
 		if f, ok := t.flights[id]; ok && f.to == from {
 			n.abort(t, "op-lost", true)
-			return
 		}
 	}
 }

@@ -113,15 +113,31 @@
 //     aborts the transaction (cause "timeout").
 //   - Data-node failure as a coordinator sees it (the paper recovers the node from shared
 //     storage and says nothing of the operations it held): a crash loses the reads parked on
-//     PUSHWS and the writes waiting for their flush, which will never be answered. While a
-//     request's operations are out, its coordinator probes their nodes every op-timeout/16
-//     (OpsProbe: "do you still hold these?"; the node answers at once, also while it
-//     recovers). A node that restarted does not hold them (cause "op-lost"); one that leaves
-//     its probes unanswered for op-timeout/4 is down or cut off (cause "node-silent"). Either
-//     way the transaction aborts, within ~150 ms or ~625 ms of the request rather than 2 s; it
-//     retries nothing, so no write is applied twice, and what the lost operations left behind
-//     is cleaned up as after any abort. Links are FIFO, so an operation the node answered is
-//     never taken for lost; a false alarm would cost an abort, not correctness.
+//     PUSHWS and the writes waiting for their flush, which will never be answered. A data node
+//     that restarts tells every other data node so when its new life starts (Restarted, one
+//     message per peer per restart). A coordinator with operations out at it sends it one
+//     OpsProbe naming them; the node answers at once, also while it recovers, which of them it
+//     does not hold (it keeps, in volatile memory, the operations it received and has not
+//     answered, and counts the requests it holds until its read floor is set). Links are FIFO,
+//     so the probe reaches the node after every operation it names and its answer comes back
+//     after the answer of every operation the new life served: an operation it does not hold
+//     was lost with an earlier life (or on the way) and the transaction aborts (cause
+//     "op-lost"), a few WAN trips after the restart rather than at op-timeout. Operations the
+//     new life received are unaffected, whenever they were sent. The abort retries nothing, so
+//     no write is applied twice, and what the lost operations left is cleaned up as after any
+//     abort. A second restart before the probe is answered sends a second notice, whose probe
+//     replaces the first. A node that stays down, or is cut off, says nothing, and its
+//     operations cost the whole op-timeout (cause "timeout"): nothing guesses from silence that
+//     a node is dead, because a guess tight enough to help took a node that merely answered
+//     late for a dead one and aborted healthy transactions (with op-timeout 240 ms, a third of
+//     a cross-region YCSB-T run), and periodic probes cost every slow request work and events.
+//     A run without crashes sends no notice and no probe. FIFO is assumed, not checked: the
+//     simulator can reorder messages (sim.Config.Reorder), which no k2 test or command
+//     enables, and the real runtime's links are FIFO per connection, but a restarted node
+//     answers on a new one. Where a probe overtakes an operation, or the new life's answer an
+//     answer of the old life, a transaction aborts for nothing: an abort, never a wrong
+//     result. A node that crashes before its first incarnation is durable restarts as new and
+//     sends no notice.
 //   - Write pipelining is the paper's behaviour as its Table 2 and two-flush commit imply (a
 //     NewOrder's whole write phase ≈ 0.55 ms, one RTT plus one flush, for ~25 writes), though
 //     the paper does not describe the mechanism; acknowledging each write after its own flush
@@ -153,7 +169,7 @@
 // Counters: commit, commit.read-only, commit.unknown, abort.<cause> (write-lost: a crash lost an
 // acknowledged intent), pushws (PUSHWS sent), write-duplicate (a data node received a write
 // of a transaction it already has, or an older one, on the key: a duplicated message),
-// probe (OpsProbe sent), abort.op-lost and abort.node-silent (a data node crashed with an
+// probe (OpsProbe sent, after a restart notice), abort.op-lost (a data node's crash lost an
 // operation), recorder.lease-abort, ts.taken (timestamps handed out), ts.waited (of those, the
 // ones a transaction waited for: the batch was missing or used up) and ts.oracle-requests (K2
 // Fig. 16: with batching, far fewer than timestamps). Durations, measured at the coordinator per operation (K2 Table 2):

@@ -39,7 +39,7 @@ func (proto) Options() map[string]string {
 		"async-finalize":     "off: ablation, intents are finalized before the client hears the commit (default on)",
 		"write-pipelining":   "on: a write is acknowledged once its intent is in memory, and commit first waits until every write is durable (the paper's two flushes per commit); off: each write is acknowledged only once durable (default on)",
 		"lease":              "a recorder aborts an undecided transaction whose coordinator is silent this long (default 1s)",
-		"op-timeout":         "a coordinator gives up on a read or write after this long and aborts (default 2s); it probes the data node of one still out every op-timeout/16 and aborts sooner if the node lost it (restarted) or leaves its probes unanswered for op-timeout/4",
+		"op-timeout":         "a coordinator gives up on a read or write after this long and aborts (default 2s); a data node that restarts says so, and an operation its crash lost aborts at once (op-lost), but one out at a node that stays down or is cut off costs the whole op-timeout: nothing guesses that a silent node is dead",
 		"idle-timeout":       "a coordinator aborts a transaction whose client sends nothing for this long (default 5s)",
 		"read-block-timeout": "with mv-reads=off, a read blocked on a higher-timestamp intent aborts after this long (default 100ms)",
 		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait, ttl-wrong-drift",
@@ -185,6 +185,9 @@ type Node struct {
 	byReq       map[uint64]*ctxn
 	tsQueue     []*ctxn
 	tsTimer     bool
+	// probes holds the OpsProbe out at each data node that said it restarted, until answered
+	// (at most one per node: a later notice replaces it).
+	probes map[topo.NodeID]outProbe
 
 	// Data node and recorder.
 	store  *mvcc.Store
@@ -213,6 +216,13 @@ type Node struct {
 	serving map[opRef]struct{}
 }
 
+// outProbe is an OpsProbe out at a restarted data node: its request id and the operations it
+// names, ascending.
+type outProbe struct {
+	id  uint64
+	ops []uint64
+}
+
 // opRef names an operation a coordinator sent to this node.
 type opRef struct {
 	from topo.NodeID
@@ -233,7 +243,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	}
 	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(), batcher: b,
 		oracle: tp.Oracle(tp.RegionOf(self)),
-		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{},
+		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{}, probes: map[topo.NodeID]outProbe{},
 		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{}, durNotes: map[topo.NodeID][]DurableNote{},
 		waitedReads: map[string]ts.Timestamp{}, serving: map[opRef]struct{}{}}
 	if n.oracle < 0 {
@@ -280,6 +290,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 		// a pre-crash reader could have used, no read or write is served (notes/k2.md §3.5).
 		n.recovering = true
 		n.askRecoverFloor()
+		n.announceRestart()
 	}
 	incVal := binary.BigEndian.AppendUint64(nil, n.incarnation)
 	env.Persist([]node.Write{{Key: incarnationKey, Value: incVal}}, func() {
@@ -326,6 +337,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		for i := range m.Reads {
 			n.onReadResp(&m.Reads[i])
 		}
+	case *Restarted:
+		n.onRestarted(from)
 	case *OpsProbeResp:
 		n.onOpsProbeResp(from, m)
 	case *OpsProbe:
@@ -364,6 +377,25 @@ func (n *Node) onData(from node.ID, m wire.Msg) {
 		n.onHeartbeat(m)
 	case *DurableReq:
 		n.onDurableReq(from, m)
+	}
+}
+
+// announceRestart tells every other data node that this one restarted (Restarted), so that a
+// coordinator with operations out here learns at once, by an OpsProbe, which of them the crash
+// lost. It is sent as the new life starts rather than once it recovers: a probe is answered
+// while recovering (the operations held until then count as held), and the recovery may wait
+// long for the oracle. Restarts are rare, so one message per peer costs nothing; a run without
+// crashes never sends one. A notice lost on the way (a partition) leaves the coordinator its
+// op-timeout.
+//
+// A node that crashed before its first incarnation was durable (within a flush of its first
+// start) restarts as if new and sends no notice: what it lost then costs op-timeout.
+func (n *Node) announceRestart() {
+	for id := range n.tp.Nodes {
+		peer := topo.NodeID(id)
+		if peer != n.self && n.tp.Nodes[id].Roles&topo.RoleData != 0 {
+			n.env.Send(peer, &Restarted{})
+		}
 	}
 }
 

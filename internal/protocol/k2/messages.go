@@ -164,20 +164,24 @@ type OpsResp struct {
 	Writes []WriteResp `cbor:",omitempty"`
 }
 
-// OpsProbe asks a data node whether it still holds operations the sender sent it and has not
-// had answered: the reads and writes named by their ReqIDs. A coordinator sends it while a
-// request's operations are out longer than a probe interval, so that a data node that crashed
-// with them (and restarted, or not) costs the transaction a probe interval or two, not the
-// whole op-timeout.
+// Restarted tells the other data nodes that the sender has just restarted after a crash. A
+// coordinator with operations out at the sender answers it with one OpsProbe. It is sent once
+// per restart, so a run without crashes never sends it.
+type Restarted struct{}
+
+// OpsProbe asks a restarted data node which of the operations the sender sent it and has not
+// had answered (the reads and writes named by their ReqIDs) it still holds. Links are FIFO, so
+// the probe arrives after each of them: one the node does not hold was lost with its earlier
+// life, or on the way, or has been answered, and then its answer arrived before the probe's.
 type OpsProbe struct {
 	ReqID uint64
 	Ops   []uint64
 }
 
-// OpsProbeResp answers an OpsProbe at once. Missing are the named operations the node does not
-// hold: those it answered, whose answers left before this one (links are FIFO) so the
-// coordinator no longer waits for them, and those it never received (lost with an earlier life
-// of the node, or on the way), which will never be answered.
+// OpsProbeResp answers an OpsProbe at once, also while the node recovers. Missing are the named
+// operations the node does not hold: those it answered, whose answers left before this one so
+// the coordinator no longer waits for them, and those it never received, which will never be
+// answered.
 type OpsProbeResp struct {
 	ReqID   uint64
 	Missing []uint64 `cbor:",omitempty"`
@@ -202,11 +206,12 @@ func (*OpsReq) Kind() wire.Kind       { return 215 }
 func (*OpsResp) Kind() wire.Kind      { return 216 }
 func (*OpsProbe) Kind() wire.Kind     { return 217 }
 func (*OpsProbeResp) Kind() wire.Kind { return 218 }
+func (*Restarted) Kind() wire.Kind    { return 219 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &CommitReq{}, &CommitResp{},
 		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}, &DurableReq{}, &WriteDurable{}, &DurableNotes{}, &OpsReq{}, &OpsResp{},
-		&OpsProbe{}, &OpsProbeResp{}} {
+		&OpsProbe{}, &OpsProbeResp{}, &Restarted{}} {
 		wire.Register(m)
 	}
 }

@@ -294,10 +294,11 @@ func TestOpsHeldWhileRecovering(t *testing.T) {
 	}
 }
 
-// TestOpsMalformed hands a data node and a coordinator OpsReqs, OpsResps and probes that no
-// correct peer sends (empty, zero-valued operations, unknown request ids, an answer of the wrong
-// kind), as a garbled or hostile frame off the network could: nothing panics, and an answer of
-// the wrong kind is not taken for the operation's.
+// TestOpsMalformed hands a data node and a coordinator OpsReqs, OpsResps, probes and restart
+// notices that no correct peer sends (empty, zero-valued operations, unknown request ids, an
+// answer of the wrong kind, a notice from a node that did not restart), as a garbled or hostile
+// frame off the network could: nothing panics, an answer of the wrong kind is not taken for the
+// operation's, and a false notice costs a probe, not the transaction.
 func TestOpsMalformed(t *testing.T) {
 	s := newScript(t, nil, nil)
 	tp := s.Topology()
@@ -358,6 +359,9 @@ func TestOpsMalformed(t *testing.T) {
 			// A probe answer that no probe asked for, saying the parked read is lost: ignored.
 			&OpsProbeResp{},
 			&OpsProbeResp{ReqID: readID, Missing: []uint64{readID}},
+			// A restart notice from a node that did not restart (duplicated, or forged): the
+			// coordinator probes it, and it answers that it holds the parked read.
+			&Restarted{},
 		} {
 			hostile(coord, d, m)
 		}
@@ -366,6 +370,9 @@ func TestOpsMalformed(t *testing.T) {
 	fail.report(t)
 	if len(got) != 2 || string(got[0].Value) != "held:"+k[0] {
 		t.Errorf("batch results %+v: want the held value of %s", got, k[0])
+	}
+	if c := s.Handler(coord).(*Node).m.Snapshot().Counters; c["probe"] != 1 || c["abort.op-lost"] != 0 {
+		t.Errorf("%d probes and %d op-lost aborts after one false restart notice, want 1 and none", c["probe"], c["abort.op-lost"])
 	}
 }
 
@@ -384,153 +391,5 @@ func TestDuplicatedMessages(t *testing.T) {
 				}})
 			prototest.ExpectValid(t, prototest.MustCheck(t, res, model), 50)
 		})
-	}
-}
-
-// TestOpsLostWithDataNode: a data node crashes while a transaction's operation is out at it (a
-// read parked on PUSHWS, or a write waiting for its flush without pipelining). The operation is
-// lost with the node's memory and will never be answered; the coordinator used to notice only
-// at op-timeout (2 s), keeping the transaction, and its client, waiting that long. It now
-// probes the node: one that restarted says it does not hold the operation, one that stays down
-// leaves its probes unanswered. Either way the transaction aborts within half the op-timeout of
-// its request (virtual time), the write is not applied, and a retry commits.
-func TestOpsLostWithDataNode(t *testing.T) {
-	const opTimeout = 2 * time.Second
-	for _, c := range []struct {
-		name      string
-		write     bool
-		downFor   time.Duration // 0: the node stays down
-		wantCause string
-	}{
-		{name: "parked-read/restart", downFor: 50 * time.Millisecond, wantCause: "op-lost"},
-		{name: "parked-read/down", wantCause: "node-silent"},
-		{name: "write-in-flush/restart", write: true, downFor: 50 * time.Millisecond, wantCause: "op-lost"},
-		{name: "write-in-flush/down", write: true, wantCause: "node-silent"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			opts := map[string]string{"op-timeout": opTimeout.String()}
-			edit := func(*sim.Config) {}
-			if c.write {
-				// The write is answered only once durable, and its flush outlasts the crash.
-				opts["write-pipelining"] = "off"
-				edit = func(cfg *sim.Config) { cfg.FlushLatency = 200 * time.Millisecond }
-			}
-			s := newScript(t, opts, edit)
-			tp := s.Topology()
-			coord, d, holder := tp.DataNodes(0)[0], tp.DataNodes(1)[0], tp.DataNodes(2)[0]
-			k := prototest.KeysOn(t, tp, d, "lost", 2)
-			var fail failures
-			if !c.write {
-				// The holder's commit fails with its recorder (d) down: not what is tested.
-				var holderFail failures
-				holdIntents(s, 2, holder, 100*ms, time.Second, k[:1], &holderFail)
-			}
-			crashAt := 300 * ms
-			s.At(crashAt, func() { s.Crash(d) })
-			if c.downFor > 0 {
-				s.At(crashAt+int64(c.downFor), func() {
-					if err := s.Restart(d); err != nil {
-						fail.add("restart: %v", err)
-					}
-				})
-			}
-			var sent, took int64
-			var cause string
-			s.AddClient(0, coord, 200*ms, func(db *client.DB) {
-				tx := db.Begin(client.TxnOptions{})
-				if _, err := tx.GetMany(k[1:]); err != nil { // takes the timestamp
-					fail.add("first read: %v", err)
-					return
-				}
-				if c.write {
-					db.Transport().Sleep(time.Duration(crashAt-60*ms-db.Transport().Now()) * time.Nanosecond)
-				}
-				sent = db.Transport().Now()
-				var err error
-				if c.write {
-					err = tx.Put(k[0], []byte("lost"))
-				} else {
-					_, err = tx.GetMany(k[:1])
-				}
-				took = db.Transport().Now() - sent
-				var ae *client.AbortError
-				if !errors.As(err, &ae) {
-					fail.add("operation at the crashed node: %v, want an abort", err)
-					return
-				}
-				cause = ae.Cause
-				if c.downFor == 0 || !c.write {
-					return
-				}
-				// The lost write was not applied, and the transaction can be run again.
-				err = client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return tx.Put(k[0], []byte("retried")) })
-				if err != nil {
-					fail.add("retry: %v", err)
-					return
-				}
-				err = client.RunTxn(db, client.TxnOptions{ReadOnly: true}, func(tx *client.Txn) error {
-					v, err := tx.Get(k[0])
-					if err == nil && string(v) != "retried" {
-						fail.add("read back %q, want %q", v, "retried")
-					}
-					return err
-				})
-				if err != nil {
-					fail.add("read back: %v", err)
-				}
-			})
-			s.RunUntil(4 * int64(time.Second))
-			fail.report(t)
-			t.Logf("operation sent at %.1f ms, node %d crashed at %.0f ms; aborted after %.1f ms, cause %q",
-				float64(sent)/1e6, d, float64(crashAt)/1e6, float64(took)/1e6, cause)
-			if sent >= crashAt || took == 0 {
-				t.Fatalf("the operation was not out at the node when it crashed: the scenario tests nothing")
-			}
-			if cause != c.wantCause || took > int64(opTimeout)/2 {
-				t.Errorf("aborted after %.1f ms with cause %q; want cause %q within %v (half the op-timeout)",
-					float64(took)/1e6, cause, c.wantCause, opTimeout/2)
-			}
-		})
-	}
-}
-
-// TestOpsProbedWhileRecovering: a restarted data node holds the requests it receives until its
-// read floor is set, here for most of a second (its oracle is cut off). The coordinator probes
-// it meanwhile; the node must answer, and count the held requests as held, or the transaction
-// would abort as if they were lost (or the node silent). It commits once the node recovers.
-func TestOpsProbedWhileRecovering(t *testing.T) {
-	s := newScript(t, nil, nil)
-	tp := s.Topology()
-	coord, d := tp.DataNodes(0)[0], tp.DataNodes(1)[0]
-	k := prototest.KeysOn(t, tp, d, "probed", 2)
-	var fail failures
-	s.At(100*ms, func() { s.Crash(d) })
-	s.At(150*ms, func() {
-		s.PartitionNodes(d, tp.Oracle(1))
-		if err := s.Restart(d); err != nil {
-			fail.add("restart: %v", err)
-		}
-	})
-	s.At(1000*ms, s.Heal)
-	var took int64
-	s.AddClient(0, coord, 200*ms, func(db *client.DB) {
-		tx := db.Begin(client.TxnOptions{})
-		start := db.Transport().Now()
-		// Reads only: the node's read floor, once set, refuses writes of a timestamp this old.
-		_, err := tx.GetMany(k)
-		took = db.Transport().Now() - start
-		if err == nil {
-			err = tx.Commit()
-		}
-		if err != nil {
-			fail.add("batch held during recovery: %v", err)
-		}
-	})
-	s.RunUntil(3 * int64(time.Second))
-	fail.report(t)
-	probes := s.Handler(coord).(*Node).m.Snapshot().Counters["probe"]
-	t.Logf("batch answered after %.1f ms, %d probes", float64(took)/1e6, probes)
-	if took < 700*ms || probes == 0 {
-		t.Errorf("batch answered after %.1f ms with %d probes: it was not held while probed", float64(took)/1e6, probes)
 	}
 }
