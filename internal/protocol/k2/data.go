@@ -164,7 +164,7 @@ func opsOf(r *OpsReq, fn func(id uint64)) {
 // (OpsProbeResp). Messages held while the node recovers hold their operations too.
 func (n *Node) onOpsProbe(from topo.NodeID, p *OpsProbe) {
 	var held map[uint64]bool
-	if n.recovering {
+	if len(n.held) > 0 { // while recovering or before the incarnation is durable
 		held = map[uint64]bool{}
 		for _, h := range n.held {
 			if h.from != from {

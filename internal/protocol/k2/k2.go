@@ -295,6 +295,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	incVal := binary.BigEndian.AppendUint64(nil, n.incarnation)
 	env.Persist([]node.Write{{Key: incarnationKey, Value: incVal}}, func() {
 		n.ready = true
+		n.serveHeld()
 		n.pumpTS()
 	})
 	n.armTick()
@@ -345,7 +346,10 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		// Answered even while recovering: the operations held until then are still here.
 		n.onOpsProbe(from, m)
 	case *ReadReq, *WriteReq, *OpsReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq:
-		if n.recovering {
+		// Nothing is served before this life's incarnation is durable either: a node that
+		// crashed before that restarts as new, without the recovery read floor, which is only
+		// safe if its lost life had set no read watermark.
+		if n.recovering || !n.ready {
 			n.held = append(n.held, heldMsg{from, m})
 			return
 		}
@@ -418,6 +422,15 @@ func (n *Node) onRecoverFloor(r *clock.TSBatchReply) {
 	floor := ts.Timestamp{Wall: r.Up + int64(2*n.cfg.ttl+2*n.cfg.epsilon) + 1}
 	n.store.RaiseReadFloor(floor)
 	n.recovering = false
+	n.serveHeld()
+}
+
+// serveHeld serves the data-node requests that arrived before the node could serve them, once it
+// can: its incarnation is durable and, after a crash, its read floor is raised.
+func (n *Node) serveHeld() {
+	if n.recovering || !n.ready {
+		return
+	}
 	held := n.held
 	n.held = nil
 	for _, h := range held {
