@@ -160,6 +160,10 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--memprofile", filepath.Join(missingDir, "m.prof")), "--memprofile", 0},
 		{sim("--cpuprofile", filepath.Join(missingDir, "c.prof")), "--cpuprofile", 0},
 		{[]string{"sim", "extra"}, `unknown command "extra" for "meridian sim"`, 0},
+		// A K2-TB batch that cannot outlast its own fetch: every one would arrive expired and
+		// the run would report 0 txn/s without saying why.
+		{[]string{"sim", "--protocol", "k2", "--oracle-service-time", "133us", "--intra-rtt", "36us", "--opt", "ttl=100us"},
+			"protocol k2: ttl 100µs does not outlast a timestamp request to the region's oracle (36µs round trip + 133µs service)", 0},
 		// check: usage errors exit 3 ("error"), never 1 ("anomalies found").
 		{[]string{"check"}, "usage: meridian check", 3},
 		{[]string{"check", "a", "b"}, "2 arguments given, want 1", 3},

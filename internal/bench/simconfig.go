@@ -56,5 +56,14 @@ func SimConfig(d Deployment) (sim.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return sim.Config{}, err
 	}
+	if dc, ok := p.(protocol.DeploymentChecker); ok {
+		oracle := cfg.OracleServiceTime
+		if oracle == 0 {
+			oracle = cfg.ServiceTime
+		}
+		if err := dc.CheckDeployment(d.Options, protocol.DeploymentFacts{IntraRTT: tp.IntraRTT, OracleServiceTime: oracle}); err != nil {
+			return sim.Config{}, err
+		}
+	}
 	return cfg, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -54,6 +55,19 @@ func Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// DeploymentChecker is implemented by protocols with option values that can only be judged
+// against the deployment they run on: K2-TB's batch life, for one, must outlast the oracle
+// round trip that fetches a batch, or no transaction ever gets a timestamp.
+type DeploymentChecker interface {
+	CheckDeployment(opts map[string]string, d DeploymentFacts) error
+}
+
+// DeploymentFacts are what a DeploymentChecker judges options against.
+type DeploymentFacts struct {
+	IntraRTT          time.Duration // round trip between two nodes of one region
+	OracleServiceTime time.Duration // CPU time an oracle node spends on a request
 }
 
 // OptionChecker is implemented by protocols that can judge their options' values without

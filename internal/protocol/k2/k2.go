@@ -80,6 +80,20 @@ func (proto) CheckOptionValues(m map[string]string) error {
 	return nil
 }
 
+// CheckDeployment implements protocol.DeploymentChecker: a batch lives ttl from the request's
+// send, so a ttl no longer than the request's round trip and the oracle's service time has every
+// batch arrive expired, and no transaction ever starts (the run reports 0 txn/s, not why).
+func (proto) CheckDeployment(m map[string]string, d protocol.DeploymentFacts) error {
+	c, err := parseConfig(clock.K2TrueTime.Epsilon, m)
+	if err != nil {
+		return err
+	}
+	if fetch := d.IntraRTT + d.OracleServiceTime; c.batching && c.ttl <= fetch {
+		return fmt.Errorf("protocol k2: ttl %v does not outlast a timestamp request to the region's oracle (%v round trip + %v service): every batch would arrive expired; raise ttl", c.ttl, d.IntraRTT, d.OracleServiceTime)
+	}
+	return nil
+}
+
 // parseConfig reads the options; eps is ε where the "epsilon" option does not set it.
 func parseConfig(eps time.Duration, m map[string]string) (config, error) {
 	o := txnkit.Options{Protocol: "k2", M: m}
