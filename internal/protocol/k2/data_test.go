@@ -74,6 +74,14 @@ func (e *scriptEnv) take() []sentMsg {
 // scriptEnv, with its incarnation persisted (ready to coordinate and serve).
 func newScriptNode(t *testing.T, opts map[string]string) (*Node, *scriptEnv) {
 	t.Helper()
+	n, env := newStartingScriptNode(t, opts)
+	env.flush()
+	return n, env
+}
+
+// newStartingScriptNode is newScriptNode before its incarnation's flush.
+func newStartingScriptNode(t *testing.T, opts map[string]string) (*Node, *scriptEnv) {
+	t.Helper()
 	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Options: opts, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +95,6 @@ func newScriptNode(t *testing.T, opts map[string]string) (*Node, *scriptEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.flush()
 	return n, env
 }
 
@@ -199,21 +206,9 @@ func TestStaleDuplicateWrite(t *testing.T) {
 // a read watermark: a read that arrives before the incarnation's flush is held and served only
 // after it.
 func TestNothingServedBeforeIncarnationDurable(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := parseConfig(100*time.Microsecond, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &scriptEnv{self: cfg.Topology.DataNodes(0)[0], tp: cfg.Topology, now: int64(time.Second)}
-	n, err := newNode(env, durable.NewMem(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	coord := cfg.Topology.DataNodes(1)[0]
-	k := prototest.KeysOn(t, cfg.Topology, n.self, "early", 1)
+	n, env := newStartingScriptNode(t, nil)
+	coord := env.tp.DataNodes(1)[0]
+	k := prototest.KeysOn(t, env.tp, n.self, "early", 1)
 	read := &ReadReq{ReqID: 7, Txn: storage.MakeTxnID(int32(coord), 1<<32|1), TS: ts.Timestamp{Wall: env.now, Origin: uint32(coord)}, Key: k[0]}
 	answered := func() bool {
 		for _, s := range env.take() {
