@@ -36,6 +36,14 @@ func WithFreePorts(text string) (string, error) {
 	var b strings.Builder
 	rest := text
 	const host = "127.0.0.1:"
+	// Every listener stays open until all ports are chosen: one closed at once lets the kernel
+	// hand its port out again to the next, and two nodes were given the same address.
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close()
+		}
+	}()
 	for {
 		i := strings.Index(rest, host)
 		if i < 0 {
@@ -55,8 +63,8 @@ func WithFreePorts(text string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("free port: %w", err)
 		}
+		held = append(held, ln)
 		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
 		b.WriteString(strconv.Itoa(port))
 		rest = rest[j:]
 	}

@@ -180,3 +180,27 @@ func TestUndecodableFrameIsDropped(t *testing.T) {
 		t.Fatalf("node stopped serving after junk: %v", err)
 	}
 }
+
+// Every address WithFreePorts writes is distinct: a cluster whose two nodes were given the same
+// port failed to start ("address … already used by node …").
+func TestWithFreePortsDistinct(t *testing.T) {
+	var in strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&in, "addr%d = \"127.0.0.1:7%03d\"\n", i, i)
+	}
+	out, err := WithFreePorts(in.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		_, addr, _ := strings.Cut(line, " = ")
+		if seen[addr] {
+			t.Fatalf("address %s given twice", addr)
+		}
+		seen[addr] = true
+	}
+	if len(seen) != 300 {
+		t.Fatalf("%d addresses, want 300", len(seen))
+	}
+}
