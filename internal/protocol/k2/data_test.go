@@ -1,86 +1,28 @@
 package k2
 
 import (
-	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/storage/mvcc"
-	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/ts"
-	"github.com/meridiandb/meridian/internal/wire"
 )
-
-// scriptEnv is a node.Env under a test's control: the clock moves only when the test says so,
-// sends are recorded, timers never fire and persists complete when the test flushes them, so a
-// test can hand a data node one exact sequence of messages and see every answer.
-type scriptEnv struct {
-	self     topo.NodeID
-	tp       *topo.Topology
-	now      int64
-	sent     []sentMsg
-	persists []func()
-	timers   node.TimerID
-}
-
-type sentMsg struct {
-	to node.ID
-	m  wire.Msg
-}
-
-func (e *scriptEnv) Self() node.ID            { return e.self }
-func (e *scriptEnv) Topology() *topo.Topology { return e.tp }
-func (e *scriptEnv) Now() int64               { return e.now }
-func (e *scriptEnv) TrueTime() ts.Interval {
-	return ts.Interval{Earliest: e.now - int64(100*time.Microsecond), Latest: e.now + int64(100*time.Microsecond)}
-}
-func (e *scriptEnv) Send(to node.ID, m wire.Msg) { e.sent = append(e.sent, sentMsg{to, m}) }
-func (e *scriptEnv) After(time.Duration, func()) node.TimerID {
-	e.timers++
-	return e.timers
-}
-func (e *scriptEnv) Cancel(node.TimerID) {}
-func (e *scriptEnv) Persist(_ []node.Write, done func()) {
-	e.persists = append(e.persists, func() {
-		if done != nil {
-			done()
-		}
-	})
-}
-func (e *scriptEnv) Rand() *rand.Rand     { return rand.New(rand.NewPCG(1, 2)) }
-func (e *scriptEnv) Charge(time.Duration) {}
-
-// flush completes every persist issued so far, in issue order.
-func (e *scriptEnv) flush() {
-	for len(e.persists) > 0 {
-		f := e.persists[0]
-		e.persists = e.persists[1:]
-		f()
-	}
-}
-
-// take returns and forgets what was sent since the last call.
-func (e *scriptEnv) take() []sentMsg {
-	s := e.sent
-	e.sent = nil
-	return s
-}
 
 // newScriptNode builds the first data node of region 0 of the protocol tests' deployment on a
 // scriptEnv, with its incarnation persisted (ready to coordinate and serve).
-func newScriptNode(t *testing.T, opts map[string]string) (*Node, *scriptEnv) {
+func newScriptNode(t *testing.T, opts map[string]string) (*Node, *nodetest.ScriptEnv) {
 	t.Helper()
 	n, env := newStartingScriptNode(t, opts)
-	env.flush()
+	env.Flush()
 	return n, env
 }
 
 // newStartingScriptNode is newScriptNode before its incarnation's flush.
-func newStartingScriptNode(t *testing.T, opts map[string]string) (*Node, *scriptEnv) {
+func newStartingScriptNode(t *testing.T, opts map[string]string) (*Node, *nodetest.ScriptEnv) {
 	t.Helper()
 	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Options: opts, Seed: 1})
 	if err != nil {
@@ -90,7 +32,7 @@ func newStartingScriptNode(t *testing.T, opts map[string]string) (*Node, *script
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &scriptEnv{self: cfg.Topology.DataNodes(0)[0], tp: cfg.Topology, now: int64(time.Second)}
+	env := &nodetest.ScriptEnv{ID: cfg.Topology.DataNodes(0)[0], Topo: cfg.Topology, Clock: int64(time.Second), Epsilon: 100 * time.Microsecond}
 	n, err := newNode(env, durable.NewMem(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -119,17 +61,17 @@ func TestStaleDuplicateWrite(t *testing.T) {
 	for _, pipelining := range []string{"on", "off"} {
 		t.Run("pipelining-"+pipelining, func(t *testing.T) {
 			n, env := newScriptNode(t, map[string]string{"write-pipelining": pipelining})
-			tp := env.tp
+			tp := env.Topo
 			coord := tp.DataNodes(1)[0]
 			k := prototest.KeysOn(t, tp, n.self, "dup", 2)
 			txn := storage.MakeTxnID(int32(coord), 1<<32|1)
-			at := ts.Timestamp{Wall: env.now, Origin: uint32(coord)}
+			at := ts.Timestamp{Wall: env.Clock, Origin: uint32(coord)}
 			first := WriteReq{ReqID: 1, Txn: txn, TS: at, Key: k[0], Value: []byte("first"), Recorder: n.self, CreateRecord: true, WSeq: 1}
 			second := WriteReq{ReqID: 2, Txn: txn, TS: at, Key: k[0], Value: []byte("second"), Recorder: n.self, WSeq: 2}
 			writeAnswers := func() []WriteResp {
 				var out []WriteResp
-				for _, s := range env.take() {
-					switch m := s.m.(type) {
+				for _, s := range env.Take() {
+					switch m := s.M.(type) {
 					case *WriteResp:
 						out = append(out, *m)
 					case *OpsResp:
@@ -140,16 +82,16 @@ func TestStaleDuplicateWrite(t *testing.T) {
 			}
 
 			n.Handle(coord, &first)
-			env.flush()
+			env.Flush()
 			n.Handle(coord, &second)
-			env.flush()
+			env.Flush()
 			if got := writeAnswers(); len(got) != 2 || got[0].Aborted || got[1].Aborted {
 				t.Fatalf("answers to the two writes: %+v", got)
 			}
 
 			// The late copy of the first write, alone.
 			n.Handle(coord, &first)
-			env.flush()
+			env.Flush()
 			if got := writeAnswers(); len(got) != 0 {
 				t.Errorf("the stale write was answered: %+v", got)
 			}
@@ -160,10 +102,10 @@ func TestStaleDuplicateWrite(t *testing.T) {
 			// A duplicated OpsReq holding the first write and a read of another key: the read is
 			// answered, the stale write is not.
 			n.Handle(coord, &OpsReq{Writes: []WriteReq{first}, Reads: []ReadReq{{ReqID: 3, Txn: txn, TS: at, Key: k[1]}}})
-			env.flush()
+			env.Flush()
 			var reads, writes int
-			for _, s := range env.take() {
-				if m, ok := s.m.(*OpsResp); ok {
+			for _, s := range env.Take() {
+				if m, ok := s.M.(*OpsResp); ok {
 					reads, writes = reads+len(m.Reads), writes+len(m.Writes)
 				}
 			}
@@ -181,16 +123,16 @@ func TestStaleDuplicateWrite(t *testing.T) {
 					t.Errorf("without pipelining a copy of a write was answered before a flush: %+v", got)
 				}
 			}
-			env.flush()
+			env.Flush()
 			if got := writeAnswers(); len(got) != 1 || got[0].ReqID != 2 || got[0].Aborted || got[0].Pending {
 				t.Errorf("answers to a copy of the durable write 2: %+v, want one, not aborted, not pending", got)
 			}
 
 			n.Handle(coord, &DurableReq{Txn: txn, Writes: []WriteRef{{Key: k[0], WSeq: 2}}})
-			env.flush()
+			env.Flush()
 			var durable []WriteDurable
-			for _, s := range env.take() {
-				if m, ok := s.m.(*WriteDurable); ok {
+			for _, s := range env.Take() {
+				if m, ok := s.M.(*WriteDurable); ok {
 					durable = append(durable, *m)
 				}
 			}
@@ -207,12 +149,12 @@ func TestStaleDuplicateWrite(t *testing.T) {
 // after it.
 func TestNothingServedBeforeIncarnationDurable(t *testing.T) {
 	n, env := newStartingScriptNode(t, nil)
-	coord := env.tp.DataNodes(1)[0]
-	k := prototest.KeysOn(t, env.tp, n.self, "early", 1)
-	read := &ReadReq{ReqID: 7, Txn: storage.MakeTxnID(int32(coord), 1<<32|1), TS: ts.Timestamp{Wall: env.now, Origin: uint32(coord)}, Key: k[0]}
+	coord := env.Topo.DataNodes(1)[0]
+	k := prototest.KeysOn(t, env.Topo, n.self, "early", 1)
+	read := &ReadReq{ReqID: 7, Txn: storage.MakeTxnID(int32(coord), 1<<32|1), TS: ts.Timestamp{Wall: env.Clock, Origin: uint32(coord)}, Key: k[0]}
 	answered := func() bool {
-		for _, s := range env.take() {
-			if r, ok := s.m.(*ReadResp); ok && r.ReqID == read.ReqID {
+		for _, s := range env.Take() {
+			if r, ok := s.M.(*ReadResp); ok && r.ReqID == read.ReqID {
 				return true
 			}
 		}
@@ -222,7 +164,7 @@ func TestNothingServedBeforeIncarnationDurable(t *testing.T) {
 	if answered() {
 		t.Fatal("a read was served before the node's incarnation was durable")
 	}
-	env.flush()
+	env.Flush()
 	if !answered() {
 		t.Fatal("the held read was not served once the incarnation was durable")
 	}

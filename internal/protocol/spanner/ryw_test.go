@@ -145,22 +145,22 @@ func TestEagerWriteAtParticipant(t *testing.T) {
 
 	p.onRead(coord, &ReadReq{Txn: txn, Age: age, Seq: 1, Key: key})
 	p.onWrite(coord, &WriteReq{Txn: txn, Age: age, Seq: 2, Key: key, Value: []byte("new"), Seen: 1})
-	sent := env.take()
+	sent := env.Take()
 	if len(sent) != 2 {
 		t.Fatalf("want a read reply and a write reply, got %d messages", len(sent))
 	}
-	if r, ok := sent[1].m.(*WriteResp); !ok || !r.OK || r.Seq != 2 {
-		t.Fatalf("write not granted at once (upgrade of the sole shared lock): %+v", sent[1].m)
+	if r, ok := sent[1].M.(*WriteResp); !ok || !r.OK || r.Seq != 2 {
+		t.Fatalf("write not granted at once (upgrade of the sole shared lock): %+v", sent[1].M)
 	}
 	if holders, mode := p.locks.Holders(key); len(holders) != 1 || holders[0] != txn || mode != locks.Exclusive {
 		t.Fatalf("holders of %q = %v (%v), want the writer's exclusive lock", key, holders, mode)
 	}
 
 	p.onRead(other, &ReadReq{Txn: reader, Age: readerAge, Seq: 1, Key: key})
-	p.onSnapRead(other, &SnapReadReq{Txn: storage.MakeTxnID(int32(other), 2), Seq: 1, Key: key, At: ts.Timestamp{Wall: env.now}})
+	p.onSnapRead(other, &SnapReadReq{Txn: storage.MakeTxnID(int32(other), 2), Seq: 1, Key: key, At: ts.Timestamp{Wall: env.Clock}})
 	p.onRead(coord, &ReadReq{Txn: txn, Age: age, Seq: 3, Key: key, Seen: 2})
-	for _, s := range env.take() {
-		switch m := s.m.(type) {
+	for _, s := range env.Take() {
+		switch m := s.M.(type) {
 		case *ReadResp:
 			if m.Txn == reader {
 				t.Fatalf("another transaction read %q under the writer's exclusive lock: %+v", key, m)
@@ -176,8 +176,8 @@ func TestEagerWriteAtParticipant(t *testing.T) {
 	}
 
 	p.onPrepare(coord, &PrepareReq{Txn: txn, Age: age, Seen: 3})
-	env.flush()
-	v := votes(env.take())[txn]
+	env.Flush()
+	v := votes(env.Take())[txn]
 	if v == nil || !v.OK {
 		t.Fatalf("no yes vote: %+v", v)
 	}
@@ -186,10 +186,10 @@ func TestEagerWriteAtParticipant(t *testing.T) {
 	}
 	commitTS := ts.Timestamp{Wall: v.TS.Wall + 1, Origin: uint32(coord)}
 	p.onDecide(coord, &DecideReq{Txn: txn, Commit: true, TS: commitTS})
-	env.flush()
+	env.Flush()
 	var got *ReadResp
-	for _, s := range env.take() {
-		if r, ok := s.m.(*ReadResp); ok && r.Txn == reader {
+	for _, s := range env.Take() {
+		if r, ok := s.M.(*ReadResp); ok && r.Txn == reader {
 			got = r
 		}
 	}

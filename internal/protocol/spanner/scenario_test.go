@@ -1,90 +1,31 @@
 package spanner
 
 import (
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/storage/mvcc"
-	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/ts"
-	"github.com/meridiandb/meridian/internal/wire"
 )
 
-// scriptEnv is a node.Env under a test's control: the clock moves only when the test says so,
-// sends are recorded, timers never fire and persists complete when the test flushes them, so
-// a test can replay one exact interleaving of messages at a participant.
-type scriptEnv struct {
-	now      int64
-	sent     []sentMsg
-	persists []func()
-	timers   node.TimerID
-	disk     *durable.Mem // if set, persisted batches land here when the test flushes
-}
-
-type sentMsg struct {
-	to node.ID
-	m  wire.Msg
-}
-
-func (e *scriptEnv) Self() node.ID            { return 1 }
-func (e *scriptEnv) Topology() *topo.Topology { return nil }
-func (e *scriptEnv) Now() int64               { return e.now }
-func (e *scriptEnv) TrueTime() ts.Interval {
-	return ts.Interval{Earliest: e.now - int64(time.Millisecond), Latest: e.now + int64(time.Millisecond)}
-}
-func (e *scriptEnv) Send(to node.ID, m wire.Msg) { e.sent = append(e.sent, sentMsg{to, m}) }
-func (e *scriptEnv) After(time.Duration, func()) node.TimerID {
-	e.timers++
-	return e.timers
-}
-func (e *scriptEnv) Cancel(node.TimerID) {}
-func (e *scriptEnv) Persist(batch []node.Write, done func()) {
-	e.persists = append(e.persists, func() {
-		if e.disk != nil {
-			if err := e.disk.Apply(batch); err != nil {
-				panic(err)
-			}
-		}
-		if done != nil {
-			done()
-		}
-	})
-}
-func (e *scriptEnv) Rand() *rand.Rand     { return rand.New(rand.NewPCG(1, 2)) }
-func (e *scriptEnv) Charge(time.Duration) {}
-func (e *scriptEnv) flush() {
-	for len(e.persists) > 0 {
-		f := e.persists[0]
-		e.persists = e.persists[1:]
-		f()
-	}
-}
-
-// take returns and forgets what was sent since the last call.
-func (e *scriptEnv) take() []sentMsg {
-	s := e.sent
-	e.sent = nil
-	return s
-}
-
-func newScriptParticipant(t *testing.T, policy locks.Policy) (*Participant, *scriptEnv) {
+func newScriptParticipant(t *testing.T, policy locks.Policy) (*Participant, *nodetest.ScriptEnv) {
 	t.Helper()
-	env := &scriptEnv{now: int64(time.Second)}
+	env := &nodetest.ScriptEnv{ID: 1, Clock: int64(time.Second), Epsilon: time.Millisecond}
 	c := Config{Policy: policy, CommitWait: true, IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
 	return newParticipant(env, c, protocol.NewMetrics(), mvcc.New(mvcc.Options{SingleIntent: true})), env
 }
 
 // votes returns the PrepareResps among msgs, by transaction.
-func votes(msgs []sentMsg) map[storage.TxnID]*PrepareResp {
+func votes(msgs []nodetest.Sent) map[storage.TxnID]*PrepareResp {
 	out := map[storage.TxnID]*PrepareResp{}
 	for _, s := range msgs {
-		if r, ok := s.m.(*PrepareResp); ok {
+		if r, ok := s.M.(*PrepareResp); ok {
 			out[r.Txn] = r
 		}
 	}
@@ -114,18 +55,18 @@ func TestWoundAfterReadOnlyVote(t *testing.T) {
 
 			p.onRead(yCoord, &ReadReq{Txn: young, Age: youngAge, Key: key})
 			p.onPrepare(yCoord, &PrepareReq{Txn: young, Age: youngAge, Seen: 1})
-			env.flush()
-			if v := votes(env.take())[young]; v == nil || !v.OK {
+			env.Flush()
+			if v := votes(env.Take())[young]; v == nil || !v.OK {
 				t.Fatalf("read-only participant did not vote yes: %+v", v)
 			}
 
-			env.now += int64(time.Millisecond)
+			env.Clock += int64(time.Millisecond)
 			p.onPrepare(oCoord, &PrepareReq{Txn: old, Age: oldAge, Writes: []Write{{Key: key, Value: []byte("o")}}})
-			env.flush()
-			sent := env.take()
+			env.Flush()
+			sent := env.Take()
 			wounded := false
 			for _, s := range sent {
-				if w, ok := s.m.(*WoundReq); ok && w.Txn == young && s.to == yCoord {
+				if w, ok := s.M.(*WoundReq); ok && w.Txn == young && s.To == yCoord {
 					wounded = true
 				}
 			}
@@ -139,14 +80,14 @@ func TestWoundAfterReadOnlyVote(t *testing.T) {
 				t.Fatalf("holders of %q = %v (%v), want the younger reader's shared lock until its decision", key, holders, mode)
 			}
 
-			commitTS := ts.Timestamp{Wall: env.now + int64(10*time.Millisecond), Origin: uint32(yCoord)}
+			commitTS := ts.Timestamp{Wall: env.Clock + int64(10*time.Millisecond), Origin: uint32(yCoord)}
 			if decide == "commit" {
 				p.onDecide(yCoord, &DecideReq{Txn: young, Commit: true, TS: commitTS})
 			} else {
 				p.onDecide(yCoord, &DecideReq{Txn: young, Commit: false})
 			}
-			env.flush()
-			v := votes(env.take())[old]
+			env.Flush()
+			v := votes(env.Take())[old]
 			if v == nil || !v.OK {
 				t.Fatalf("older writer not prepared after the reader's decision: %+v", v)
 			}
@@ -167,7 +108,7 @@ func TestWoundAfterReadOnlyVote(t *testing.T) {
 // order). Without the durable record the restarted participant would grant the writer at once.
 func TestReadVoteSurvivesCrash(t *testing.T) {
 	disk := durable.NewMem()
-	env := &scriptEnv{now: int64(time.Second), disk: disk}
+	env := &nodetest.ScriptEnv{ID: 1, Clock: int64(time.Second), Epsilon: time.Millisecond, Disk: disk}
 	c := Config{Policy: locks.WoundWait, CommitWait: true, IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
 	p := newParticipant(env, c, protocol.NewMetrics(), mvcc.New(mvcc.Options{SingleIntent: true}))
 	const coord node.ID = 4
@@ -175,16 +116,16 @@ func TestReadVoteSurvivesCrash(t *testing.T) {
 	p.onRead(coord, &ReadReq{Txn: reader, Age: ts.Timestamp{Wall: 100}, Key: "a"})
 	p.onRead(coord, &ReadReq{Txn: reader, Age: ts.Timestamp{Wall: 100}, Seen: 1, Key: "b"})
 	p.onPrepare(coord, &PrepareReq{Txn: reader, Age: ts.Timestamp{Wall: 100}, Seen: 2})
-	if v := votes(env.take())[reader]; v != nil {
+	if v := votes(env.Take())[reader]; v != nil {
 		t.Fatalf("voted %+v before the vote was durable", v)
 	}
-	env.flush()
-	if v := votes(env.take())[reader]; v == nil || !v.OK {
+	env.Flush()
+	if v := votes(env.Take())[reader]; v == nil || !v.OK {
 		t.Fatalf("no yes vote after the flush: %+v", v)
 	}
 
 	// Crash: the participant's memory (lock table included) is gone; the disk stays.
-	env2 := &scriptEnv{now: env.now + int64(time.Second), disk: disk}
+	env2 := &nodetest.ScriptEnv{ID: 1, Clock: env.Clock + int64(time.Second), Epsilon: time.Millisecond, Disk: disk}
 	p2 := newParticipant(env2, c, protocol.NewMetrics(), mvcc.New(mvcc.Options{SingleIntent: true}))
 	if err := p2.recover(disk); err != nil {
 		t.Fatal(err)
@@ -196,14 +137,14 @@ func TestReadVoteSurvivesCrash(t *testing.T) {
 	}
 	writer := storage.MakeTxnID(2, 1)
 	p2.onPrepare(2, &PrepareReq{Txn: writer, Age: ts.Timestamp{Wall: 50}, Writes: []Write{{Key: "a", Value: []byte("w")}}})
-	env2.flush()
-	if v := votes(env2.take())[writer]; v != nil {
+	env2.Flush()
+	if v := votes(env2.Take())[writer]; v != nil {
 		t.Fatalf("writer prepared over the voted reader's restored lock: %+v", v)
 	}
 	// The decision releases the locks and removes the record.
-	p2.onStatusResp(&StatusResp{Txn: reader, Status: statusCommitted, TS: ts.Timestamp{Wall: env2.now}})
-	env2.flush()
-	if v := votes(env2.take())[writer]; v == nil || !v.OK {
+	p2.onStatusResp(&StatusResp{Txn: reader, Status: statusCommitted, TS: ts.Timestamp{Wall: env2.Clock}})
+	env2.Flush()
+	if v := votes(env2.Take())[writer]; v == nil || !v.OK {
 		t.Fatalf("writer not prepared after the reader's decision: %+v", v)
 	}
 	n := 0
