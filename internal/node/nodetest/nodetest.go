@@ -1,11 +1,12 @@
 // Package nodetest provides a node.Env that a test drives by hand, to hand one protocol node an
 // exact sequence of messages and see every answer: the clock moves only when the test sets it,
-// sends are recorded, timers never fire, and persists complete (in issue order, onto Disk if
-// set) only when the test flushes them.
+// sends are recorded, timers fire only when the test advances the clock past them, and persists
+// complete (in issue order, onto Disk if set) only when the test flushes them.
 package nodetest
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
@@ -31,7 +32,14 @@ type ScriptEnv struct {
 
 	sent     []Sent
 	persists []func()
-	timers   node.TimerID
+	lastID   node.TimerID
+	timers   []timer // pending, in creation order
+}
+
+type timer struct {
+	id node.TimerID
+	at int64
+	fn func()
 }
 
 func (e *ScriptEnv) Self() node.ID            { return e.ID }
@@ -42,12 +50,38 @@ func (e *ScriptEnv) TrueTime() ts.Interval {
 }
 func (e *ScriptEnv) Send(to node.ID, m wire.Msg) { e.sent = append(e.sent, Sent{to, m}) }
 
-// After never fires: a test that needs a timer's effect calls what it would have.
-func (e *ScriptEnv) After(time.Duration, func()) node.TimerID {
-	e.timers++
-	return e.timers
+// After fires fn once Advance moves the clock d past now; a test that never advances never sees
+// a timer fire.
+func (e *ScriptEnv) After(d time.Duration, fn func()) node.TimerID {
+	e.lastID++
+	e.timers = append(e.timers, timer{id: e.lastID, at: e.Clock + int64(d), fn: fn})
+	return e.lastID
 }
-func (e *ScriptEnv) Cancel(node.TimerID) {}
+func (e *ScriptEnv) Cancel(id node.TimerID) {
+	e.timers = slices.DeleteFunc(e.timers, func(t timer) bool { return t.id == id })
+}
+
+// Advance moves the clock forward by d, firing every timer due on the way (also those the fired
+// ones set) in deadline order, ties in creation order, with the clock at each one's deadline.
+func (e *ScriptEnv) Advance(d time.Duration) {
+	end := e.Clock + int64(d)
+	for {
+		next := -1
+		for i, t := range e.timers {
+			if t.at <= end && (next < 0 || t.at < e.timers[next].at) {
+				next = i
+			}
+		}
+		if next < 0 {
+			break
+		}
+		t := e.timers[next]
+		e.timers = slices.Delete(e.timers, next, next+1)
+		e.Clock = max(e.Clock, t.at)
+		t.fn()
+	}
+	e.Clock = end
+}
 func (e *ScriptEnv) Persist(batch []node.Write, done func()) {
 	e.persists = append(e.persists, func() {
 		if e.Disk != nil {

@@ -78,10 +78,12 @@
 //
 // # Lock policies and the deadlock metric
 //
-// lock-policy picks NO_WAIT, WAIT_DIE, wound-wait (default, Spanner's) or detect. The first
-// three prevent deadlocks by aborting on some conflicts; detect blocks on every conflict and
-// breaks the deadlocks that form with one global wait-for graph (deadlock.go: the youngest
-// transaction of each cycle dies). K2's d2PL-TTC is described as blocking "on all conflict
+// lock-policy picks NO_WAIT, WAIT_DIE, wound-wait (default, Spanner's), detect or timeout. The
+// first three prevent deadlocks by aborting on some conflicts; detect blocks on every conflict
+// and breaks the deadlocks that form with one global wait-for graph (deadlock.go: the youngest
+// transaction of each cycle dies); timeout blocks on every conflict and aborts a transaction
+// whose request has waited lock-timeout at a participant, deadlocked or not (notes/k2.md §4
+// names it beside wound-wait; k2-fig18-timeout sweeps its length). K2's d2PL-TTC is described as blocking "on all conflict
 // types" (K2 Fig. 7) with deadlocks that occur and are counted (Fig. 17d), which is detect.
 // Reads take shared
 // locks as they execute; writes take exclusive locks at prepare (buffered) or when issued
@@ -107,7 +109,8 @@
 // a coordinator restart a retry simply gets a fresh age.
 //
 // "deadlocks" under protocol_metrics counts transactions aborted by the lock policy — causes
-// no-wait, wait-die, wound-wait and deadlock, each victim once, counted at its coordinator.
+// no-wait, wait-die, wound-wait, deadlock and lock-timeout, each victim once, counted at its
+// coordinator (participants count lock-timeouts, each wait that timed out).
 // Under detect each is a real deadlock broken (deadlocks-detected counts the cycles the
 // detector found; a victim that had already committed is not aborted). The other policies
 // never let a deadlock form, so each of their aborts is a deadlock avoided (or, for NO_WAIT, a
@@ -151,7 +154,8 @@
 //
 // # Options
 //
-//	lock-policy=no-wait|wait-die|wound-wait|detect   default wound-wait
+//	lock-policy=no-wait|wait-die|wound-wait|detect|timeout   default wound-wait
+//	lock-timeout=500ms                        with lock-policy=timeout: the longest lock wait
 //	commit-wait=on|off                        default on (K2's runs used off)
 //	write-locks=buffered|eager                default buffered (Spanner); eager is K2's d2PL-TTC
 //	idle-timeout=5s                           abort silent unprepared transactions

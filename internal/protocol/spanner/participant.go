@@ -50,6 +50,7 @@ type partTxn struct {
 	readVote   bool // voted yes with read locks only; its durable record goes at the decision
 	idleTimer  node.TimerID
 	pollTimer  node.TimerID
+	waitTimer  node.TimerID // lock-policy=timeout: fires when the current wait has lasted too long
 	lastActive int64
 }
 
@@ -361,11 +362,34 @@ func (p *Participant) onKeepAlive(from node.ID, m *KeepAlive) {
 }
 
 // startWait notes that t's current request waits for a lock: it wounds younger conflicting
-// transactions under wound-wait; under detect the next wait-for report will include it.
+// transactions under wound-wait; under detect the next wait-for report will include it; under
+// timeout the wait is given lock-timeout to end.
 func (p *Participant) startWait(t *partTxn, res locks.Result) {
 	t.waitSince = p.now()
 	p.wound(res.Wound)
 	p.waitsDirty = true
+	if p.cfg.LockTimeout > 0 {
+		p.armWaitTimeout(t)
+	}
+}
+
+// armWaitTimeout aborts t here if its current lock wait is still unanswered after lock-timeout:
+// a wait that long is presumed to be a deadlock (or a queue so long that giving up is cheaper).
+// Timeout detection is the policy notes/k2.md §4 names beside wound-wait for K2's d2PL-TTC,
+// whose deadlock handling the paper leaves unstated. It needs no messages, but it cannot tell a
+// deadlock from a long queue behind a slow cross-region commit, so it also aborts waits that
+// would have ended. Only an unprepared transaction waits, so aborting it here is always allowed.
+func (p *Participant) armWaitTimeout(t *partTxn) {
+	p.env.Cancel(t.waitTimer)
+	t.waitTimer = p.env.After(p.cfg.LockTimeout, func() {
+		t.waitTimer = 0
+		if p.txns[t.id] != t || t.state != partActive || !t.waiting() {
+			return
+		}
+		p.metrics.Add("lock-timeouts", 1)
+		p.abortLocal(t, causeLockTimeout)
+		p.drain()
+	})
 }
 
 // reportWaits sends the deadlock detector this participant's wait-for edges, read from the lock
@@ -435,6 +459,8 @@ func (p *Participant) abortLocal(t *partTxn, cause string) {
 		p.env.Send(t.coord, &PrepareResp{Txn: t.id, Cause: cause})
 	}
 	t.waitOps, t.waitPrep, t.writes = nil, nil, nil
+	p.env.Cancel(t.waitTimer)
+	t.waitTimer = 0
 	p.grants = append(p.grants, p.locks.Release(t.id)...)
 	p.armIdle(t) // expires the tombstone
 }
@@ -450,6 +476,8 @@ func (p *Participant) drain() {
 			continue
 		}
 		p.metrics.Observe("lock_wait", p.now()-t.waitSince)
+		p.env.Cancel(t.waitTimer)
+		t.waitTimer = 0
 		p.waitsDirty = true
 		switch {
 		case t.waitOps != nil && t.waitOps.ops[t.waitOps.next].Key == g.Key:

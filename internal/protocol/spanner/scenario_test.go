@@ -168,3 +168,83 @@ func TestCorruptReadVoteRefused(t *testing.T) {
 		t.Fatal("recovered from a corrupt read-vote record")
 	}
 }
+
+// TestLockTimeoutBreaksDeadlock (lock-policy=timeout): two transactions each read a key the
+// other then prepares to write, so each prepare waits for the other's shared lock. Nothing else
+// would end the wait; after lock-timeout the first waiter is aborted as a presumed deadlock,
+// which frees its lock and lets the other prepare. Without the timer both waits last until the
+// idle timeout.
+func TestLockTimeoutBreaksDeadlock(t *testing.T) {
+	p, env := newTimeoutParticipant(t)
+	const coordA, coordB node.ID = 2, 3
+	a, b := storage.MakeTxnID(int32(coordA), 1), storage.MakeTxnID(int32(coordB), 1)
+	ageA, ageB := ts.Timestamp{Wall: 100}, ts.Timestamp{Wall: 200}
+	p.onRead(coordA, &ReadReq{Txn: a, Age: ageA, Key: "k1"})
+	p.onRead(coordB, &ReadReq{Txn: b, Age: ageB, Key: "k2"})
+	p.onPrepare(coordA, &PrepareReq{Txn: a, Age: ageA, Seen: 1, Writes: []Write{{Key: "k2", Value: []byte("a")}}})
+	env.Advance(time.Millisecond)
+	p.onPrepare(coordB, &PrepareReq{Txn: b, Age: ageB, Seen: 1, Writes: []Write{{Key: "k1", Value: []byte("b")}}})
+	env.Flush()
+	if v := votes(env.Take()); len(v) != 0 {
+		t.Fatalf("votes before any timeout: %+v", v)
+	}
+
+	env.Advance(p.cfg.LockTimeout - 2*time.Millisecond)
+	env.Flush()
+	if v := votes(env.Take()); len(v) != 0 {
+		t.Fatalf("votes before the lock timeout: %+v", v)
+	}
+	env.Advance(time.Millisecond)
+	env.Flush()
+	v := votes(env.Take())
+	if r := v[a]; r == nil || r.OK || r.Cause != causeLockTimeout {
+		t.Fatalf("first waiter's vote after lock-timeout = %+v, want a refusal with cause %q", r, causeLockTimeout)
+	}
+	if r := v[b]; r == nil || !r.OK {
+		t.Fatalf("second waiter's vote once the first was aborted = %+v, want yes", r)
+	}
+	if got := p.metrics.Counters["lock-timeouts"]; got != 1 {
+		t.Errorf("lock-timeouts = %d, want 1", got)
+	}
+}
+
+// TestLockTimeoutSparesGrantedWait: a wait that ends before lock-timeout is over; the
+// transaction is neither aborted nor counted when the wait's deadline passes.
+func TestLockTimeoutSparesGrantedWait(t *testing.T) {
+	p, env := newTimeoutParticipant(t)
+	const coordA, coordB node.ID = 2, 3
+	a, b := storage.MakeTxnID(int32(coordA), 1), storage.MakeTxnID(int32(coordB), 1)
+	ageA, ageB := ts.Timestamp{Wall: 100}, ts.Timestamp{Wall: 200}
+	p.onRead(coordA, &ReadReq{Txn: a, Age: ageA, Key: "k"})
+	p.onPrepare(coordB, &PrepareReq{Txn: b, Age: ageB, Writes: []Write{{Key: "k", Value: []byte("b")}}})
+	env.Flush()
+	env.Take()
+
+	env.Advance(p.cfg.LockTimeout / 2)
+	p.onDecide(coordA, &DecideReq{Txn: a, Commit: false})
+	env.Flush()
+	if r := votes(env.Take())[b]; r == nil || !r.OK {
+		t.Fatalf("writer's vote once the reader aborted = %+v, want yes", r)
+	}
+	env.Advance(2 * p.cfg.LockTimeout)
+	env.Flush()
+	if r := votes(env.Take())[b]; r != nil {
+		t.Fatalf("a second vote after the granted wait's timeout: %+v", r)
+	}
+	if got := p.metrics.Counters["lock-timeouts"]; got != 0 {
+		t.Errorf("lock-timeouts = %d, want 0", got)
+	}
+	if p.txns[b] == nil || p.txns[b].state != partPrepared {
+		t.Errorf("writer is not prepared after its timer's deadline")
+	}
+}
+
+func newTimeoutParticipant(t *testing.T) (*Participant, *nodetest.ScriptEnv) {
+	t.Helper()
+	c, err := ParseOptions(map[string]string{"lock-policy": "timeout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &nodetest.ScriptEnv{ID: 1, Clock: int64(time.Second), Epsilon: time.Millisecond}
+	return newParticipant(env, c, protocol.NewMetrics(), mvcc.New(mvcc.Options{SingleIntent: true})), env
+}

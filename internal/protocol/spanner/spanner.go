@@ -44,7 +44,8 @@ func (proto) ModelFor(opts map[string]string) string {
 }
 func (proto) Options() map[string]string {
 	return map[string]string{
-		"lock-policy":      "deadlock handling: no-wait, wait-die or wound-wait (default wound-wait, Spanner's) prevent deadlocks by aborting on conflict; detect blocks on every conflict and aborts the youngest transaction of each deadlock a global wait-for graph finds",
+		"lock-policy":      "deadlock handling: no-wait, wait-die or wound-wait (default wound-wait, Spanner's) prevent deadlocks by aborting on conflict; detect blocks on every conflict and aborts the youngest transaction of each deadlock a global wait-for graph finds; timeout blocks on every conflict and aborts a request that waited lock-timeout",
+		"lock-timeout":     "with lock-policy=timeout: how long a request may wait for a lock before its transaction aborts as a presumed deadlock (default 500ms)",
 		"commit-wait":      "on (default): wait until TT.now().earliest > commit ts before releasing locks and replying (strict serializability); off as in K2's d2PL-TTC runs (serializable)",
 		"idle-timeout":     "abort a transaction whose client or coordinator is silent this long (default 5s)",
 		"decision-timeout": "a participant holding a prepared transaction asks its coordinator for the decision after this long, and again every period (default 500ms)",
@@ -67,6 +68,9 @@ type Config struct {
 	// DetectDeadlocks (lock-policy=detect): conflicts always wait (Policy is locks.Wait) and
 	// the detector breaks deadlocks (deadlock.go).
 	DetectDeadlocks bool
+	// LockTimeout (lock-policy=timeout): conflicts always wait (Policy is locks.Wait) and a
+	// request still waiting after this long aborts its transaction; zero for other policies.
+	LockTimeout time.Duration
 }
 
 // CheckOptionValues implements protocol.OptionChecker.
@@ -79,9 +83,12 @@ func (proto) CheckOptionValues(m map[string]string) error {
 func ParseOptions(m map[string]string) (Config, error) {
 	o := &txnkit.Options{Protocol: Name, M: m}
 	var c Config
-	switch o.Enum("lock-policy", "wound-wait", "no-wait", "wait-die", "wound-wait", "detect") {
+	policy := o.Enum("lock-policy", "wound-wait", "no-wait", "wait-die", "wound-wait", "detect", "timeout")
+	switch policy {
 	case "detect":
 		c.Policy, c.DetectDeadlocks = locks.Wait, true
+	case "timeout":
+		c.Policy = locks.Wait
 	case "no-wait":
 		c.Policy = locks.NoWait
 	case "wait-die":
@@ -89,6 +96,7 @@ func ParseOptions(m map[string]string) (Config, error) {
 	default:
 		c.Policy = locks.WoundWait
 	}
+	lockTimeout := o.Duration("lock-timeout", 500*time.Millisecond)
 	c.CommitWait = o.Bool("commit-wait", true)
 	c.IdleTimeout = o.Duration("idle-timeout", 5*time.Second)
 	c.DecisionTimeout = o.Duration("decision-timeout", 500*time.Millisecond)
@@ -102,6 +110,15 @@ func ParseOptions(m map[string]string) (Config, error) {
 	}
 	if c.IdleTimeout <= 0 || c.DecisionTimeout <= 0 {
 		return Config{}, fmt.Errorf("protocol %s: idle-timeout and decision-timeout must be positive", Name)
+	}
+	if _, set := m["lock-timeout"]; set && policy != "timeout" {
+		return Config{}, fmt.Errorf("protocol %s: lock-timeout needs lock-policy=timeout", Name)
+	}
+	if policy == "timeout" {
+		if lockTimeout <= 0 {
+			return Config{}, fmt.Errorf("protocol %s: lock-timeout must be positive", Name)
+		}
+		c.LockTimeout = lockTimeout
 	}
 	return c, nil
 }
@@ -234,12 +251,14 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 // lockCauses are the abort causes the lock policy produces; each such abort is a "deadlock" in
 // K2's Fig. 17d sense (see the package comment).
 func isLockPolicyCause(c string) bool {
-	return c == locks.ReasonNoWait || c == locks.ReasonWaitDie || c == causeWoundWait || c == causeDeadlock
+	return c == locks.ReasonNoWait || c == locks.ReasonWaitDie || c == causeWoundWait || c == causeDeadlock ||
+		c == causeLockTimeout
 }
 
 const (
 	causeWoundWait     = "wound-wait"
 	causeDeadlock      = "deadlock"
+	causeLockTimeout   = "lock-timeout"
 	causeLostLocks     = "participant-lost-locks"
 	causeIdle          = "idle-timeout"
 	causeUnknownTxn    = "unknown-transaction"

@@ -11,6 +11,7 @@ import (
 	"github.com/meridiandb/meridian/internal/check"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/sim"
+	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/workload/ycsbt"
 )
 
@@ -30,7 +31,7 @@ var crashOne = prototest.CrashDataNode(1, 300*time.Millisecond, 400*time.Millise
 // checks each history.
 func TestStrictSerializable(t *testing.T) {
 	for _, writeLocks := range []string{"buffered", "eager"} {
-		for _, policy := range []string{"no-wait", "wait-die", "wound-wait", "detect"} {
+		for _, policy := range []string{"no-wait", "wait-die", "wound-wait", "detect", "timeout"} {
 			for _, seed := range []uint64{1, 2, 3} {
 				for _, keys := range []int{5, 20} {
 					name := fmt.Sprintf("%s/%s/seed%d/keys%d", writeLocks, policy, seed, keys)
@@ -107,7 +108,7 @@ func TestDeterministic(t *testing.T) {
 // TestYCSBDeadlocksReported: YCSB-T from Zipf 0.5 to 0.99 under each policy commits, reports
 // lock-policy aborts as deadlocks, and more skew means more of them.
 func TestYCSBDeadlocksReported(t *testing.T) {
-	for _, policy := range []string{"no-wait", "wait-die", "wound-wait", "detect"} {
+	for _, policy := range []string{"no-wait", "wait-die", "wound-wait", "detect", "timeout"} {
 		var prev int64 = -1
 		for _, theta := range []float64{0.5, 0.99} {
 			res := prototest.Run(t, prototest.Case{Protocol: Name, Seed: 1, Options: map[string]string{"lock-policy": policy},
@@ -129,14 +130,21 @@ func TestBadOptions(t *testing.T) {
 	for _, opts := range []map[string]string{
 		{"lock-policy": "sometimes"}, {"commit-wait": "maybe"}, {"mutant": "gremlin"}, {"idle-timeout": "0s"},
 		{"write-locks": "lazy"}, {"mutant": MutantEagerNoLock}, {"mutant": MutantEagerNoLock, "write-locks": "buffered"},
+		{"lock-timeout": "100ms"}, {"lock-policy": "detect", "lock-timeout": "100ms"},
+		{"lock-policy": "timeout", "lock-timeout": "0s"}, {"lock-policy": "timeout", "lock-timeout": "-1s"},
+		{"lock-policy": "timeout", "lock-timeout": "soon"},
 	} {
 		if _, err := ParseOptions(opts); err == nil {
 			t.Errorf("%v accepted", opts)
 		}
 	}
 	c, err := ParseOptions(nil)
-	if err != nil || c.Policy.String() != "wound-wait" || !c.CommitWait || c.EagerWrites {
+	if err != nil || c.Policy.String() != "wound-wait" || !c.CommitWait || c.EagerWrites || c.LockTimeout != 0 {
 		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	c, err = ParseOptions(map[string]string{"lock-policy": "timeout", "lock-timeout": "250ms"})
+	if err != nil || c.Policy != locks.Wait || c.LockTimeout != 250*time.Millisecond || c.DetectDeadlocks {
+		t.Fatalf("lock-policy=timeout lock-timeout=250ms: %+v, %v", c, err)
 	}
 }
 
@@ -156,7 +164,7 @@ func TestStrictSerializableSweep(t *testing.T) {
 		seeds = n
 	}
 	for _, writeLocks := range []string{"buffered", "eager"} {
-		for _, policy := range []string{"no-wait", "wait-die", "wound-wait", "detect"} {
+		for _, policy := range []string{"no-wait", "wait-die", "wound-wait", "detect", "timeout"} {
 			for seed := uint64(1); seed <= seeds; seed++ {
 				for _, keys := range []int{5, 20} {
 					t.Run(fmt.Sprintf("%s/%s/seed%d/keys%d", writeLocks, policy, seed, keys), func(t *testing.T) {
