@@ -126,11 +126,13 @@
 //   - A participant polls the coordinator about a prepared transaction (read-only votes
 //     included) after decision-timeout, and after a restart re-locks its recovered intents and
 //     polls at once.
-//   - A read-only vote is durable before it is sent (Spanner logs every participant's prepare
-//     record): a record "s/rv/<txn>" lists the keys the participant holds read locks on, and a
-//     restarted participant takes those locks back and polls the coordinator, so a crash
-//     between vote and decision cannot let a writer commit over what a committing transaction
-//     read. The record is deleted with the decision. It costs read-only participants one flush.
+//   - A yes vote is durable before it is sent (Spanner logs every participant's prepare
+//     record), read locks included: a record "s/rv/<txn>" lists the keys the participant holds
+//     only read locks on (all of a read-only participant's; a writer's intents bring back its
+//     exclusive locks), written with the intents, and a restarted participant takes those
+//     locks back and polls the coordinator, so a crash between vote and decision cannot let a
+//     writer commit over what a committing transaction read. The record is deleted with the
+//     decision. It costs read-only participants one flush.
 //   - A participant aborts an unprepared transaction whose coordinator has been silent for
 //     idle-timeout. A live coordinator sends each participant of its executing transactions a
 //     KeepAlive every third of that, so a transaction that waits long for a lock (here or at

@@ -47,7 +47,7 @@ type partTxn struct {
 	waitSince  int64 // local clock, for the lock-wait distribution
 	prepTS     ts.Timestamp
 	woundSent  bool
-	readVote   bool // voted yes with read locks only; its durable record goes at the decision
+	readVote   bool // voted yes holding read locks here; their durable record goes at the decision
 	idleTimer  node.TimerID
 	pollTimer  node.TimerID
 	waitTimer  node.TimerID // lock-policy=timeout: fires when the current wait has lasted too long
@@ -102,7 +102,7 @@ func newParticipant(env node.Env, c Config, m *protocol.Metrics, store *mvcc.Sto
 }
 
 // recover re-locks the intents of transactions prepared before a crash, and the read locks of
-// those that voted yes with reads only, and asks their coordinators for the decisions.
+// every one that voted yes holding some, and asks their coordinators for the decisions.
 // Timestamps restart above anything served before the crash.
 func (p *Participant) recover(d node.Durable) error {
 	tt := p.env.TrueTime()
@@ -132,12 +132,16 @@ func (p *Participant) recover(d node.Durable) error {
 			bad = fmt.Errorf("spanner: corrupt read-vote record %q: %v", k, err)
 			return false
 		}
-		t := &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared, readVote: true}
+		t := p.txns[id]
+		if t == nil { // voted with read locks only
+			t = &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared}
+			p.txns[id] = t
+			p.armPoll(t, time.Millisecond)
+		}
+		t.readVote = true
 		for _, key := range keys {
 			p.locks.Acquire(id, key, locks.Shared, locks.Wait, ts.Zero)
 		}
-		p.txns[id] = t
-		p.armPoll(t, time.Millisecond)
 		return true
 	})
 	if err != nil {
@@ -591,15 +595,34 @@ func (p *Participant) continuePrepare(t *partTxn) {
 		}
 	}
 	t.writes = nil // now intents
+	// The keys read here but not written keep shared locks, which a restart would lose while the
+	// intents bring the exclusive ones back: they go to disk with the intents, as a read-only
+	// vote's do, so that no writer can take them before the decision (its prepare timestamp
+	// could fall below the commit timestamp this transaction is yet to get).
+	var record []node.Write
+	if reads := readOnlyKeys(p.locks.Held(t.id), writes); len(reads) > 0 {
+		t.readVote = true
+		record = []node.Write{{Key: readVoteKey(t.id), Value: encodeKeys(reads)}}
+	}
 	coord, id, prepTS := t.coord, t.id, t.prepTS
-	p.persist(func() {
+	p.persist(record, func() {
 		p.env.Send(coord, &PrepareResp{Txn: id, OK: true, TS: prepTS})
 	})
 	p.armPoll(t, p.cfg.DecisionTimeout)
 }
 
-func (p *Participant) persist(done func()) {
-	w := p.store.TakeWrites()
+// readOnlyKeys returns the keys of held that no write of writes is for.
+func readOnlyKeys(held []string, writes []Write) []string {
+	written := make(map[string]bool, len(writes))
+	for _, w := range writes {
+		written[w.Key] = true
+	}
+	return slices.DeleteFunc(held, func(k string) bool { return written[k] })
+}
+
+// persist makes the store's pending writes durable, with extra in the same batch, then calls done.
+func (p *Participant) persist(extra []node.Write, done func()) {
+	w := append(p.store.TakeWrites(), extra...)
 	if len(w) == 0 {
 		if done != nil {
 			done()
@@ -642,8 +665,11 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 	} else {
 		p.store.AbortTxn(id)
 	}
+	var record []node.Write
 	if t != nil && t.readVote {
-		p.env.Persist([]node.Write{{Key: readVoteKey(id), Delete: true}}, nil)
+		// In the batch that installs the intents: a crash must not leave the intents without
+		// the read locks that went with them.
+		record = []node.Write{{Key: readVoteKey(id), Delete: true}}
 	}
 	if t != nil {
 		p.env.Cancel(t.idleTimer)
@@ -657,9 +683,9 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 		p.waitsDirty = true
 	}
 	if ack {
-		p.persist(func() { p.env.Send(ackTo, &DecideAck{Txn: id}) })
+		p.persist(record, func() { p.env.Send(ackTo, &DecideAck{Txn: id}) })
 	} else {
-		p.persist(nil)
+		p.persist(record, nil)
 	}
 	for _, k := range keys {
 		p.retrySnap(k)

@@ -248,3 +248,60 @@ func newTimeoutParticipant(t *testing.T) (*Participant, *nodetest.ScriptEnv) {
 	env := &nodetest.ScriptEnv{ID: 1, Clock: int64(time.Second), Epsilon: time.Millisecond}
 	return newParticipant(env, c, protocol.NewMetrics(), mvcc.New(mvcc.Options{SingleIntent: true})), env
 }
+
+// TestPreparedReadLocksSurviveCrash: a participant where a transaction both read and wrote
+// holds its read locks, like a read-only participant, from its yes vote to the decision — a
+// crash included. Its intents bring back the exclusive locks after a restart; the read locks
+// must come back too, or a writer could prepare over a key the transaction read, below the
+// commit timestamp its coordinator is still free to choose (an anti-dependency against
+// timestamp order: a snapshot between the two sees the writer but not the transaction).
+func TestPreparedReadLocksSurviveCrash(t *testing.T) {
+	disk := durable.NewMem()
+	env := &nodetest.ScriptEnv{ID: 1, Clock: int64(time.Second), Epsilon: time.Millisecond, Disk: disk}
+	c := Config{Policy: locks.WoundWait, CommitWait: true, IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
+	p := newParticipant(env, c, protocol.NewMetrics(), mvcc.New(mvcc.Options{SingleIntent: true}))
+	const coord node.ID = 4
+	rmw := storage.MakeTxnID(int32(coord), 1)
+	age := ts.Timestamp{Wall: 100}
+	p.onRead(coord, &ReadReq{Txn: rmw, Age: age, Key: "a"})
+	p.onPrepare(coord, &PrepareReq{Txn: rmw, Age: age, Seen: 1, Writes: []Write{{Key: "b", Value: []byte("t")}}})
+	env.Flush()
+	if v := votes(env.Take())[rmw]; v == nil || !v.OK {
+		t.Fatalf("no yes vote: %+v", v)
+	}
+
+	env2 := &nodetest.ScriptEnv{ID: 1, Clock: env.Clock + int64(time.Second), Epsilon: time.Millisecond, Disk: disk}
+	store, err := mvcc.Recover(disk, mvcc.Options{SingleIntent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := newParticipant(env2, c, protocol.NewMetrics(), store)
+	if err := p2.recover(disk); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]locks.Mode{"a": locks.Shared, "b": locks.Exclusive} {
+		if holders, mode := p2.locks.Holders(k); len(holders) != 1 || holders[0] != rmw || mode != want {
+			t.Errorf("after restart %q is held by %v (%v), want the prepared transaction's %v lock", k, holders, mode, want)
+		}
+	}
+	writer := storage.MakeTxnID(2, 1)
+	p2.onPrepare(2, &PrepareReq{Txn: writer, Age: ts.Timestamp{Wall: 50}, Writes: []Write{{Key: "a", Value: []byte("w")}}})
+	env2.Flush()
+	if v := votes(env2.Take())[writer]; v != nil {
+		t.Fatalf("writer prepared at %v over the read lock of a prepared transaction whose commit may still come later", v.TS)
+	}
+	commitTS := ts.Timestamp{Wall: env2.Clock + int64(10*time.Millisecond), Origin: uint32(coord)}
+	p2.onStatusResp(&StatusResp{Txn: rmw, Status: statusCommitted, TS: commitTS})
+	env2.Flush()
+	v := votes(env2.Take())[writer]
+	if v == nil || !v.OK || !commitTS.Less(v.TS) {
+		t.Fatalf("writer's vote after the decision = %+v, want yes above the commit at %v", v, commitTS)
+	}
+	n := 0
+	if err := disk.Scan(readVotePrefix, readVoteEnd, func(_, _ []byte) bool { n++; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d read-lock records left after the decision", n)
+	}
+}
