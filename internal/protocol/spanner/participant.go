@@ -48,6 +48,7 @@ type partTxn struct {
 	prepTS     ts.Timestamp
 	woundSent  bool
 	readVote   bool // voted yes holding read locks here; their durable record goes at the decision
+	voteSent   bool // the yes vote is durable and sent, so a duplicate PrepareReq may have it again
 	idleTimer  node.TimerID
 	pollTimer  node.TimerID
 	waitTimer  node.TimerID // lock-policy=timeout: fires when the current wait has lasted too long
@@ -110,7 +111,7 @@ func (p *Participant) recover(d node.Durable) error {
 	// is below our TT.latest plus the interval width.
 	p.maxTS = ts.Timestamp{Wall: tt.Latest + tt.Width()}
 	for _, id := range p.store.PendingTxns() {
-		t := &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared}
+		t := &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared, voteSent: true}
 		for _, k := range p.store.IntentKeys(id) {
 			p.locks.Acquire(id, k, locks.Exclusive, locks.Wait, ts.Zero)
 			for _, v := range p.store.Versions(k) {
@@ -134,7 +135,7 @@ func (p *Participant) recover(d node.Durable) error {
 		}
 		t := p.txns[id]
 		if t == nil { // voted with read locks only
-			t = &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared}
+			t = &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared, voteSent: true}
 			p.txns[id] = t
 			p.armPoll(t, time.Millisecond)
 		}
@@ -502,7 +503,11 @@ func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
 		return
 	}
 	if t != nil && t.state == partPrepared {
-		if t.waitPrep == nil { // a duplicate: vote again
+		// A duplicate: vote again, but not before the prepare is durable (its completion sends
+		// the vote then). The coordinator may commit on the first vote it receives, and a
+		// crash before the flush would forget the intents, or read locks, of a transaction
+		// that commits.
+		if t.voteSent {
 			p.env.Send(from, &PrepareResp{Txn: m.Txn, OK: true, TS: t.prepTS})
 		}
 		return
@@ -569,6 +574,7 @@ func (p *Participant) continuePrepare(t *partTxn) {
 		p.env.Cancel(t.idleTimer)
 		coord, id := t.coord, t.id
 		p.env.Persist([]node.Write{{Key: readVoteKey(id), Value: encodeKeys(p.locks.Held(id))}}, func() {
+			t.voteSent = true
 			p.env.Send(coord, &PrepareResp{Txn: id, OK: true})
 		})
 		p.armPoll(t, p.cfg.DecisionTimeout)
@@ -606,6 +612,7 @@ func (p *Participant) continuePrepare(t *partTxn) {
 	}
 	coord, id, prepTS := t.coord, t.id, t.prepTS
 	p.persist(record, func() {
+		t.voteSent = true
 		p.env.Send(coord, &PrepareResp{Txn: id, OK: true, TS: prepTS})
 	})
 	p.armPoll(t, p.cfg.DecisionTimeout)

@@ -305,3 +305,37 @@ func TestPreparedReadLocksSurviveCrash(t *testing.T) {
 		t.Fatalf("%d read-lock records left after the decision", n)
 	}
 }
+
+// TestDuplicatePrepareVotesWhenDurable: a PrepareReq the network delivers twice must not draw a
+// yes vote before the prepare is durable. The coordinator may commit on the first vote it
+// sees; if the participant then crashed before its flush, it would forget the intents (or read
+// locks) of a transaction that commits — its writes there lost.
+func TestDuplicatePrepareVotesWhenDurable(t *testing.T) {
+	for _, kind := range []string{"writer", "read-only"} {
+		t.Run(kind, func(t *testing.T) {
+			p, env := newScriptParticipant(t, locks.WoundWait)
+			const coord node.ID = 4
+			id := storage.MakeTxnID(int32(coord), 1)
+			age := ts.Timestamp{Wall: 100}
+			p.onRead(coord, &ReadReq{Txn: id, Age: age, Key: "a"})
+			prep := &PrepareReq{Txn: id, Age: age, Seen: 1}
+			if kind == "writer" {
+				prep.Writes = []Write{{Key: "b", Value: []byte("t")}}
+			}
+			env.Take()
+			p.onPrepare(coord, prep)
+			p.onPrepare(coord, prep)
+			if v := votes(env.Take())[id]; v != nil {
+				t.Fatalf("voted %+v before the prepare was durable", v)
+			}
+			env.Flush()
+			if v := votes(env.Take())[id]; v == nil || !v.OK {
+				t.Fatalf("no yes vote once durable: %+v", v)
+			}
+			p.onPrepare(coord, prep)
+			if v := votes(env.Take())[id]; v == nil || !v.OK {
+				t.Fatalf("a duplicate after the flush is not answered with the vote: %+v", v)
+			}
+		})
+	}
+}
