@@ -573,7 +573,7 @@ func (p *Participant) continuePrepare(t *partTxn) {
 		t.state, t.readVote = partPrepared, true
 		p.env.Cancel(t.idleTimer)
 		coord, id := t.coord, t.id
-		p.env.Persist([]node.Write{{Key: readVoteKey(id), Value: encodeKeys(p.locks.Held(id))}}, func() {
+		p.persist([]node.Write{{Key: readVoteKey(id), Value: encodeKeys(p.locks.Held(id))}}, func() {
 			t.voteSent = true
 			p.env.Send(coord, &PrepareResp{Txn: id, OK: true})
 		})
@@ -628,9 +628,12 @@ func readOnlyKeys(held []string, writes []Write) []string {
 }
 
 // persist makes the store's pending writes durable, with extra in the same batch, then calls done.
+// With nothing to write, done still waits for the batches in flight: what it answers may rest on
+// them (a duplicated commit finds its intents installed by the first copy, whose batch is not
+// durable yet, and must not be acknowledged before it is).
 func (p *Participant) persist(extra []node.Write, done func()) {
 	w := append(p.store.TakeWrites(), extra...)
-	if len(w) == 0 {
+	if len(w) == 0 && (done == nil || p.pending == 0) {
 		if done != nil {
 			done()
 		}

@@ -339,3 +339,38 @@ func TestDuplicatePrepareVotesWhenDurable(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicateDecideAcksWhenDurable: a commit DecideReq delivered twice must not be
+// acknowledged before the commit is durable. The second copy finds nothing left to install,
+// but the coordinator forgets its record once every participant acknowledged; a crash before
+// the first copy's flush would then bring the intents back with nobody left to say they
+// committed, and the participant, told "aborted" (presumed abort), would drop them.
+func TestDuplicateDecideAcksWhenDurable(t *testing.T) {
+	p, env := newScriptParticipant(t, locks.WoundWait)
+	const coord node.ID = 4
+	id := storage.MakeTxnID(int32(coord), 1)
+	p.onPrepare(coord, &PrepareReq{Txn: id, Age: ts.Timestamp{Wall: 100}, Writes: []Write{{Key: "b", Value: []byte("t")}}})
+	env.Flush()
+	v := votes(env.Take())[id]
+	if v == nil || !v.OK {
+		t.Fatalf("no yes vote: %+v", v)
+	}
+	decide := &DecideReq{Txn: id, Commit: true, TS: ts.Timestamp{Wall: v.TS.Wall + 1}}
+	p.onDecide(coord, decide)
+	p.onDecide(coord, decide)
+	for _, s := range env.Take() {
+		if _, ok := s.M.(*DecideAck); ok {
+			t.Fatalf("acknowledged the commit before it was durable")
+		}
+	}
+	env.Flush()
+	acks := 0
+	for _, s := range env.Take() {
+		if _, ok := s.M.(*DecideAck); ok {
+			acks++
+		}
+	}
+	if acks == 0 {
+		t.Fatalf("no acknowledgement once the commit is durable")
+	}
+}
