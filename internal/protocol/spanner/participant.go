@@ -34,6 +34,11 @@ type partTxn struct {
 	state   partState
 	cause   string // why it was aborted here
 	granted uint32 // locks granted here, reads and eager writes (matched against the coordinator's Seen)
+	// opSeq is the client request number of the newest read/write request admitted here (if
+	// hasOp): the coordinator sends a participant one request per client request, numbered
+	// upwards, so one numbered no higher is a copy the network duplicated or delayed.
+	opSeq uint32
+	hasOp bool
 	// writes are the eager writes (write-locks=eager) held under exclusive locks, pending until
 	// prepare turns them into intents; only the transaction's own reads see them. Volatile: a
 	// restart loses them with the locks, and Seen then no longer matches.
@@ -203,8 +208,14 @@ func (p *Participant) armPoll(t *partTxn, d time.Duration) {
 // admit finds (or creates) the transaction an operation belongs to and checks it may take another
 // lock here: it must be active, idle, and hold exactly the locks its coordinator saw granted
 // (seen); otherwise refuse is called with the cause and admit returns nil.
-func (p *Participant) admit(from node.ID, txn storage.TxnID, seen uint32, age ts.Timestamp, refuse func(cause string)) *partTxn {
+func (p *Participant) admit(from node.ID, txn storage.TxnID, seq, seen uint32, age ts.Timestamp, refuse func(cause string)) *partTxn {
 	t := p.txns[txn]
+	if t != nil && t.state == partActive && t.hasOp && seq <= t.opSeq {
+		// A copy of a request already admitted: its answer went, or goes once its locks are
+		// held. Judged as a new request it would fail the checks below and abort the
+		// transaction for nothing its coordinator did.
+		return nil
+	}
 	if t == nil && seen > 0 {
 		refuse(causeLostLocks)
 		return nil
@@ -220,6 +231,7 @@ func (p *Participant) admit(from node.ID, txn storage.TxnID, seen uint32, age ts
 		p.drain()
 		return nil
 	}
+	t.opSeq, t.hasOp = seq, true
 	return t
 }
 
@@ -259,7 +271,7 @@ func (p *Participant) onOps(from node.ID, m *OpsReq) {
 
 // startOps admits a request of reads and eager writes and runs it as far as the locks allow.
 func (p *Participant) startOps(from node.ID, txn storage.TxnID, seen uint32, age ts.Timestamp, r *opsReq) {
-	t := p.admit(from, txn, seen, age, func(cause string) { p.refuseOps(from, txn, r, cause) })
+	t := p.admit(from, txn, r.seq, seen, age, func(cause string) { p.refuseOps(from, txn, r, cause) })
 	if t == nil {
 		return
 	}
@@ -511,6 +523,9 @@ func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
 			p.env.Send(from, &PrepareResp{Txn: m.Txn, OK: true, TS: t.prepTS})
 		}
 		return
+	}
+	if t != nil && t.state == partActive && t.waitPrep != nil {
+		return // a copy of the prepare that waits here for a lock: it votes once they are held
 	}
 	t = p.txn(m.Txn, from, m.Age)
 	switch {
