@@ -667,10 +667,12 @@ func (p *Participant) onDecide(from node.ID, m *DecideReq) {
 	p.applyDecision(m.Txn, m.Commit, m.TS, from, m.Commit)
 }
 
-func (p *Participant) onStatusResp(m *StatusResp) {
+func (p *Participant) onStatusResp(from node.ID, m *StatusResp) {
 	switch m.Status {
 	case statusCommitted:
-		p.applyDecision(m.Txn, true, m.TS, 0, false)
+		// Acknowledged like a DecideReq: the coordinator keeps the record until every
+		// participant has, and will not send this one the decision again.
+		p.applyDecision(m.Txn, true, m.TS, from, true)
 	case statusAborted:
 		p.applyDecision(m.Txn, false, ts.Zero, 0, false)
 	}

@@ -143,7 +143,7 @@ func TestReadVoteSurvivesCrash(t *testing.T) {
 		t.Fatalf("writer prepared over the voted reader's restored lock: %+v", v)
 	}
 	// The decision releases the locks and removes the record.
-	p2.onStatusResp(&StatusResp{Txn: reader, Status: statusCommitted, TS: ts.Timestamp{Wall: env2.Clock}})
+	p2.onStatusResp(4, &StatusResp{Txn: reader, Status: statusCommitted, TS: ts.Timestamp{Wall: env2.Clock}})
 	env2.Flush()
 	if v := votes(env2.Take())[writer]; v == nil || !v.OK {
 		t.Fatalf("writer not prepared after the reader's decision: %+v", v)
@@ -292,7 +292,7 @@ func TestPreparedReadLocksSurviveCrash(t *testing.T) {
 		t.Fatalf("writer prepared at %v over the read lock of a prepared transaction whose commit may still come later", v.TS)
 	}
 	commitTS := ts.Timestamp{Wall: env2.Clock + int64(10*time.Millisecond), Origin: uint32(coord)}
-	p2.onStatusResp(&StatusResp{Txn: rmw, Status: statusCommitted, TS: commitTS})
+	p2.onStatusResp(4, &StatusResp{Txn: rmw, Status: statusCommitted, TS: commitTS})
 	env2.Flush()
 	v := votes(env2.Take())[writer]
 	if v == nil || !v.OK || !commitTS.Less(v.TS) {
@@ -455,5 +455,48 @@ func TestDuplicatePrepareWhileWaiting(t *testing.T) {
 	env.Flush()
 	if v := votes(env.Take())[id]; v == nil || !v.OK {
 		t.Fatalf("vote once the lock was free = %+v, want yes", v)
+	}
+}
+
+// TestPolledCommitAcknowledged: a prepared participant that learns of the commit by polling
+// (its DecideReq was lost in a crash) acknowledges it once durable, like one told by a
+// DecideReq. The coordinator forgets a commit record only when every participant has
+// acknowledged, and sends no DecideReq again until it restarts, so without this ack the
+// record, and its entry among the unacknowledged, stayed for good.
+func TestPolledCommitAcknowledged(t *testing.T) {
+	p, env := newScriptParticipant(t, locks.WoundWait)
+	const coord node.ID = 4
+	id := storage.MakeTxnID(int32(coord), 1)
+	p.onPrepare(coord, &PrepareReq{Txn: id, Age: ts.Timestamp{Wall: 100}, Writes: []Write{{Key: "b", Value: []byte("t")}}})
+	env.Flush()
+	v := votes(env.Take())[id]
+	if v == nil || !v.OK {
+		t.Fatalf("no yes vote: %+v", v)
+	}
+	env.Advance(p.cfg.DecisionTimeout)
+	polled := false
+	for _, s := range env.Take() {
+		if m, ok := s.M.(*StatusReq); ok && m.Txn == id && s.To == coord {
+			polled = true
+		}
+	}
+	if !polled {
+		t.Fatalf("the prepared participant did not poll its coordinator")
+	}
+	p.onStatusResp(coord, &StatusResp{Txn: id, Status: statusCommitted, TS: ts.Timestamp{Wall: v.TS.Wall + 1}})
+	for _, s := range env.Take() {
+		if _, ok := s.M.(*DecideAck); ok {
+			t.Fatalf("acknowledged before the commit was durable")
+		}
+	}
+	env.Flush()
+	acked := false
+	for _, s := range env.Take() {
+		if m, ok := s.M.(*DecideAck); ok && m.Txn == id && s.To == coord {
+			acked = true
+		}
+	}
+	if !acked {
+		t.Fatalf("a commit learned by polling was never acknowledged: the coordinator keeps its record for good")
 	}
 }

@@ -237,7 +237,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 	case *DecideReq:
 		n.Part.onDecide(from, m)
 	case *StatusResp:
-		n.Part.onStatusResp(m)
+		n.Part.onStatusResp(from, m)
 	case *KeepAlive:
 		n.Part.onKeepAlive(from, m)
 	case *WaitGraph:
