@@ -70,6 +70,8 @@ type entry struct {
 	durable Record   // what is known to be persisted (what Status reports)
 	latest  Record   // the newest state handed to TakeWrites, possibly not yet persisted
 	waiters []Waiter // FIFO
+	// placeholder: made by Wait and never written; Create adopts it by writing it.
+	placeholder bool
 }
 
 // Errors.
@@ -101,12 +103,21 @@ func (t *Table) TakeWrites() []node.Write {
 func (t *Table) Len() int { return len(t.recs) }
 
 // Create makes an InProgress record (K2: at the first write, piggybacked on it). Creating an
-// existing record is a no-op that returns its current durable state.
+// existing record is a no-op that returns its current durable state, except that a placeholder
+// Wait made for a waiter that overtook the first write is written now: the record then reaches
+// the disk with the write that creates it, as one that did not meet a waiter does.
 func (t *Table) Create(txn storage.TxnID, meta []byte) (Record, error) {
 	if len(meta) > storage.MaxMetaBytes {
 		return Record{}, ErrMetaTooBig
 	}
 	if e := t.recs[txn]; e != nil {
+		if e.placeholder {
+			e.placeholder = false
+			if !e.latest.Status.Final() {
+				e.latest.Meta = meta
+				t.record(e.latest)
+			}
+		}
 		return e.durable, nil
 	}
 	r := Record{Txn: txn, Status: InProgress, Meta: meta}
@@ -147,6 +158,21 @@ func (t *Table) Stage(txn storage.TxnID, commitTS ts.Timestamp, meta []byte) err
 // deciding otherwise returns ErrFinal. The decision is not visible until Decided is called after
 // the returned writes (TakeWrites) are persisted.
 func (t *Table) Decide(txn storage.TxnID, status Status, commitTS ts.Timestamp, epoch uint64) error {
+	return t.decide(txn, status, commitTS, epoch, nil, false)
+}
+
+// DecideWith is Decide that also replaces the record's metadata, persisted in the same write as
+// the decision: what the holder must still know about a decided transaction after a restart
+// (K2: the participants that must acknowledge its finalization before the record may be
+// forgotten). Deciding the same way again changes nothing, metadata included.
+func (t *Table) DecideWith(txn storage.TxnID, status Status, commitTS ts.Timestamp, epoch uint64, meta []byte) error {
+	if len(meta) > storage.MaxMetaBytes {
+		return ErrMetaTooBig
+	}
+	return t.decide(txn, status, commitTS, epoch, meta, true)
+}
+
+func (t *Table) decide(txn storage.TxnID, status Status, commitTS ts.Timestamp, epoch uint64, meta []byte, setMeta bool) error {
 	if !status.Final() {
 		return fmt.Errorf("%w: %v", ErrBadStatus, status)
 	}
@@ -163,6 +189,9 @@ func (t *Table) Decide(txn storage.TxnID, status Status, commitTS ts.Timestamp, 
 		return nil
 	}
 	e.latest.Status, e.latest.CommitTS, e.latest.Epoch = status, commitTS, epoch
+	if setMeta {
+		e.latest.Meta = meta
+	}
 	t.record(e.latest)
 	return nil
 }
@@ -195,7 +224,7 @@ func (t *Table) Wait(txn storage.TxnID, w Waiter) (rec Record, decided bool) {
 	e := t.recs[txn]
 	if e == nil {
 		r := Record{Txn: txn, Status: InProgress}
-		e = &entry{durable: r, latest: r}
+		e = &entry{durable: r, latest: r, placeholder: true}
 		t.recs[txn] = e
 	}
 	if e.durable.Status.Final() {
@@ -214,7 +243,9 @@ func (t *Table) Waiting(txn storage.TxnID) int {
 }
 
 // Forget drops a decided record once no one can ask about it any more (all intents resolved).
-// The deletion is persisted. Forgetting an undecided record is refused.
+// The deletion is persisted. Forgetting an undecided record is refused, and so is forgetting a
+// decision that is not durable yet (Decided not called): its persist write is still to come,
+// and would bring the record back after the deletion.
 func (t *Table) Forget(txn storage.TxnID) error {
 	e := t.recs[txn]
 	if e == nil {
