@@ -621,7 +621,7 @@ func (n *Node) commitNow(t *ctxn) {
 func (n *Node) sendCommit(t *ctxn) {
 	n.clearReq(t)
 	id := n.nextReqID(t)
-	n.env.Send(t.recorder, &CommitReq{ReqID: id, Txn: t.id, TS: t.ts})
+	n.env.Send(t.recorder, &CommitReq{ReqID: id, Txn: t.id, TS: t.ts, Participants: t.participants})
 	t.timer = n.env.After(n.cfg.opTimeout, func() {
 		if t.reqID != id || t.state != stCommitting {
 			return
@@ -707,10 +707,11 @@ func (n *Node) finishCommit(t *ctxn) {
 	n.finish(t)
 }
 
-// finalize tells every participant the decision (Fig. 9, Phase 3), ascending by node id.
+// finalize tells every participant the decision (Fig. 9, Phase 3), ascending by node id. Each
+// participant tells the recorder once a commit is finalized, so the record can go.
 func (n *Node) finalize(t *ctxn, commit bool, ackID uint64) {
 	for _, p := range t.participants {
-		n.env.Send(p, &FinalizeReq{ReqID: ackID, Txn: t.id, Commit: commit, TS: t.ts, Ack: ackID != 0})
+		n.env.Send(p, &FinalizeReq{ReqID: ackID, Txn: t.id, Commit: commit, TS: t.ts, Ack: ackID != 0, Recorder: t.recorder})
 	}
 }
 

@@ -468,14 +468,23 @@ func (n *Node) onDurableReq(from topo.NodeID, r *DurableReq) {
 	n.env.Send(from, resp)
 }
 
-// onCommit is the recorder's one-phase commit: persist COMMITTED, then wake PUSHWS waiters and
-// answer. A transaction already aborted (lease expiry) stays aborted.
+// onCommit is the recorder's one-phase commit: persist COMMITTED, with the participants that
+// must acknowledge its finalization before the record may be forgotten (gc.go), then wake
+// PUSHWS waiters and answer. A transaction already aborted (lease expiry) stays aborted, and
+// one the recorder holds no record of is refused: its first write created the record before
+// the coordinator could commit, so the record was forgotten, which only an ended or aborted
+// transaction's is.
 func (n *Node) onCommit(from topo.NodeID, c *CommitReq) {
-	if r, ok := n.recs.Get(c.Txn); ok && r.Status == txnrec.Aborted {
+	r, ok := n.recs.Get(c.Txn)
+	if !ok {
+		n.env.Send(from, &CommitResp{ReqID: c.ReqID, Cause: "unknown-transaction"})
+		return
+	}
+	if r.Status == txnrec.Aborted {
 		n.env.Send(from, &CommitResp{ReqID: c.ReqID, Cause: "coordinator-timeout"})
 		return
 	}
-	if err := n.recs.Decide(c.Txn, txnrec.Committed, c.TS, 0); err != nil {
+	if err := n.recs.DecideWith(c.Txn, txnrec.Committed, c.TS, 0, encodeParticipants(n.participantsOf(c))); err != nil {
 		n.env.Send(from, &CommitResp{ReqID: c.ReqID, Cause: "coordinator-timeout"})
 		return
 	}
@@ -484,29 +493,49 @@ func (n *Node) onCommit(from topo.NodeID, c *CommitReq) {
 	n.persist(n.dataWrites(), func() {
 		n.recs.Decided(txn)
 		r, _ := n.recs.Get(txn)
-		n.env.Send(from, &CommitResp{ReqID: id, Committed: r.Status == txnrec.Committed})
+		committed := r.Status == txnrec.Committed
+		if committed {
+			n.trackDecided(txn, r, false)
+		}
+		n.env.Send(from, &CommitResp{ReqID: id, Committed: committed})
 	})
 }
 
-func (n *Node) onAbort(a *AbortReq) { n.decideAbort(a.Txn) }
+// onAbort records the coordinator's abort. The coordinator ends the transaction as it sends it,
+// so the record may go as soon as the abort is durable.
+func (n *Node) onAbort(a *AbortReq) { n.decideAbort(a.Txn, true) }
 
-// decideAbort records an abort at the recorder. Deciding a committed transaction aborted is
-// refused by the record table, so a late abort can never undo a commit.
-func (n *Node) decideAbort(txn storage.TxnID) bool {
+// decideAbort records an abort at the recorder; ended says the coordinator has ended the
+// transaction. Deciding a committed transaction aborted is refused by the record table, so a
+// late abort can never undo a commit.
+func (n *Node) decideAbort(txn storage.TxnID, ended bool) bool {
 	delete(n.leases, txn)
 	if err := n.recs.Decide(txn, txnrec.Aborted, ts.Zero, 0); err != nil {
 		return false
 	}
-	n.persist(n.dataWrites(), func() { n.recs.Decided(txn) })
+	n.persist(n.dataWrites(), func() {
+		n.recs.Decided(txn)
+		if r, ok := n.recs.Get(txn); ok && r.Status == txnrec.Aborted {
+			n.trackDecided(txn, r, ended)
+		}
+	})
 	return true
 }
 
 // onPush is PUSHWS at the recorder: answer with the durable decision, now or once it exists. A
 // PUSHWS may overtake the record's creation (or follow a recorder restart that lost nothing but
-// its waiters): the unknown transaction gets a placeholder whose lease bounds the wait.
+// its waiters, or name a transaction whose record was forgotten): the unknown transaction gets
+// a placeholder whose lease bounds the wait, and its coordinator is asked whether it ended the
+// transaction, which settles it at once (gc.go).
 func (n *Node) onPush(from topo.NodeID, p *PushReq) {
 	answer := func(r txnrec.Record) {
 		n.env.Send(from, &PushResp{Txn: r.Txn, Committed: r.Status == txnrec.Committed, TS: r.CommitTS})
+	}
+	if _, known := n.recs.Get(p.Txn); !known {
+		if c := topo.NodeID(p.Txn.Coordinator()); n.isDataNode(c) {
+			n.m.Add("recorder.ended-query", 1)
+			n.env.Send(c, &EndedQuery{Txns: []storage.TxnID{p.Txn}})
+		}
 	}
 	r, decided := n.recs.Wait(p.Txn, answer)
 	if decided {
@@ -537,21 +566,31 @@ func (n *Node) recorderTick() {
 			delete(n.leases, txn) // a PUSHWS re-armed it while the decision was being persisted
 			continue
 		}
-		if now-n.leases[txn] > int64(n.cfg.lease) && n.decideAbort(txn) {
+		if now-n.leases[txn] > int64(n.cfg.lease) && n.decideAbort(txn, false) {
 			n.m.Add("recorder.lease-abort", 1)
 		}
 	}
 }
 
-// onFinalize installs or discards a decided transaction's intents (Fig. 10, FINALIZE).
+// onFinalize installs or discards a decided transaction's intents (Fig. 10, FINALIZE). Once a
+// commit's finalization is durable the recorder hears of it, so that it can forget the record
+// (gc.go); an abort's it need not.
 func (n *Node) onFinalize(from topo.NodeID, f *FinalizeReq) {
 	n.resolve(f.Txn, f.Commit, f.TS)
-	if !f.Ack {
+	tell := f.Commit && n.isDataNode(f.Recorder)
+	if !f.Ack && !tell {
 		n.persist(n.dataWrites(), nil)
 		return
 	}
-	id := f.ReqID
-	n.persist(n.dataWrites(), func() { n.env.Send(from, &FinalizeResp{ReqID: id}) })
+	id, txn, rec, ack := f.ReqID, f.Txn, f.Recorder, f.Ack
+	n.persist(n.dataWrites(), func() {
+		if ack {
+			n.env.Send(from, &FinalizeResp{ReqID: id})
+		}
+		if tell {
+			n.noteFinalized(rec, txn)
+		}
+	})
 }
 
 // pendingIntents reports the transactions with undecided intents on this node (tests).

@@ -101,8 +101,16 @@
 //     record is created by that write, which carries the recorder's address to every intent.
 //   - PUSHWS before the record exists (notes §3.5): the recorder creates an IN_PROGRESS
 //     placeholder bounded by the lease; if nobody vouches for the transaction it is aborted.
+//     The recorder also asks the transaction's coordinator at once (EndedQuery), and aborts the
+//     placeholder as soon as the coordinator says it no longer runs the transaction.
 //   - Coordinator failure: coordinators heartbeat, to each recorder, the transactions they still
 //     run (every lease/4); a recorder aborts an undecided transaction not heard of for a lease.
+//   - Records are forgotten (the paper keeps them in shared storage and says nothing of their
+//     end): a committed one once every participant has acknowledged that its finalization is
+//     durable (Finalized), an aborted one once its coordinator has ended the transaction. A
+//     recorder re-sends a commit's finalization to a participant that has not acknowledged it
+//     for a lease, once the coordinator has ended the transaction. gc.go says why no late
+//     message about a forgotten transaction can be answered wrongly.
 //     The paper gives no values; the lease defaults to 1 s. Recorder fail-over with fencing in
 //     shared storage is replaced by the recorder's own restart from its durable records, which is
 //     what Meridian's runtimes offer.
@@ -170,7 +178,10 @@
 // acknowledged intent), pushws (PUSHWS sent), write-duplicate (a data node received a write
 // of a transaction it already has, or an older one, on the key: a duplicated message),
 // probe (OpsProbe sent, after a restart notice), abort.op-lost (a data node's crash lost an
-// operation), recorder.lease-abort, ts.taken (timestamps handed out), ts.waited (of those, the
+// operation), recorder.lease-abort, recorder.ended-abort (an undecided transaction aborted because
+// its coordinator said it had ended it), recorder.forgotten (records forgotten),
+// recorder.ended-query (transactions a recorder asked their coordinator about),
+// recorder.refinalize (finalizations re-sent by a recorder), ts.taken (timestamps handed out), ts.waited (of those, the
 // ones a transaction waited for: the batch was missing or used up) and ts.oracle-requests (K2
 // Fig. 16: with batching, far fewer than timestamps). Durations, measured at the coordinator per operation (K2 Table 2):
 // phase.get-ts (first request to timestamp), phase.read (minus its PUSHWS waits), phase.pushws

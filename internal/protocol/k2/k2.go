@@ -66,6 +66,10 @@ type config struct {
 	idleTimeout      time.Duration
 	readBlockTimeout time.Duration
 	mutation         clock.BatcherMutation
+	// forgetAtDecision breaks record garbage collection on purpose (tests only, no option):
+	// a record is forgotten as soon as its decision is durable, before the participants
+	// acknowledge, so a late PUSHWS finds the transaction unknown.
+	forgetAtDecision bool
 }
 
 // CheckOptionValues implements protocol.OptionChecker.
@@ -207,7 +211,12 @@ type Node struct {
 	store  *mvcc.Store
 	recs   *txnrec.Table
 	leases map[storage.TxnID]int64 // undecided records: local time their coordinator was last heard of
-	pushes map[storage.TxnID]*push
+	// gc holds the decided records not forgotten yet, and what each still waits for (gc.go).
+	gc map[storage.TxnID]*gcRec
+	// finNotes batches, per recorder, the commits whose finalization a flush made durable.
+	finNotes      map[topo.NodeID][]storage.TxnID
+	finNotesArmed bool
+	pushes        map[storage.TxnID]*push
 	// unflushed holds the pipelined writes acknowledged but not yet durable: the write
 	// sequence number of the latest such write of a transaction on a key. It is volatile on
 	// purpose: after a restart every intent in the store came from disk.
@@ -258,7 +267,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(), batcher: b,
 		oracle: tp.Oracle(tp.RegionOf(self)),
 		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{}, probes: map[topo.NodeID]outProbe{},
-		leases: map[storage.TxnID]int64{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{}, durNotes: map[topo.NodeID][]DurableNote{},
+		leases: map[storage.TxnID]int64{}, gc: map[storage.TxnID]*gcRec{}, finNotes: map[topo.NodeID][]storage.TxnID{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{}, durNotes: map[topo.NodeID][]DurableNote{},
 		waitedReads: map[string]ts.Timestamp{}, serving: map[opRef]struct{}{}}
 	if n.oracle < 0 {
 		return nil, fmt.Errorf("k2: region of node %d has no oracle (use a layout with OraclePerRegion)", self)
@@ -296,7 +305,11 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 		if !r.Status.Final() {
 			// Its coordinator gets one lease from our restart to show it is alive.
 			n.leases[r.Txn] = now
+			return true
 		}
+		// Decided and not forgotten: who acknowledged, and which coordinators said they
+		// ended it, died with the previous life; a lease from now it is followed up.
+		n.trackDecided(r.Txn, r, false)
 		return true
 	})
 	if prevInc > 0 {
@@ -359,7 +372,11 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 	case *OpsProbe:
 		// Answered even while recovering: the operations held until then are still here.
 		n.onOpsProbe(from, m)
-	case *ReadReq, *WriteReq, *OpsReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq:
+	case *EndedQuery:
+		// A coordinator's answer needs nothing recovered: a restarted one runs nothing of its
+		// earlier lives, and hands out no transaction id before its incarnation is durable.
+		n.onEndedQuery(from, m)
+	case *ReadReq, *WriteReq, *OpsReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq, *Finalized, *Ended:
 		// Nothing is served before this life's incarnation is durable either: a node that
 		// crashed before that restarts as new, without the recovery read floor, which is only
 		// safe if its lost life had set no read watermark.
@@ -395,6 +412,10 @@ func (n *Node) onData(from node.ID, m wire.Msg) {
 		n.onHeartbeat(m)
 	case *DurableReq:
 		n.onDurableReq(from, m)
+	case *Finalized:
+		n.onFinalized(from, m)
+	case *Ended:
+		n.onEnded(from, m)
 	}
 }
 
@@ -458,6 +479,7 @@ func (n *Node) armTick() {
 	n.env.After(n.cfg.lease/4, func() {
 		n.coordinatorTick()
 		n.recorderTick()
+		n.gcTick()
 		n.armTick()
 	})
 }

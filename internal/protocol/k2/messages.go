@@ -94,11 +94,14 @@ type WriteDurable struct {
 	Lost  bool     `cbor:",omitempty"`
 }
 
-// CommitReq is K2's one-phase commit, sent to the recorder after the commit wait.
+// CommitReq is K2's one-phase commit, sent to the recorder after the commit wait. Participants
+// are the nodes the transaction sent writes to (ascending): the recorder keeps the record until
+// each has acknowledged the finalization (Finalized).
 type CommitReq struct {
-	ReqID uint64
-	Txn   storage.TxnID
-	TS    ts.Timestamp
+	ReqID        uint64
+	Txn          storage.TxnID
+	TS           ts.Timestamp
+	Participants []topo.NodeID `cbor:",omitempty"`
 }
 
 // CommitResp carries the recorder's durable decision.
@@ -128,18 +131,42 @@ type PushResp struct {
 }
 
 // FinalizeReq installs (Commit) or discards a decided transaction's intents on a participant.
-// Ack asks for a FinalizeResp once durable (the synchronous-finalization ablation).
+// Ack asks for a FinalizeResp once durable (the synchronous-finalization ablation). Recorder is
+// the transaction's recorder, which a participant tells (Finalized) once a commit's
+// finalization is durable. The coordinator sends it, and so does the recorder when a
+// participant's acknowledgement is late.
 type FinalizeReq struct {
-	ReqID  uint64
-	Txn    storage.TxnID
-	Commit bool
-	TS     ts.Timestamp
-	Ack    bool `cbor:",omitempty"`
+	ReqID    uint64
+	Txn      storage.TxnID
+	Commit   bool
+	TS       ts.Timestamp
+	Ack      bool `cbor:",omitempty"`
+	Recorder topo.NodeID
 }
 
 // FinalizeResp acknowledges a FinalizeReq with Ack set.
 type FinalizeResp struct {
 	ReqID uint64
+}
+
+// Finalized tells a recorder that the sender's finalization of these committed transactions is
+// durable: it holds no intent of them and never will again (one message per recorder per
+// flush). Once every participant has said so, the recorder forgets the record.
+type Finalized struct {
+	Txns []storage.TxnID
+}
+
+// EndedQuery asks a coordinator which of these transactions of its own it no longer runs. A
+// recorder asks about a transaction it aborted without hearing from the coordinator (lease
+// expiry) and about one it does not know that a PUSHWS names.
+type EndedQuery struct {
+	Txns []storage.TxnID
+}
+
+// Ended answers an EndedQuery: the coordinator no longer runs these transactions, so it will
+// never send anything about them again (links are FIFO: what it sent before came first).
+type Ended struct {
+	Txns []storage.TxnID
 }
 
 // Heartbeat tells a recorder that the sending coordinator still runs these transactions, which
@@ -207,11 +234,14 @@ func (*OpsResp) Kind() wire.Kind      { return 216 }
 func (*OpsProbe) Kind() wire.Kind     { return 217 }
 func (*OpsProbeResp) Kind() wire.Kind { return 218 }
 func (*Restarted) Kind() wire.Kind    { return 219 }
+func (*Finalized) Kind() wire.Kind    { return 220 }
+func (*EndedQuery) Kind() wire.Kind   { return 221 }
+func (*Ended) Kind() wire.Kind        { return 222 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &CommitReq{}, &CommitResp{},
 		&AbortReq{}, &PushReq{}, &PushResp{}, &FinalizeReq{}, &FinalizeResp{}, &Heartbeat{}, &DurableReq{}, &WriteDurable{}, &DurableNotes{}, &OpsReq{}, &OpsResp{},
-		&OpsProbe{}, &OpsProbeResp{}, &Restarted{}} {
+		&OpsProbe{}, &OpsProbeResp{}, &Restarted{}, &Finalized{}, &EndedQuery{}, &Ended{}} {
 		wire.Register(m)
 	}
 }
