@@ -530,7 +530,7 @@ func (n *Node) committed(t *coordTxn, c ts.Timestamp) {
 		// Implicitly committed already; make it explicit so pushers need not recover it.
 		n.env.Send(t.meta.RecordNode, &EndTxnReq{Txn: t.meta.ID, Status: EndCommit, TS: c})
 	}
-	n.resolveAll(t.meta.ID, t.writeKeys, true, c)
+	n.resolveAll(t.meta.ID, t.writeKeys, true, c, t.meta.RecordNode)
 	n.finish(t)
 }
 
@@ -547,7 +547,7 @@ func (n *Node) rollback(t *coordTxn, cause string) {
 	if t.meta.RecordNode >= 0 {
 		n.env.Send(t.meta.RecordNode, &EndTxnReq{Txn: t.meta.ID, Status: EndAbort})
 	}
-	n.resolveAll(t.meta.ID, t.writeKeys, false, ts.Zero)
+	n.resolveAll(t.meta.ID, t.writeKeys, false, ts.Zero, t.meta.RecordNode)
 	n.finish(t)
 }
 

@@ -105,8 +105,14 @@
 //     timestamp after a reader first visited its node may fall outside the reader's observed
 //     limit. That can only cost single-key linearizability in a narrow window, never
 //     serializability, which rests on commit-timestamp order alone.
-//   - No closed timestamps, follower reads, range scans (OpScan answers "not supported"), or
-//     garbage collection of transaction records (they are kept; runs are finite).
+//   - No closed timestamps, follower reads or range scans (OpScan answers "not supported").
+//   - Transaction records are forgotten when nobody can validly ask about them any more, not
+//     after CockroachDB's hour of inactivity: a committed one once every leaseholder of its
+//     writes has acknowledged that its resolution is durable (Resolved) and its coordinator has
+//     ended the transaction, an aborted one once its coordinator has ended it (EndedQuery,
+//     Ended). gc.go says why no late message about a forgotten transaction can be answered
+//     wrongly. Record holders also recover an expired STAGING record without waiting for a
+//     push, and ask the coordinator of an expired PENDING one whether it ended it.
 //   - Transaction ids start at the local clock in microseconds, so ids do not repeat across a
 //     coordinator restart without persisting a counter.
 //
@@ -126,7 +132,10 @@
 // Counters: abort/<cause> (push-abort, refresh-failed, uncertainty, write-lost,
 // coordinator-timeout), refresh/ok and refresh/failed, uncertainty/hit, /refreshed and
 // /restart, push/abort, /timestamp, /wait and /expired, write/pushed, commit/ok, /read-only,
-// /pushed and /unknown, recovery/committed and /aborted. Durations: phase/<client op> (get, put, delete,
+// /pushed and /unknown, recovery/committed and /aborted, record/forgotten, record/ended-query
+// (transactions a holder asked their coordinator about), record/ended-abort (undecided records
+// aborted because the coordinator had ended the transaction), record/reresolve (resolutions
+// re-sent by a holder). Durations: phase/<client op> (get, put, delete,
 // commit: request to answer at the gateway), phase/refresh, phase/stage (staging to implicit
 // commit), phase/lock-wait (time a request spent queued on an intent).
 package crdb

@@ -96,12 +96,36 @@ type QueryIntentResp struct {
 	Found bool
 }
 
-// ResolveReq commits (at TS) or aborts Txn's intents on Keys.
+// ResolveReq commits (at TS) or aborts Txn's intents on Keys. Record is the node holding the
+// transaction record, which a leaseholder tells (Resolved) once a commit's resolution is
+// durable. The coordinator sends it, and so does the record holder (recovery, and a
+// resolution whose acknowledgement is late).
 type ResolveReq struct {
 	Txn    storage.TxnID
 	Keys   []string
 	Commit bool
 	TS     ts.Timestamp
+	Record topo.NodeID
+}
+
+// Resolved tells a record holder that the sender's resolution of these committed transactions'
+// intents is durable: it holds no intent of them and never will again (one message per record
+// holder per flush). Once every leaseholder of a transaction's writes has said so, and its
+// coordinator has ended it, the holder forgets the record.
+type Resolved struct {
+	Txns []storage.TxnID
+}
+
+// EndedQuery asks a coordinator which of these transactions of its own it no longer runs. A
+// record holder asks about a record it decided, or may abort, without its coordinator's word.
+type EndedQuery struct {
+	Txns []storage.TxnID
+}
+
+// Ended answers an EndedQuery: the coordinator no longer runs these transactions, so it will
+// never send anything about them again (links are FIFO: what it sent before came first).
+type Ended struct {
+	Txns []storage.TxnID
 }
 
 // OpsReq carries several reads and writes of one client request that share a leaseholder, so a
@@ -222,11 +246,14 @@ func (*EndTxnReq) Kind() wire.Kind       { return 413 }
 func (*EndTxnResp) Kind() wire.Kind      { return 414 }
 func (*OpsReq) Kind() wire.Kind          { return 415 }
 func (*OpsResp) Kind() wire.Kind         { return 416 }
+func (*Resolved) Kind() wire.Kind        { return 417 }
+func (*EndedQuery) Kind() wire.Kind      { return 418 }
+func (*Ended) Kind() wire.Kind           { return 419 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &RefreshReq{}, &RefreshResp{},
 		&QueryIntentReq{}, &QueryIntentResp{}, &ResolveReq{}, &PushReq{}, &PushResp{}, &HeartbeatReq{},
-		&HeartbeatResp{}, &EndTxnReq{}, &EndTxnResp{}, &OpsReq{}, &OpsResp{}} {
+		&HeartbeatResp{}, &EndTxnReq{}, &EndTxnResp{}, &OpsReq{}, &OpsResp{}, &Resolved{}, &EndedQuery{}, &Ended{}} {
 		wire.Register(m)
 	}
 }

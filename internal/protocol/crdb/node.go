@@ -54,6 +54,10 @@ type settings struct {
 	noRefresh   bool
 	pollPeriod  time.Duration // how often a blocked request re-pushes a transaction it waits for
 	abortMemory int           // how many aborted transactions a leaseholder remembers
+	// forgetAtDecision breaks record garbage collection on purpose (tests only, no option): a
+	// record is forgotten as soon as its decision is durable, before the leaseholders
+	// acknowledge the resolution, so a late push finds the transaction unknown.
+	forgetAtDecision bool
 }
 
 // CheckOptionValues implements protocol.OptionChecker.
@@ -105,6 +109,7 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		blocked:    map[string][]*blockedOp{},
 		aborted:    map[storage.TxnID]bool{},
 		recState:   map[storage.TxnID]*recState{},
+		resNotes:   map[topo.NodeID][]storage.TxnID{},
 		txns:       map[txnkit.ClientTxn]*coordTxn{},
 		byID:       map[storage.TxnID]*coordTxn{},
 		pending:    map[uint64]func(wire.Msg){},
@@ -116,6 +121,7 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	if err := n.recover(cfg.Durable); err != nil {
 		return nil, fmt.Errorf("crdb: node %d: %w", n.self, err)
 	}
+	n.armGCTick()
 	return n, nil
 }
 
@@ -145,6 +151,12 @@ type Node struct {
 	// Record holder state.
 	recs     *txnrec.Table
 	recState map[storage.TxnID]*recState
+	gcWrites []node.Write // deletions of forgotten records' push floors, for the next flush
+	// gcPending: a record was forgotten since the last flush, whose deletion is not on disk.
+	gcPending bool
+	// resNotes batches, per record holder, the commits whose resolution a flush made durable.
+	resNotes      map[topo.NodeID][]storage.TxnID
+	resNotesArmed bool
 
 	// Coordinator state.
 	txns      map[txnkit.ClientTxn]*coordTxn
@@ -184,10 +196,16 @@ func (n *Node) recover(d node.Durable) error {
 	}
 	now := n.env.Now()
 	n.recs.Records(func(r txnrec.Record) bool {
-		rs := &recState{lastHB: now, status: r.Status}
-		if r.Status == txnrec.Staging {
+		rs := &recState{lastHB: now, status: r.Status, nudged: now}
+		switch {
+		case r.Status == txnrec.Staging:
 			rs.stageTS = r.CommitTS
 			rs.inFlight, err = decodeKeys(r.Meta)
+		case r.Status == txnrec.Committed && len(r.Meta) > 0:
+			// The leaseholders that must acknowledge its resolution before it may go.
+			rs.inFlight, err = decodeKeys(r.Meta)
+		case r.Status == txnrec.Committed:
+			rs.keep = true // no key list: nothing says when its intents are all resolved
 		}
 		n.recState[r.Txn] = rs
 		return err == nil
@@ -233,6 +251,12 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.onHeartbeat(from, m)
 	case *EndTxnReq:
 		n.onEndTxn(from, m)
+	case *Resolved:
+		n.onResolved(from, m)
+	case *EndedQuery:
+		n.onEndedQuery(from, m)
+	case *Ended:
+		n.onEnded(from, m)
 	case *HeartbeatResp:
 		n.onHeartbeatResp(m)
 	case *ReadResp:
@@ -296,7 +320,8 @@ func (n *Node) complete(req uint64, clk ts.Timestamp, m wire.Msg) {
 // the batch's generation; done runs once it is durable.
 func (n *Node) flush(extra []node.Write, done func()) uint64 {
 	batch := append(n.store.TakeWrites(), n.recs.TakeWrites()...)
-	batch = append(batch, extra...)
+	batch = append(append(batch, n.gcWrites...), extra...)
+	n.gcWrites, n.gcPending = nil, false
 	n.issuedGen++
 	gen := n.issuedGen
 	n.env.Persist(batch, func() {

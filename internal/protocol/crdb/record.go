@@ -31,15 +31,22 @@ type recState struct {
 	lastHB     int64        // local clock of the last sign of life from the coordinator
 	floor      ts.Timestamp // the transaction may not commit below this (timestamp pushes)
 	stageTS    ts.Timestamp
-	inFlight   []string
+	inFlight   []string // every written key (staged, or committed): whose leaseholders must acknowledge
 	recovering bool
+
+	// Forgetting the record (gc.go).
+	ended    bool          // the coordinator has ended the transaction (EndCommit, EndAbort, Ended)
+	keep     bool          // committed, but its keys are unknown: never forgotten
+	resolved []topo.NodeID // leaseholders that acknowledged the commit's resolution, ascending
+	nudged   int64         // local time of the last query or re-sent resolution (or creation)
 }
 
 func (n *Node) rec(txn storage.TxnID) *recState {
 	rs := n.recState[txn]
 	if rs == nil {
 		// A pusher may arrive before the record is written: count liveness from now.
-		rs = &recState{lastHB: n.env.Now(), status: statusNoRecord}
+		now := n.env.Now()
+		rs = &recState{lastHB: now, status: statusNoRecord, nudged: now}
 		n.recState[txn] = rs
 	}
 	return rs
@@ -58,16 +65,33 @@ func (n *Node) createRecord(txn storage.TxnID) {
 
 // decide records a final status and calls done once it is durable.
 func (n *Node) decide(txn storage.TxnID, st txnrec.Status, at ts.Timestamp, done func()) error {
-	if err := n.recs.Decide(txn, st, at, 0); err != nil {
+	return n.decideWith(txn, st, at, nil, done)
+}
+
+// decideWith is decide that, given keys, also persists them with the decision as the
+// transaction's written keys (a commit not staged first: its leaseholders must acknowledge the
+// resolution before the record can go, also after a restart).
+func (n *Node) decideWith(txn storage.TxnID, st txnrec.Status, at ts.Timestamp, keys []string, done func()) error {
+	var err error
+	if keys != nil {
+		err = n.recs.DecideWith(txn, st, at, 0, encodeKeys(keys))
+	} else {
+		err = n.recs.Decide(txn, st, at, 0)
+	}
+	if err != nil {
 		return err
 	}
 	rs := n.rec(txn)
 	rs.status = st
+	if keys != nil {
+		rs.inFlight = append([]string(nil), keys...)
+	}
 	n.flush(nil, func() {
 		n.recs.Decided(txn)
 		if done != nil {
 			done()
 		}
+		n.trackDecided(txn)
 	})
 	return nil
 }
@@ -87,6 +111,14 @@ func (n *Node) onPush(from topo.NodeID, req *PushReq) {
 	n.observe(req.PushTo)
 	reply := func(outcome uint8, at ts.Timestamp) {
 		n.env.Send(from, &PushResp{Req: req.Req, Clock: n.now(), Outcome: outcome, TS: at})
+	}
+	if _, known := n.recState[req.Pushee]; !known {
+		// Not started here yet (the record is on its way), or forgotten: its coordinator
+		// tells whether it ended the transaction, which settles it (gc.go).
+		if c := topo.NodeID(req.Pushee.Coordinator()); n.isDataNode(c) {
+			n.m.Add("record/ended-query", 1)
+			n.env.Send(c, &EndedQuery{Txns: []storage.TxnID{req.Pushee}})
+		}
 	}
 	rs := n.rec(req.Pushee)
 	if rec, ok := n.recs.Get(req.Pushee); ok && rec.Status.Final() {
@@ -150,6 +182,12 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			reply(EndAborted, ts.Zero)
 			return
 		case statusCommit:
+			// The coordinator's last word about a committed transaction (gc.go): after it, it
+			// ends the transaction.
+			if req.Status == EndCommit {
+				rs.ended = true
+				n.maybeForget(req.Txn)
+			}
 			n.flush(nil, func() { reply(EndOK, ts.Zero) })
 			return
 		}
@@ -162,9 +200,16 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 		}
 		n.createRecord(req.Txn)
 		if req.Status == EndCommit {
-			if err := n.decide(req.Txn, txnrec.Committed, req.TS, func() { reply(EndOK, ts.Zero) }); err != nil {
-				reply(EndAborted, ts.Zero)
+			var keys []string
+			if rs.status != statusStaging {
+				// Not staged: the commit's written keys come with it.
+				keys = append([]string{}, req.InFlight...)
 			}
+			if err := n.decideWith(req.Txn, txnrec.Committed, req.TS, keys, func() { reply(EndOK, ts.Zero) }); err != nil {
+				reply(EndAborted, ts.Zero)
+				return
+			}
+			rs.ended = true // its last word: the coordinator ends the transaction on the answer
 			return
 		}
 		meta := encodeKeys(req.InFlight)
@@ -183,7 +228,9 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			reply(EndOK, ts.Zero)
 		})
 	case EndAbort:
+		rs.ended = true // the coordinator ends the transaction as it sends this
 		if rs.status == statusCommit {
+			n.maybeForget(req.Txn)
 			return
 		}
 		_ = n.decide(req.Txn, txnrec.Aborted, ts.Zero, nil)
@@ -213,7 +260,7 @@ func (n *Node) recoverStaging(txn storage.TxnID) {
 		if missing {
 			st = txnrec.Aborted
 		}
-		if err := n.decide(txn, st, at, func() { n.resolveAll(txn, keys, st == txnrec.Committed, at) }); err != nil {
+		if err := n.decide(txn, st, at, func() { n.resolveAll(txn, keys, st == txnrec.Committed, at, n.self) }); err != nil {
 			return
 		}
 		n.m.Add("recovery/"+st.String(), 1)
@@ -238,11 +285,12 @@ func (n *Node) recoverStaging(txn storage.TxnID) {
 }
 
 // resolveAll sends intent resolutions to the leaseholders of keys, one message per node in
-// node order.
-func (n *Node) resolveAll(txn storage.TxnID, keys []string, commit bool, at ts.Timestamp) {
+// node order; record is the record holder, which each tells once a commit's resolution is
+// durable.
+func (n *Node) resolveAll(txn storage.TxnID, keys []string, commit bool, at ts.Timestamp, record topo.NodeID) {
 	nodes, byNode := groupByNode(n.tp, keys)
 	for _, nd := range nodes {
-		n.env.Send(nd, &ResolveReq{Txn: txn, Keys: byNode[nd], Commit: commit, TS: at})
+		n.env.Send(nd, &ResolveReq{Txn: txn, Keys: byNode[nd], Commit: commit, TS: at, Record: record})
 	}
 }
 

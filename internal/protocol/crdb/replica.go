@@ -418,8 +418,16 @@ func (n *Node) onResolve(req *ResolveReq) {
 			changed = n.store.AbortIntent(k, req.Txn) || changed
 		}
 	}
+	var gen uint64
 	if changed {
-		n.flush(nil, nil)
+		gen = n.flush(nil, nil)
+	} else {
+		gen = n.issuedGen // resolved before (a push's answer): durable with the last flush at the latest
+	}
+	if rec, txn := req.Record, req.Txn; req.Commit && n.isDataNode(rec) {
+		// The record holder waits for this before forgetting the record: said once durable,
+		// so that a crash cannot bring an intent back (gc.go).
+		n.afterGen(gen, func() { n.noteResolved(rec, txn) })
 	}
 	for _, k := range req.Keys {
 		n.wake(k)
