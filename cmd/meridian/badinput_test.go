@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/meridiandb/meridian/configs"
+	mrt "github.com/meridiandb/meridian/internal/runtime"
 )
 
 // writeFiles writes name → text under dir and returns dir.
@@ -23,18 +22,15 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 }
 
 // freeClusterConfig writes the default cluster configuration with every port replaced by one
-// nobody listens on, so that a client finds no cluster whatever else runs on this machine.
+// nobody listens on, so that a client finds no cluster whatever else runs on this machine, and
+// a node started from it can listen.
 func freeClusterConfig(t *testing.T, dir string) string {
 	t.Helper()
-	text := configs.Default
-	for _, port := range []string{"7301", "7302", "7303", "7311", "7312", "7313", "7401", "7402", "7403"} {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		free := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-		text = strings.ReplaceAll(text, "127.0.0.1:"+port, "127.0.0.1:"+free)
+	// Chosen with every port held until all are: ports freed one by one were handed out
+	// again, and a node's transport and gRPC API got the same one.
+	text, err := mrt.WithFreePorts(configs.Default)
+	if err != nil {
+		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "cluster.toml")
 	writeFiles(t, dir, map[string]string{"cluster.toml": text})
@@ -67,12 +63,34 @@ func TestBadInputTable(t *testing.T) {
 		"layout.toml":     two + "[layout]\nnodes_per_region = 2\n",
 		"empty.jsonl":     "",
 		"long.jsonl":      `{"index":0,"type":"invoke","process":0,"value":[["append",1,` + strings.Repeat("9", 100000) + "]]}\n",
+		"backups.toml":    "[[region]]\nname = \"A\"\n[layout]\nnodes_per_region = 4\nbackups = 3\n",
+		// Two transactions under one index: every cycle through them read "T0 < T0".
+		"dupindex.jsonl": `{"index":0,"type":"invoke","process":0,"time":1,"value":[["append",1,1]]}` + "\n" +
+			`{"index":0,"type":"invoke","process":1,"time":1,"value":[["append",1,2]]}` + "\n" +
+			`{"index":1,"type":"ok","process":0,"time":2,"value":[["append",1,1]]}` + "\n" +
+			`{"index":2,"type":"ok","process":1,"time":2,"value":[["append",1,2]]}` + "\n",
 	})
 	if err := os.Mkdir(filepath.Join(dir, "adir.toml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	missingDir := filepath.Join(dir, "no-such-dir")
 	cluster := freeClusterConfig(t, dir)
+	// Cluster configurations the runtime's parser accepts but a node cannot run safely.
+	clusterText, err := os.ReadFile(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string][2]string{
+		"ttl.toml":   {"[options]", "[options]\nttl = \"2000000h\""},
+		"eps.toml":   {`epsilon = "1ms"`, `epsilon = "2000000h"`},
+		"scale.toml": {"scale = 1.0", "scale = nan"},
+	} {
+		text := strings.Replace(string(clusterText), edit[0], edit[1], 1)
+		if text == string(clusterText) {
+			t.Fatalf("%s: %q is not in the default configuration", name, edit[0])
+		}
+		writeFiles(t, dir, map[string]string{name: text})
+	}
 	f := func(name string) string { return filepath.Join(dir, name) }
 	// A run that would take well under a second if the input were accepted.
 	tiny := []string{"sim", "--protocol", "serial", "--duration", "100ms", "--warmup", "0s", "--clients", "1"}
@@ -113,6 +131,8 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--workload", "tpcc", "--tpcc-mix", "1,2"), "--tpcc-mix wants 5 weights", 0},
 		{sim("--workload", "tpcc", "--tpcc-mix", "0,0,0,0,0"), "--tpcc-mix weights sum to zero", 0},
 		{sim("--workload", "tpcc", "--tpcc-mix", "-1,0,0,0,5"), "--tpcc-mix weights must not be negative", 0},
+		// The weights' sum overflowed and the workload panicked drawing below it.
+		{sim("--workload", "tpcc", "--tpcc-mix", "9223372036854775807,1,0,0,0"), "--tpcc-mix weights must be 0..1000000", 0},
 		{sim("--workload", "tpcc", "--remote-item-ratio", "7"), "--remote-item-ratio must be in [0, 1]", 0},
 		{sim("--write-ratio", "2"), "--write-ratio must be in [0, 1]", 0},
 		{sim("--write-ratio", "NaN"), "--write-ratio must be in [0, 1]", 0},
@@ -133,6 +153,10 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--opt", "colour=blue"), `unknown option "colour"`, 0},
 		{sim("--opt", "idle-timeout=1s", "--opt", "idle-timeout=2s"), "--opt idle-timeout given twice", 0},
 		{sim("--opt", "idle-timeout=0s"), "--opt idle-timeout=0s: protocol serial wants a positive duration", 0},
+		// K2's commit wait, 2×(ttl+ε), overflowed: k2 stopped waiting and its history was
+		// not strictly serializable.
+		{sim("--protocol", "k2", "--opt", "ttl=2000000h"), "--opt ttl=2000000h: a duration option must be at most 1000h", 0},
+		{sim("--protocol", "crdb", "--opt", "max-offset=2562047h"), "--opt max-offset=2562047h: a duration option must be at most 1000h", 0},
 		{sim("--protocol", "k2", "--opt", "mutant=nope"), `--opt mutant=nope: protocol k2 wants one of "" (none), no-commit-wait`, 0},
 		{sim("--protocol", "spanner", "--opt", "lock-policy=sometimes"), "--opt lock-policy=sometimes: protocol spanner wants one of no-wait", 0},
 		{sim("--check", "nope"), `--check "nope": want auto, none or one of`, 0},
@@ -142,6 +166,7 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--topology", "nope"), `unknown topology "nope"`, 0},
 		{sim("--topology", "uniform:0:5"), "region count must be 1..100", 0},
 		{sim("--topology", "uniform:3"), "want uniform:N:RTTms", 0},
+		{sim("--topology", "uniform:3:NaN"), `topology "uniform:3:NaN": RTT must be 0..10000 ms`, 0},
 		{sim("--topology", f("missing.toml")), "no such file or directory", 0},
 		{sim("--topology", f("adir.toml")), "is a directory", 0},
 		{sim("--topology", f("syntax.toml")), "syntax.toml:3:", 0},
@@ -154,9 +179,11 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--topology", f("nanrtt.toml")), `nanrtt.toml:3: region "A": rtt_ms to "B" must be 0..100000, got NaN`, 0},
 		{sim("--topology", f("layout.toml"), "--nodes-per-region", "3"), "--nodes-per-region 3 conflicts with nodes_per_region = 2 in", 0},
 		{sim("--topology", f("hugeintra.toml")), "hugeintra.toml:1: intra_rtt_ms must be 0..100000, got 1e+30", 0},
+		{sim("--topology", f("backups.toml")), `backups.toml:5: backups = 3 needs replication = "backups" (replication is "primary")`, 0},
 		// Output files that are written only when the run ends.
 		{sim("--history", filepath.Join(missingDir, "h.jsonl")), "--history " + filepath.Join(missingDir, "h.jsonl") + ": no such file or directory", 0},
 		{sim("--history", dir), "is a directory, want a file name", 0},
+		{sim("--history", f("out"), "--memprofile", filepath.Join(dir, ".", "out")), "--history and --memprofile both name", 0},
 		{sim("--memprofile", filepath.Join(missingDir, "m.prof")), "--memprofile", 0},
 		{sim("--cpuprofile", filepath.Join(missingDir, "c.prof")), "--cpuprofile", 0},
 		{[]string{"sim", "extra"}, `unknown command "extra" for "meridian sim"`, 0},
@@ -170,10 +197,15 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"check", f("missing.jsonl")}, "no such file or directory", 3},
 		{[]string{"check", "--model", "nope", f("empty.jsonl")}, `--model "nope": want one of`, 3},
 		{[]string{"check", f("long.jsonl")}, "bytes cut", 3},
+		{[]string{"check", f("dupindex.jsonl")}, "dupindex.jsonl: history: index 0 names two invocations (processes 0 and 1)", 3},
+		// A flag error is an error too, not "anomalies found".
+		{[]string{"check", "--bogus", f("empty.jsonl")}, "unknown flag: --bogus", 3},
+		{[]string{"check", f("empty.jsonl"), "--model"}, "flag needs an argument: --model", 3},
 		// repro: refused before any simulation.
 		{[]string{"repro"}, "usage: meridian repro NAME (0 names given", 0},
 		{[]string{"repro", "a", "b"}, "2 names given", 0},
 		{[]string{"repro", "--list", "x"}, "repro --list takes no experiment name", 0},
+		{[]string{"repro", "--list", "--scale", "paper"}, "repro --list takes no --scale", 0},
 		{[]string{"repro", "nope"}, `unknown experiment "nope" (known:`, 0},
 		{[]string{"repro", "k2-fig17", "--scale", "huge"}, `unknown scale "huge" (want quick or paper)`, 0},
 		{[]string{"repro", "k2-fig17", "--parallel", "-1"}, "--parallel must be 0..", 0},
@@ -203,6 +235,13 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"kv", "put", "a"}, "1 argument given, want 2", 0},
 		{[]string{"kv", "scan", "a", "--limit", "-5"}, "--limit must not be negative", 0},
 		{[]string{"kv", "get", "k", "--region", "nope"}, `--region "nope": no such region`, 0},
+		{[]string{"kv", "get", "k", "--node", "sh-1", "--region", "SG", "--config", cluster}, "--node sh-1 and --region SG both choose the node to talk to", 0},
+		{[]string{"kv", "get", "k", "--region", "", "--config", cluster}, "--region is empty", 0},
+		// A node drops a request whose key is not UTF-8: the client waited 10 s and called
+		// the node unavailable.
+		{[]string{"kv", "put", "\xff", "v", "--config", cluster}, `key "\xff" is not valid UTF-8`, 0},
+		{[]string{"kv", "exec", "--namespace", "\xff", "--config", cluster}, `--namespace "\xff" is not valid UTF-8`, 0},
+		{bench("--namespace", "\xff"), `--namespace "\xff" is not valid UTF-8`, 0},
 		{[]string{"kv", "bogus"}, `unknown command "bogus" for "meridian kv" (want del, exec, get, put, scan)`, 0},
 		{[]string{"cluster", "bogus"}, `unknown command "bogus" for "meridian cluster" (want start, status, stop)`, 0},
 		{[]string{"cluster", "status", "--data-dir", missingDir}, "no cluster was started in", 0},
@@ -210,6 +249,9 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"server"}, "--node is required", 0},
 		{[]string{"server", "--node", "nope"}, `no node "nope"`, 0},
 		{[]string{"server", "--node", "sh-1", "--log-level", "loud"}, `--log-level "loud"`, 0},
+		{[]string{"kv", "get", "k", "--config", f("ttl.toml")}, "ttl.toml: [options] ttl=2000000h: a duration option must be at most 1000h", 0},
+		{[]string{"kv", "get", "k", "--config", f("eps.toml")}, "eps.toml: epsilon must be at most 100s, got 2000000h", 0},
+		{[]string{"kv", "get", "k", "--config", f("scale.toml")}, "scale.toml: [latency] scale must be a number 0..100, got NaN", 0},
 		// The command tree.
 		{[]string{"nope"}, "unknown command", 0},
 		{[]string{"help", "nope"}, `help: unknown command "nope"`, 0},

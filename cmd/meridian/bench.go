@@ -47,6 +47,9 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 			if err := checkConnections(clients, len(cfg.Topology.Regions)); err != nil {
 				return err
 			}
+			if err := checkNamespace(namespace); err != nil {
+				return err
+			}
 			// Each run checks its own keys: a cluster keeps the data of earlier runs, whose
 			// values would otherwise read as writes nobody in this history made.
 			wf.p.Namespace = namespace

@@ -34,6 +34,8 @@ var checkCmd = &cobra.Command{
 }
 
 func init() {
+	// Nor may a flag error: cobra reports it before Args runs.
+	checkCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 3, err: err} })
 	checkCmd.Flags().StringVar(&checkFlags.model, "model", "strict-serializable", "consistency model: "+strings.Join(check.Models(), ", "))
 	checkCmd.Flags().BoolVar(&checkFlags.json, "json", false, "print the report as JSON")
 	rootCmd.AddCommand(checkCmd)
@@ -54,7 +56,7 @@ func runCheck(cmd *cobra.Command, args []string) error {
 	}
 	report, err := check.Check(ops, checkFlags.model)
 	if err != nil {
-		return &exitError{code: 3, err: err}
+		return &exitError{code: 3, err: fmt.Errorf("%s: %w", args[0], err)}
 	}
 	out := cmd.OutOrStdout()
 	if checkFlags.json {

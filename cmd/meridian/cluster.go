@@ -245,7 +245,7 @@ func statusOf(st *clusterState) []nodeStatus {
 }
 
 func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
-	cfg, err := cf.load()
+	cfg, err := cf.locate()
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 }
 
 func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
-	cfg, err := cf.load()
+	cfg, err := cf.locate()
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,9 @@ func (f *simFlags) config() (sim.Config, error) {
 	if err != nil {
 		return sim.Config{}, err
 	}
+	if err := checkOptionDurations(opts); err != nil {
+		return sim.Config{}, fmt.Errorf("--opt %w", err)
+	}
 	base := sim.DefaultConfig()
 	base.Jitter, base.ServiceTime, base.FlushLatency, base.Cores = f.jitter, f.serviceTime, f.flushLatency, f.cores
 	base.OracleServiceTime = f.oracleService

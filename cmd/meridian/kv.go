@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -26,13 +27,21 @@ type kvFlags struct {
 
 // connect opens a client endpoint on the chosen coordinator: --node, or the first data node of
 // --region (default: the first region).
-func (f *kvFlags) connect() (*mrt.Config, *client.DB, func(), error) {
+func (f *kvFlags) connect(cmd *cobra.Command) (*mrt.Config, *client.DB, func(), error) {
+	// Each flag names a coordinator; given both, one would be ignored without a word.
+	if fs := cmd.Flags(); fs.Changed("node") && fs.Changed("region") {
+		return nil, nil, nil, fmt.Errorf("--node %s and --region %s both choose the node to talk to: give one", f.node, f.region)
+	}
 	cfg, err := f.cf.load()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	var coord topo.NodeID
 	switch {
+	case cmd.Flags().Changed("region") && f.region == "":
+		return nil, nil, nil, fmt.Errorf("--region is empty: give a region of %s", cfg.Source)
+	case cmd.Flags().Changed("node") && f.node == "":
+		return nil, nil, nil, fmt.Errorf("--node is empty: give a data node of %s", cfg.Source)
 	case f.node != "":
 		n, err := cfg.NodeByName(f.node)
 		if err != nil {
@@ -68,8 +77,13 @@ func newKVCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&f.region, "region", "", "talk to a data node of this region (default: the first region)")
 	cmd.PersistentFlags().StringVar(&f.node, "node", "", "talk to this data node (name or id)")
 
-	oneTxn := func(readOnly bool, fn func(tx *client.Txn) error) error {
-		_, db, closeFn, err := f.connect()
+	oneTxn := func(cmd *cobra.Command, keys []string, readOnly bool, fn func(tx *client.Txn) error) error {
+		for _, k := range keys {
+			if err := checkKey(k); err != nil {
+				return err
+			}
+		}
+		_, db, closeFn, err := f.connect(cmd)
 		if err != nil {
 			return err
 		}
@@ -80,7 +94,7 @@ func newKVCmd() *cobra.Command {
 		Use: "get KEY", Short: "Print a key's value", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v []byte
-			err := oneTxn(true, func(tx *client.Txn) (err error) { v, err = tx.Get(args[0]); return err })
+			err := oneTxn(cmd, args, true, func(tx *client.Txn) (err error) { v, err = tx.Get(args[0]); return err })
 			if errors.Is(err, client.ErrNotFound) {
 				return &exitError{code: 1, err: fmt.Errorf("%s: not found", args[0])}
 			}
@@ -94,13 +108,13 @@ func newKVCmd() *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "put KEY VALUE", Short: "Write a key", Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return oneTxn(false, func(tx *client.Txn) error { return tx.Put(args[0], []byte(args[1])) })
+			return oneTxn(cmd, args[:1], false, func(tx *client.Txn) error { return tx.Put(args[0], []byte(args[1])) })
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use: "del KEY", Short: "Delete a key", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return oneTxn(false, func(tx *client.Txn) error { return tx.Delete(args[0]) })
+			return oneTxn(cmd, args, false, func(tx *client.Txn) error { return tx.Delete(args[0]) })
 		},
 	})
 	var limit int
@@ -115,7 +129,7 @@ func newKVCmd() *cobra.Command {
 				end = args[1]
 			}
 			var rows []kvRow
-			err := oneTxn(true, func(tx *client.Txn) error {
+			err := oneTxn(cmd, args, true, func(tx *client.Txn) error {
 				got, err := tx.Scan(args[0], end, limit)
 				rows = rows[:0]
 				for _, r := range got {
@@ -149,7 +163,10 @@ With --register, micro-ops are ["w",k,v] and ["r",k,null] on single integers. Ke
 exactly as the list-append workload stores them, so exec and the workload see the same data.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, db, closeFn, err := f.connect()
+			if err := checkNamespace(laNamespace); err != nil {
+				return err
+			}
+			cfg, db, closeFn, err := f.connect(cmd)
 			if err != nil {
 				return err
 			}
@@ -164,6 +181,24 @@ exactly as the list-append workload stores them, so exec and the workload see th
 }
 
 type kvRow struct{ k, v string }
+
+// checkKey refuses a key the wire cannot carry: keys travel as strings, and a node drops a
+// message holding one that is not UTF-8, so the client would wait out its timeout and report
+// the node unavailable.
+func checkKey(k string) error {
+	if !utf8.ValidString(k) {
+		return fmt.Errorf("key %q is not valid UTF-8", k)
+	}
+	return nil
+}
+
+// checkNamespace refuses a list-append namespace that would make every key invalid (checkKey).
+func checkNamespace(ns string) error {
+	if !utf8.ValidString(ns) {
+		return fmt.Errorf("--namespace %q is not valid UTF-8", ns)
+	}
+	return nil
+}
 
 func init() { rootCmd.AddCommand(newKVCmd()) }
 

@@ -33,6 +33,13 @@ report.md, which puts the paper's reported numbers beside ours. 'meridian repro 
 			switch {
 			case c.list && len(args) > 0:
 				return fmt.Errorf("repro --list takes no experiment name, got %q", args)
+			case c.list:
+				// --list runs nothing, so a run flag beside it would be ignored without a word.
+				for _, name := range []string{"scale", "seed", "seeds", "out", "parallel"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("repro --list takes no --%s: it only names the experiments", name)
+					}
+				}
 			case !c.list && len(args) != 1:
 				return fmt.Errorf("usage: meridian repro NAME (%d names given, want one; meridian repro --list names them)", len(args))
 			}

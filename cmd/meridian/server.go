@@ -31,7 +31,23 @@ func (f *clusterFlags) register(fs *pflag.FlagSet, withData bool) {
 	}
 }
 
+// load reads the configuration for a command that runs or uses the cluster, and refuses
+// values no node can run with.
 func (f *clusterFlags) load() (*mrt.Config, error) {
+	cfg, err := f.locate()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkClusterConfig(cfg.Source, cfg.Options, cfg.Epsilon, cfg.LatencyScale); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// locate reads the configuration only to find the cluster's data directory and nodes, which
+// is all that status and stop need: they must still work for a cluster whose configuration
+// load would now refuse.
+func (f *clusterFlags) locate() (*mrt.Config, error) {
 	cfg, err := mrt.Load(f.config)
 	if err != nil {
 		return nil, err

@@ -78,7 +78,11 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	}
 	// The history and heap profile are written when the run ends: a path that cannot be
 	// written should fail now, not after the run.
-	for _, o := range []struct{ flag, path string }{{"--history", c.history}, {"--cpuprofile", c.cpuProf}, {"--memprofile", c.memProf}} {
+	outputs := []struct{ flag, path string }{{"--history", c.history}, {"--cpuprofile", c.cpuProf}, {"--memprofile", c.memProf}}
+	if err := checkDistinctOutputs(outputs); err != nil {
+		return err
+	}
+	for _, o := range outputs {
 		if err := checkOutputPath(o.flag, o.path); err != nil {
 			return err
 		}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +35,8 @@ const (
 	maxModelDelay = 100 * time.Second
 	// maxClientsPerRegion is the driver's own bound (bench.Spec.Validate).
 	maxClientsPerRegion = 100000
+	// maxMixWeight bounds each --tpcc-mix weight (bench.MaxTPCCMixWeight).
+	maxMixWeight = bench.MaxTPCCMixWeight
 )
 
 // checkRunTime validates a run's --warmup and --duration.
@@ -79,6 +83,55 @@ func (f *simFlags) validate() error {
 		return fmt.Errorf("--nodes-per-region must be 1..%d, got %d", topo.MaxNodesPerRegion, f.nodesPerRegion)
 	case f.shardsPerNode < 1 || f.shardsPerNode > topo.MaxShardsPerNode:
 		return fmt.Errorf("--shards-per-node must be 1..%d, got %d", topo.MaxShardsPerNode, f.shardsPerNode)
+	}
+	return nil
+}
+
+// checkOptionDurations refuses a protocol option whose value is a duration longer than any run.
+// Protocols add such durations to clock readings (K2's commit wait is 2×(ttl+ε)), where millions
+// of hours overflow: with ttl=2000000h k2 stopped waiting and its history was not strictly
+// serializable. Protocols check only that durations are not negative, so the bound is here.
+func checkOptionDurations(opts map[string]string) error {
+	for _, k := range sortedKeys(opts) {
+		if d, err := time.ParseDuration(opts[k]); err == nil && d > maxRunTime {
+			return fmt.Errorf("%s=%s: a duration option must be at most %s", k, opts[k], human(maxRunTime))
+		}
+	}
+	return nil
+}
+
+// checkClusterConfig bounds what a cluster configuration may give beyond what its parser
+// checks: protocol option durations, as for --opt; ε, as for --epsilon, since it too is added
+// to clock readings; and a latency scale that is a number (NaN passes a range check).
+func checkClusterConfig(source string, opts map[string]string, epsilon time.Duration, latencyScale float64) error {
+	if err := checkOptionDurations(opts); err != nil {
+		return fmt.Errorf("%s: [options] %w", source, err)
+	}
+	if epsilon > maxModelDelay {
+		return fmt.Errorf("%s: epsilon must be at most %s, got %s", source, human(maxModelDelay), human(epsilon))
+	}
+	if math.IsNaN(latencyScale) {
+		return fmt.Errorf("%s: [latency] scale must be a number 0..100, got NaN", source)
+	}
+	return nil
+}
+
+// checkDistinctOutputs refuses two output flags naming one file: the later write would
+// silently replace the earlier.
+func checkDistinctOutputs(outputs []struct{ flag, path string }) error {
+	seen := map[string]string{}
+	for _, o := range outputs {
+		if o.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(o.path)
+		if err != nil {
+			abs = o.path
+		}
+		if prev, dup := seen[abs]; dup {
+			return fmt.Errorf("%s and %s both name %s: give each output its own file", prev, o.flag, o.path)
+		}
+		seen[abs] = o.flag
 	}
 	return nil
 }
@@ -192,6 +245,11 @@ func (f *workloadFlags) validate() error {
 		for _, w := range f.mix {
 			if w < 0 {
 				return fmt.Errorf("--tpcc-mix weights must not be negative, got %v", f.mix)
+			}
+			// The weights are summed and a transaction type drawn below the sum: huge
+			// weights would overflow it.
+			if w > maxMixWeight {
+				return fmt.Errorf("--tpcc-mix weights must be 0..%d, got %v", maxMixWeight, f.mix)
 			}
 			sum += w
 		}

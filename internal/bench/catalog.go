@@ -49,6 +49,10 @@ func DefaultWorkloadParams(name string) WorkloadParams {
 // Workloads lists the workload names BuildWorkload knows.
 func Workloads() []string { return []string{"list-append", "rw-register", "ycsbt", "tpcc"} }
 
+// MaxTPCCMixWeight bounds each TPC-C mix weight: the workload draws a transaction type below
+// the weights' sum, which larger weights could overflow.
+const MaxTPCCMixWeight = 1_000_000
+
 // ratioOK accepts "default" (negative) or a share in [0, 1]; it rejects NaN.
 func ratioOK(r float64) bool { return r < 0 || (r >= 0 && r <= 1) }
 
@@ -141,8 +145,8 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 		}
 		if p.TPCCMix != [5]int{} {
 			for _, v := range p.TPCCMix {
-				if v < 0 {
-					return nil, fmt.Errorf("TPC-C mix weights must not be negative, got %v", p.TPCCMix)
+				if v < 0 || v > MaxTPCCMixWeight {
+					return nil, fmt.Errorf("TPC-C mix weights must be 0..%d, got %v", MaxTPCCMixWeight, p.TPCCMix)
 				}
 			}
 			cfg.Mix = p.TPCCMix

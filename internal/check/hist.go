@@ -189,6 +189,13 @@ func build(ops []history.Op) (*hist, error) {
 		h.txns = append(h.txns, pending[p])
 	}
 	sort.SliceStable(h.txns, func(i, j int) bool { return h.txns[i].id < h.txns[j].id })
+	// Transactions are named by their invocation's index; two with one index would make every
+	// cycle through them unreadable ("T0 < T0").
+	for i := 1; i < len(h.txns); i++ {
+		if a, b := h.txns[i-1], h.txns[i]; a.id == b.id {
+			return nil, fmt.Errorf("history: index %d names two invocations (processes %d and %d): every event needs its own index", a.id, a.process, b.process)
+		}
+	}
 	for k, v := range kinds {
 		if v == 'l' {
 			h.listKey[k] = true

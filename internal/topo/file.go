@@ -195,6 +195,15 @@ func Parse(name, text string, l Layout) (*Topology, error) {
 		}
 		if f.Layout.Backups != 0 {
 			l.Backups = f.Layout.Backups
+			// Only backups replication places backups; under another the count would be
+			// ignored without a word.
+			if l.Replication != ReplicateLocalBackup {
+				rep := l.Replication
+				if rep == "" {
+					rep = ReplicatePrimaryOnly
+				}
+				return nil, atKey("backups", "backups = %d needs replication = %q (replication is %q)", l.Backups, ReplicateLocalBackup, rep)
+			}
 		}
 	}
 	tn := f.Name

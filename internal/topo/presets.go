@@ -124,7 +124,7 @@ func FromPreset(name string, l Layout) (*Topology, error) {
 			return nil, fmt.Errorf("topology %q: region count must be 1..100", name)
 		}
 		rtt, err := strconv.ParseFloat(parts[2], 64)
-		if err != nil || rtt < 0 || rtt > 10000 {
+		if err != nil || !(rtt >= 0 && rtt <= 10000) { // also rejects NaN
 			return nil, fmt.Errorf("topology %q: RTT must be 0..10000 ms", name)
 		}
 		regions := make([]string, n)
