@@ -105,8 +105,11 @@ func writeState(dataDir string, st *clusterState) error {
 	return os.Rename(tmp, filepath.Join(dataDir, stateFile))
 }
 
-// alive reports whether pid is a running meridian server (not a zombie, not a reused pid).
-func alive(pid int) bool {
+// alive reports whether pid is the running server of node, started by `cluster start` with
+// configuration config (not a zombie, not a reused pid). A state file can name pids long gone
+// (after a reboot, say) that the system has since given to other processes, which stop must
+// not signal; matching only "server" in a command line matched redis-server too.
+func alive(pid int, node, config string) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -124,7 +127,24 @@ func alive(pid int) bool {
 	if err != nil {
 		return true // no /proc: trust kill(0)
 	}
-	return strings.Contains(string(cmdline), "server")
+	return isServerOf(strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"), node, config)
+}
+
+// isServerOf reports whether argv is the command line clusterStart gives node's server.
+func isServerOf(argv []string, node, config string) bool {
+	if len(argv) < 2 || argv[1] != "server" {
+		return false
+	}
+	var gotNode, gotConfig bool
+	for i := 2; i+1 < len(argv); i++ {
+		switch argv[i] {
+		case "--node":
+			gotNode = argv[i+1] == node
+		case "--config":
+			gotConfig = argv[i+1] == config
+		}
+	}
+	return gotNode && gotConfig
 }
 
 func accepting(addr string) bool {
@@ -148,17 +168,35 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	if err != nil {
 		return err
 	}
-	st, err := readState(cfg.DataDir)
-	if err != nil {
-		st = &clusterState{}
+	cfgPath := filepath.Join(cfg.DataDir, configCopy)
+	st := &clusterState{}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, stateFile)); err == nil {
+		// Whatever holds the state file's name but cannot be read as one is not ours to
+		// replace.
+		if st, err = readState(cfg.DataDir); err != nil {
+			return fmt.Errorf("%w: not a cluster's state, so left alone: choose another --data-dir", err)
+		}
+		if st.Name == "" {
+			return fmt.Errorf("%s names no cluster, so it is left alone: choose another --data-dir", filepath.Join(cfg.DataDir, stateFile))
+		}
+	} else if data, err := os.ReadFile(cfgPath); err == nil && string(data) != cfg.Text {
+		// No cluster was started here, so this is not our copy of a configuration.
+		return fmt.Errorf("%s exists and is not this cluster's configuration; starting would overwrite it: choose another --data-dir", cfgPath)
 	}
 	if st.Name != "" && st.Name != cfg.Name {
 		return fmt.Errorf("%s holds cluster %q, not %q: choose another --data-dir", cfg.DataDir, st.Name, cfg.Name)
 	}
-	cfgPath := filepath.Join(cfg.DataDir, configCopy)
+	// Each server refuses a data directory that is not its own; asking first keeps the state
+	// and configuration copy of the cluster that is there.
+	for _, n := range cfg.Nodes {
+		if _, err := claimNodeDir(n.DataDir, nodeIdentity{Cluster: cfg.Name, Node: n.Name, Protocol: cfg.Protocol.Name()}); err != nil {
+			return err
+		}
+	}
 	if err := os.WriteFile(cfgPath, []byte(cfg.Text), 0o644); err != nil {
 		return err
 	}
+	prevConfig := st.Config
 	st.Name, st.Config = cfg.Name, cfgPath
 	prev := map[string]nodeState{}
 	for _, n := range st.Nodes {
@@ -170,7 +208,7 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	for _, n := range cfg.Nodes {
 		ns := nodeState{Name: n.Name, ID: int(n.ID), Roles: n.Roles.String(), Addr: n.Addr,
 			Log: filepath.Join(cfg.DataDir, n.Name+".log")}
-		if p, ok := prev[n.Name]; ok && alive(p.PID) {
+		if p, ok := prev[n.Name]; ok && alive(p.PID, n.Name, prevConfig) {
 			ns.PID = p.PID
 			st.Nodes = append(st.Nodes, ns)
 			fmt.Fprintf(out, "%-12s already running (pid %d)\n", n.Name, p.PID)
@@ -203,8 +241,8 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	deadline := time.Now().Add(readyTimeout)
 	for _, ns := range started {
 		for !accepting(ns.Addr) {
-			if !alive(ns.PID) {
-				return fmt.Errorf("node %s exited while starting; see %s:\n%s", ns.Name, ns.Log, tail(ns.Log, 10))
+			if !alive(ns.PID, ns.Name, cfgPath) {
+				return fmt.Errorf("node %s exited while starting: %s (log: %s)", ns.Name, lastLine(ns.Log), ns.Log)
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("node %s did not accept connections on %s within %v; see %s", ns.Name, ns.Addr, readyTimeout, ns.Log)
@@ -217,23 +255,22 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	return nil
 }
 
-func tail(path string, lines int) string {
+// lastLine is the last line of a node's log: a node that fails to start says why there, on
+// one line ("meridian: …"), and an error quoting more would not be one line.
+func lastLine(path string) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return ""
+		return "its log cannot be read: " + err.Error()
 	}
 	ls := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
+	return strings.TrimPrefix(ls[len(ls)-1], "meridian: ")
 }
 
 func statusOf(st *clusterState) []nodeStatus {
 	out := make([]nodeStatus, len(st.Nodes))
 	for i, n := range st.Nodes {
 		s := nodeStatus{nodeState: n, State: "stopped"}
-		if alive(n.PID) {
+		if alive(n.PID, n.Name, st.Config) {
 			s.State = "starting"
 			if accepting(n.Addr) {
 				s.State = "running"
@@ -281,17 +318,17 @@ func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
 	out := cmd.OutOrStdout()
 	var waiting []nodeState
 	for _, n := range st.Nodes {
-		if alive(n.PID) {
+		if alive(n.PID, n.Name, st.Config) {
 			_ = syscall.Kill(n.PID, syscall.SIGTERM)
 			waiting = append(waiting, n)
 		}
 	}
 	deadline := time.Now().Add(stopGracePeriod)
 	for _, n := range waiting {
-		for alive(n.PID) && time.Now().Before(deadline) {
+		for alive(n.PID, n.Name, st.Config) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if alive(n.PID) {
+		if alive(n.PID, n.Name, st.Config) {
 			_ = syscall.Kill(n.PID, syscall.SIGKILL)
 			fmt.Fprintf(out, "%-12s killed (did not stop within %v)\n", n.Name, stopGracePeriod)
 			continue

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -109,13 +113,28 @@ acknowledged.`,
 			if err != nil {
 				return err
 			}
+			if err := checkListen(n); err != nil {
+				return err
+			}
+			me := nodeIdentity{Cluster: cfg.Name, Node: n.Name, Protocol: cfg.Protocol.Name()}
+			mark, err := claimNodeDir(n.DataDir, me)
+			if err != nil {
+				return err
+			}
+			// Caught from before the store opens: a node stopped while starting still closes it.
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log})
 			if err != nil {
 				return err
 			}
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+			if mark {
+				if err := writeIdentity(n.DataDir, me); err != nil {
+					s.Close()
+					return fmt.Errorf("node %s: %w", n.Name, err)
+				}
+			}
 			select {
 			case got := <-sig:
 				log.Info("signal received; stopping", "signal", got.String())
@@ -132,3 +151,157 @@ acknowledged.`,
 }
 
 func init() { rootCmd.AddCommand(newServerCmd()) }
+
+// checkListen fails if the node cannot listen on its addresses. The runtime opens the node's
+// store before it listens, so a taken address (most often: the node is already running) would
+// otherwise be reported only after a fresh store had been created, or as the store's lock.
+func checkListen(n mrt.NodeConfig) error {
+	for _, addr := range []string{n.Addr, n.GRPCAddr} {
+		if addr == "" {
+			continue
+		}
+		fd, err := bindOnly(addr)
+		if err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("node %s: %v (is node %s already running? meridian cluster status)", n.Name, err, n.Name)
+			}
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		_ = syscall.Close(fd)
+	}
+	return nil
+}
+
+// bindOnly binds a TCP socket to addr without listening, and returns it. A port that listens,
+// however briefly, accepts connections, and `cluster start` takes a port that accepts for a
+// node that has started: a trial net.Listen let it report a node that then failed as running.
+// Like Go's listeners it sets SO_REUSEADDR, so only a socket listening on addr refuses it.
+func bindOnly(addr string) (int, error) {
+	fail := func(err error) (int, error) { return -1, fmt.Errorf("listen tcp %s: %w", addr, err) }
+	ta, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return fail(err)
+	}
+	family, sa := syscall.AF_INET, syscall.Sockaddr(&syscall.SockaddrInet4{Port: ta.Port})
+	if ip4 := ta.IP.To4(); ip4 != nil {
+		copy(sa.(*syscall.SockaddrInet4).Addr[:], ip4)
+	} else if ta.IP != nil {
+		a := &syscall.SockaddrInet6{Port: ta.Port}
+		copy(a.Addr[:], ta.IP.To16())
+		family, sa = syscall.AF_INET6, a
+	}
+	fd, err := syscall.Socket(family, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return fail(os.NewSyscallError("socket", err))
+	}
+	syscall.CloseOnExec(fd)
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		_ = syscall.Close(fd)
+		return fail(os.NewSyscallError("setsockopt", err))
+	}
+	if err := syscall.Bind(fd, sa); err != nil {
+		_ = syscall.Close(fd)
+		return fail(os.NewSyscallError("bind", err))
+	}
+	return fd, nil
+}
+
+// nodeIdentity says whose data a node's data directory holds. The store records only its
+// format, so without this a node given another node's directory (a data_dir copied between
+// [[node]] tables), another cluster's (two configurations with one data_dir) or its own under
+// another protocol would open that data as its own and write to it.
+type nodeIdentity struct {
+	Cluster  string `json:"cluster"`
+	Node     string `json:"node"`
+	Protocol string `json:"protocol"`
+}
+
+// identityFile holds a nodeIdentity, in the node's store directory (the store ignores it).
+const identityFile = "MERIDIAN-NODE"
+
+// claimNodeDir refuses a data directory that is not the node's: one whose identity names
+// another node, cluster or protocol, or one holding files that are not a store. It reports
+// whether the identity is still to be written, which is done once the store exists: the store
+// takes a directory with files in it for an existing store. A store that predates identity
+// files is taken as the node's own.
+func claimNodeDir(dir string, me nodeIdentity) (mark bool, err error) {
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("node %s: data directory %s %s: give the node its own --data-dir", me.Node, dir, fmt.Sprintf(format, args...))
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("node %s: data directory: %w", me.Node, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, identityFile))
+	switch {
+	case err == nil:
+		var got nodeIdentity
+		if json.Unmarshal(data, &got) != nil || got.Node == "" {
+			return false, refuse("has a %s that names no node", identityFile)
+		}
+		if got != me {
+			return false, refuse("holds node %s of cluster %q (protocol %s), not node %s of cluster %q (protocol %s)",
+				got.Node, got.Cluster, got.Protocol, me.Node, me.Cluster, me.Protocol)
+		}
+		return false, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("node %s: %w", me.Node, err)
+	}
+	for _, e := range ents {
+		if isStoreFile(e.Name()) {
+			return true, nil
+		}
+	}
+	if len(ents) > 0 {
+		return false, refuse("holds files that are not a Meridian store (%s)", ents[0].Name())
+	}
+	return true, nil
+}
+
+// isStoreFile reports whether name is one of the files that make a directory a Pebble store.
+func isStoreFile(name string) bool {
+	return name == "CURRENT" || strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "marker.manifest.")
+}
+
+// writeIdentity records me in dir, whole or not at all, and durably: a crash must not leave
+// an empty identity that would refuse the node its own data.
+func writeIdentity(dir string, me nodeIdentity) error {
+	data, err := json.Marshal(me)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, identityFile+".tmp")
+	err = func() error {
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(append(data, '\n')); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, identityFile)); err != nil {
+			return err
+		}
+		d, err := os.Open(dir)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return d.Sync()
+	}()
+	if err != nil {
+		return fmt.Errorf("data directory identity: %w", err)
+	}
+	return nil
+}

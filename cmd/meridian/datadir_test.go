@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runFor is run bounded by timeout: a command that should have refused its input but serves
+// instead is killed (exit -1) rather than left to hang the test.
+func runFor(t *testing.T, timeout time.Duration, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), 0
+}
+
+// listing names every file under dir with its size, to tell whether a refused command touched it.
+func listing(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		b.WriteString(rel)
+		if !info.IsDir() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			b.WriteString("=" + string(data))
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// wantRefused checks that a command failed with one line naming want and left dir as it was.
+func wantRefused(t *testing.T, dir, before, want string, out, errs string, code int) {
+	t.Helper()
+	line := strings.TrimSpace(errs)
+	if code <= 0 || strings.Contains(line, "\n") || !strings.Contains(line, want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant one error line mentioning %q (stdout: %q)", code, errs, want, out)
+	}
+	if after := listing(t, dir); after != before {
+		t.Errorf("the refused command changed %s:\nbefore:\n%s\nafter:\n%s", dir, before, after)
+	}
+}
+
+func TestClaimNodeDir(t *testing.T) {
+	me := nodeIdentity{Cluster: "c", Node: "sh-1", Protocol: "k2"}
+	root := t.TempDir()
+	dir := func(name string, files map[string]string) string {
+		d := filepath.Join(root, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, d, files)
+		return d
+	}
+	own := `{"cluster":"c","node":"sh-1","protocol":"k2"}`
+	for _, c := range []struct {
+		dir      string
+		wantMark bool
+		wantErr  string
+	}{
+		{filepath.Join(root, "missing"), true, ""},
+		{dir("empty", nil), true, ""},
+		{dir("own", map[string]string{identityFile: own, "CURRENT": "x"}), false, ""},
+		{dir("legacy", map[string]string{"MANIFEST-000001": "x", "000002.log": ""}), true, ""},
+		{dir("other-node", map[string]string{identityFile: `{"cluster":"c","node":"bj-1","protocol":"k2"}`}), false,
+			`holds node bj-1 of cluster "c" (protocol k2), not node sh-1 of cluster "c" (protocol k2)`},
+		{dir("other-cluster", map[string]string{identityFile: `{"cluster":"d","node":"sh-1","protocol":"k2"}`}), false, `of cluster "d"`},
+		{dir("other-protocol", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"crdb"}`}), false, "(protocol crdb)"},
+		{dir("torn", map[string]string{identityFile: ""}), false, "has a MERIDIAN-NODE that names no node"},
+		{dir("junk", map[string]string{"notes.txt": "mine"}), false, "holds files that are not a Meridian store (notes.txt)"},
+	} {
+		mark, err := claimNodeDir(c.dir, me)
+		switch {
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", filepath.Base(c.dir), err)
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("%s: error %v, want one mentioning %q", filepath.Base(c.dir), err, c.wantErr)
+		case c.wantErr == "" && mark != c.wantMark:
+			t.Errorf("%s: mark %v, want %v", filepath.Base(c.dir), mark, c.wantMark)
+		}
+	}
+}
+
+// A server writes its identity into the store it creates, and a node of another cluster given
+// that directory refuses it without touching it.
+func TestServerRefusesAnotherClustersData(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	data := filepath.Join(dir, "data")
+	srv := exec.Command(binary, "server", "--config", config, "--node", "sh-1", "--data-dir", data)
+	var logs bytes.Buffer
+	srv.Stderr = &logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	ident := filepath.Join(data, "sh-1", identityFile)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(ident); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("server exited (%v) before writing %s; its log:\n%s", err, ident, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = srv.Process.Kill()
+			<-exited
+			t.Fatalf("no %s after 20 s; server log:\n%s", ident, logs.String())
+		}
+	}
+	_ = srv.Process.Signal(syscall.SIGTERM)
+	if err := <-exited; err != nil {
+		t.Fatalf("server: %v\n%s", err, logs.String())
+	}
+	if got, _ := os.ReadFile(ident); !strings.Contains(string(got), `"cluster":"k2-3region","node":"sh-1","protocol":"k2"`) {
+		t.Fatalf("%s: %s", ident, got)
+	}
+
+	text, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.toml")
+	writeFiles(t, dir, map[string]string{"other.toml": strings.Replace(string(text), `name = "k2-3region"`, `name = "other"`, 1)})
+	before := listing(t, data)
+	out, errs, code := runFor(t, 20*time.Second, "server", "--config", other, "--node", "sh-1", "--data-dir", data)
+	wantRefused(t, data, before, `holds node sh-1 of cluster "k2-3region" (protocol k2), not node sh-1 of cluster "other"`, out, errs, code)
+	// cluster start asks every node's directory before it writes anything of its own.
+	out, errs, code = runFor(t, 20*time.Second, "cluster", "start", "--config", other, "--data-dir", data)
+	if code == 0 {
+		_, _, _ = runFor(t, 30*time.Second, "cluster", "stop", "--config", other, "--data-dir", data)
+	}
+	wantRefused(t, data, before, `not node sh-1 of cluster "other"`, out, errs, code)
+}
+
+// cluster start must not replace files in its data directory that are not a cluster's.
+func TestClusterStartLeavesForeignFilesAlone(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	for _, c := range []struct {
+		files map[string]string
+		want  string
+	}{
+		{map[string]string{stateFile: "my notes"}, "cluster.json: invalid character 'm' looking for beginning of value: not a cluster's state, so left alone"},
+		{map[string]string{stateFile: `{"nodes":[]}`}, "cluster.json names no cluster, so it is left alone"},
+		{map[string]string{configCopy: "# my own file\n"}, "cluster.toml exists and is not this cluster's configuration; starting would overwrite it"},
+		{map[string]string{"sh-1/notes.txt": "mine"}, "holds files that are not a Meridian store (notes.txt)"},
+	} {
+		data, err := os.MkdirTemp(dir, "data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(data, "sh-1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, data, c.files)
+		before := listing(t, data)
+		out, errs, code := runFor(t, 30*time.Second, "cluster", "start", "--config", config, "--data-dir", data)
+		if code == 0 {
+			_, _, _ = runFor(t, 30*time.Second, "cluster", "stop", "--config", config, "--data-dir", data)
+		}
+		wantRefused(t, data, before, c.want, out, errs, code)
+	}
+}
+
+// cluster status and stop judge a pid by its whole command line: a state file's pid may since
+// belong to another program, which stop must not signal.
+func TestAliveOnlyForTheNodesServer(t *testing.T) {
+	const cfg = "/d/cluster.toml"
+	for _, c := range []struct {
+		argv []string
+		want bool
+	}{
+		{[]string{"/bin/meridian", "server", "--config", cfg, "--node", "sh-1", "--data-dir", "/d"}, true},
+		{[]string{"/bin/meridian", "server", "--config", cfg, "--node", "bj-1", "--data-dir", "/d"}, false},
+		{[]string{"/bin/meridian", "server", "--config", "/e/cluster.toml", "--node", "sh-1"}, false},
+		{[]string{"/usr/bin/redis-server", "*:6379"}, false},
+		{[]string{"sh", "-c", "sleep 30; :", "server", "--node", "sh-1"}, false},
+		{[]string{"/bin/meridian"}, false},
+	} {
+		if got := isServerOf(c.argv, "sh-1", cfg); got != c.want {
+			t.Errorf("%q: %v, want %v", c.argv, got, c.want)
+		}
+	}
+	// A live process with "server" in its command line is not a node's server.
+	p := exec.Command("sh", "-c", "sleep 30; :", "server")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Process.Kill(); _ = p.Wait() }()
+	if alive(p.Process.Pid, "sh-1", cfg) {
+		t.Errorf("pid %d (sh -c … server) taken for node sh-1's server", p.Process.Pid)
+	}
+}
+
+// A node whose address is taken is refused before its store is opened: the store was created
+// first, left behind, and the error did not say the node might be running already.
+func TestServerAddressTakenLeavesNoStore(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	text, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first node's address: the first addr = "…" in the default configuration.
+	_, rest, _ := strings.Cut(string(text), `addr = "`)
+	addr, _, _ := strings.Cut(rest, `"`)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	data := filepath.Join(dir, "data")
+	_, errs, code := runFor(t, 20*time.Second, "server", "--config", config, "--node", "sh-1", "--data-dir", data)
+	line := strings.TrimSpace(errs)
+	if code <= 0 || strings.Contains(line, "\n") || !strings.Contains(line, "address already in use (is node sh-1 already running?") {
+		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a node that could not listen created %s (stat: %v)", data, err)
+	}
+}
+
+// A node that fails to start is reported on one line, with its own reason.
+func TestClusterStartReportsANodeThatExits(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(filepath.Join(data, "sh-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Looks like a store to the server's own check; the store itself refuses it.
+	writeFiles(t, filepath.Join(data, "sh-1"), map[string]string{"CURRENT": "garbage\n"})
+	out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data)
+	t.Cleanup(func() { _, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--config", config, "--data-dir", data) })
+	line := strings.TrimSpace(errs)
+	if code <= 0 || strings.Contains(line, "\n") || !strings.Contains(line, "node sh-1 exited while starting: node sh-1: durable: open") ||
+		!strings.Contains(line, "(log: "+filepath.Join(data, "sh-1.log")+")") {
+		log, _ := os.ReadFile(filepath.Join(data, "sh-1.log"))
+		t.Errorf("exit %d, stderr:\n%s\nstdout:\n%s\nsh-1's log:\n%s", code, errs, out, log)
+	}
+}
+
+// The address check binds without listening: a port that listened, even for an instant, took
+// connections, and cluster start reported a node that was failing as started.
+func TestAddressCheckAcceptsNoConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	fd, err := bindOnly(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("%s accepted a connection while only being checked", addr)
+	}
+	// Taken is taken: a listener refuses the check.
+	l, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if fd, err := bindOnly(l.Addr().String()); !errors.Is(err, syscall.EADDRINUSE) {
+		if err == nil {
+			syscall.Close(fd)
+		}
+		t.Fatalf("bindOnly of a listening address: %v, want address already in use", err)
+	}
+}
