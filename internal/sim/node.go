@@ -269,7 +269,9 @@ func (n *simNode) flushDone(inc uint32) {
 			}
 		}})
 	}
-	if len(n.diskQueue) > 0 {
+	// The completions may have run already (a free core runs them at once) and persisted,
+	// starting the next flush themselves; starting another here would replace its batches.
+	if !n.flushing && len(n.diskQueue) > 0 {
 		n.startFlush()
 	}
 }
