@@ -218,10 +218,11 @@ func TestAliveOnlyForTheNodesServer(t *testing.T) {
 	}
 	// A live process with "server" in its command line is not a node's server.
 	p := exec.Command("sh", "-c", "sleep 30; :", "server")
+	p.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so that its sleep is killed with it
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = p.Process.Kill(); _ = p.Wait() }()
+	defer func() { _ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL); _ = p.Wait() }()
 	if alive(p.Process.Pid, "sh-1", cfg) {
 		t.Errorf("pid %d (sh -c … server) taken for node sh-1's server", p.Process.Pid)
 	}
