@@ -17,9 +17,11 @@ import (
 // endpoint: open one per concurrent client (a DB is single-threaded anyway). A lost connection
 // fails the requests waiting on it; the next request dials again (as a new endpoint).
 type NetTransport struct {
-	addr    string
-	cluster string
-	timeout time.Duration
+	addr     string
+	cluster  string
+	protocol string
+	setup    []frame.Setting
+	timeout  time.Duration
 
 	mu      sync.Mutex
 	conn    net.Conn
@@ -44,6 +46,15 @@ func WithRequestTimeout(d time.Duration) DialOption { return func(t *NetTranspor
 
 // WithCluster names the cluster the client expects; a node of another cluster refuses it.
 func WithCluster(name string) DialOption { return func(t *NetTransport) { t.cluster = name } }
+
+// WithProtocol names the protocol the client expects the cluster to run; a node that runs
+// another refuses the connection, naming both. Without it any protocol is accepted.
+func WithProtocol(name string) DialOption { return func(t *NetTransport) { t.protocol = name } }
+
+// WithSetup gives the cluster-wide settings the client expects, as the cluster's configuration
+// lists them (runtime.Config.Setup; Config.DialOptions passes them with the cluster's name and
+// protocol); a node whose settings differ refuses the connection, naming the first difference.
+func WithSetup(s []frame.Setting) DialOption { return func(t *NetTransport) { t.setup = s } }
 
 // Dial connects to the data node at addr (host:port of its transport).
 func Dial(addr string, opts ...DialOption) (*NetTransport, error) {
@@ -81,7 +92,7 @@ func (t *NetTransport) connectLocked() error {
 		_ = c.Close()
 		return fmt.Errorf("meridian: handshake with %s: %w", t.addr, err)
 	}
-	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: t.cluster}); err != nil {
+	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: t.cluster, Protocol: t.protocol, Setup: t.setup}); err != nil {
 		return fail(err)
 	}
 	r := bufio.NewReaderSize(c, 64<<10)

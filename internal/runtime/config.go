@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/configs"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/runtime/frame"
@@ -421,4 +423,62 @@ func (c *Config) delay(a, b topo.RegionID) time.Duration {
 		return 0
 	}
 	return time.Duration(float64(c.Topology.OneWay(a, b)) * c.LatencyScale)
+}
+
+// Setup lists the settings every node of the cluster and every client that reads its results
+// must share beyond its name and protocol: the protocol's options (the model a client checks
+// histories against can depend on them), ε, the latencies the nodes emulate, and the layout of
+// regions, nodes and shards (a client's workload places its keys by it). Nodes exchange it in
+// their Hello and refuse a peer or client that differs. Per-process settings (data directories,
+// gRPC addresses, the client timeout) are left out: they may differ between processes.
+func (c *Config) Setup() []frame.Setting {
+	var out []frame.Setting
+	add := func(name, format string, args ...any) {
+		out = append(out, frame.Setting{Name: name, Value: fmt.Sprintf(format, args...)})
+	}
+	keys := make([]string, 0, len(c.Options))
+	for k := range c.Options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		add("option "+k, "%s", c.Options[k])
+	}
+	add("epsilon", "%v", c.Epsilon)
+	tp := c.Topology
+	regions := make([]string, len(tp.Regions))
+	for i, r := range tp.Regions {
+		regions[i] = r.Name
+	}
+	add("regions", "%s", strings.Join(regions, ", "))
+	if c.EmulateLatency {
+		add("latency emulation", "on, scale %v", c.LatencyScale)
+	} else {
+		add("latency emulation", "off")
+	}
+	for i := range tp.Regions {
+		for j := i + 1; j < len(tp.Regions); j++ {
+			add("rtt "+regions[i]+"-"+regions[j], "%v", tp.RTT[i][j])
+		}
+	}
+	add("rtt within a region", "%v", tp.IntraRTT)
+	l := tp.Layout
+	add("placement", "%d shards per node, replication %s, %d backups", l.ShardsPerNode, l.Replication, l.Backups)
+	for _, n := range c.Nodes {
+		add("node "+n.Name, "%s in %s at %s", n.Roles, regions[n.Region], n.Addr)
+	}
+	// The shards follow from the above, but a digest of them says so without trusting it.
+	h := fnv.New64a()
+	for _, sh := range tp.Shards {
+		fmt.Fprintf(h, "%d:%d:%v;", sh.ID, sh.Home, sh.Replicas)
+	}
+	add("shards", "%d (digest %016x)", len(tp.Shards), h.Sum64())
+	return out
+}
+
+// DialOptions are the options of a client.Dial to a node of this cluster: the cluster's name,
+// protocol and settings, which the node checks against its own, and the request timeout.
+func (c *Config) DialOptions() []client.DialOption {
+	return []client.DialOption{client.WithCluster(c.Name), client.WithProtocol(c.Protocol.Name()),
+		client.WithSetup(c.Setup()), client.WithRequestTimeout(c.ClientTimeout)}
 }

@@ -19,6 +19,12 @@
 // tolerate loss). A frame that fails to decode is logged and dropped and the connection carries
 // on; only a corrupt length prefix (the stream cannot be resynchronised) closes it.
 //
+// Every connection opens with a Hello naming the cluster, the protocol and the settings the
+// dialer runs or expects (Config.Setup: options, ε, latencies, layout). A node refuses a peer
+// that differs in any, and a client that differs in what it gives, with an error naming both
+// values: two configurations sharing a name would otherwise misread each other, and a client
+// would judge the cluster's histories by another protocol's model.
+//
 // Clients connect to a data node of their region and get an endpoint id that names the node
 // hosting the connection (frame.ClientID), so a protocol can answer a client from any node: the
 // reply is sent to the hosting node, which relays it down the client's connection. The same

@@ -160,7 +160,7 @@ func (l *link) dial() (net.Conn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	if err := frame.WriteMsg(c, l.peer, &frame.Hello{From: l.s.id, Cluster: l.s.cfg.Name}); err != nil {
+	if err := frame.WriteMsg(c, l.peer, &frame.Hello{From: l.s.id, Cluster: l.s.cfg.Name, Protocol: l.s.cfg.Protocol.Name(), Setup: l.s.setup}); err != nil {
 		_ = c.Close()
 		return nil, err
 	}

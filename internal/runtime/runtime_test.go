@@ -51,7 +51,7 @@ func startCluster(t testing.TB, cfg *Config) []*Server {
 
 func dial(t testing.TB, cfg *Config, node int) *client.DB {
 	t.Helper()
-	tr, err := client.Dial(cfg.Nodes[node].Addr, client.WithCluster(cfg.Name), client.WithRequestTimeout(5*time.Second))
+	tr, err := client.Dial(cfg.Nodes[node].Addr, append(cfg.DialOptions(), client.WithRequestTimeout(5*time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestUndecodableFrameIsDropped(t *testing.T) {
 	}
 	defer c.Close()
 	// Pose as node 1, then send garbage: an unknown kind, a bad version, a corrupt body.
-	if err := frame.WriteMsg(c, 0, &frame.Hello{From: 1, Cluster: cfg.Name}); err != nil {
+	if err := frame.WriteMsg(c, 0, &frame.Hello{From: 1, Cluster: cfg.Name, Protocol: cfg.Protocol.Name(), Setup: cfg.Setup()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, junk := range [][]byte{{wire.Version, 0xff, 0xff, 0xa0}, {99, 0, 1}, {wire.Version, 0, 1, 0xff, 0x00}} {

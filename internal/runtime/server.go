@@ -79,7 +79,8 @@ type Server struct {
 	timers map[node.TimerID]*time.Timer
 	nextTm node.TimerID
 
-	peers      []*link // by node id; nil for self
+	setup      []frame.Setting // cfg.Setup(), which every peer's and client's Hello is held to
+	peers      []*link         // by node id; nil for self
 	clientsMu  sync.Mutex
 	clients    map[topo.NodeID]clientSink
 	nextClient atomic.Uint32
@@ -114,7 +115,7 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	s := &Server{
-		cfg: cfg, id: id, me: me, log: log,
+		cfg: cfg, id: id, me: me, log: log, setup: cfg.Setup(),
 		rng:      rand.New(rand.NewPCG(seed, uint64(id))),
 		inbox:    make(chan event, inboxLen),
 		timers:   map[node.TimerID]*time.Timer{},
@@ -362,12 +363,21 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	from := hello.From
+	differs := s.helloDiffers(hello)
 	var cl *link
 	switch {
 	case hello.Cluster != s.cfg.Name:
 		s.log.Error("connection from another cluster refused", "remote", c.RemoteAddr().String(), "cluster", hello.Cluster)
 		if hello.Client {
 			_ = frame.WriteMsg(c, 0, &frame.Welcome{Node: s.id, Error: fmt.Sprintf("this is cluster %q, not %q", s.cfg.Name, hello.Cluster)})
+		}
+		return
+	case differs != "":
+		if hello.Client {
+			s.log.Warn("client expecting another configuration refused", "remote", c.RemoteAddr().String(), "differs", differs)
+			_ = frame.WriteMsg(c, 0, &frame.Welcome{Node: s.id, Error: differs})
+		} else {
+			s.log.Error("connection from a node configured otherwise refused", "remote", c.RemoteAddr().String(), "from", from, "differs", differs)
 		}
 		return
 	case hello.Client:
@@ -413,6 +423,52 @@ func (s *Server) serveConn(c net.Conn) {
 		s.received.Add(1)
 		s.post(event{from: from, msg: m})
 	}
+}
+
+// helloDiffers says how what a Hello's sender runs or expects differs from this node, or "" if
+// it does not. A client's empty protocol or setup accepts any; a node must send both.
+func (s *Server) helloDiffers(h *frame.Hello) string {
+	who := "the client's configuration"
+	if !h.Client {
+		who = fmt.Sprintf("the configuration of node %d", h.From)
+		if int(h.From) >= 0 && int(h.From) < len(s.cfg.Nodes) {
+			who = "the configuration of node " + s.cfg.Nodes[h.From].Name
+		}
+	}
+	const advice = "start every node and client from the configuration the cluster was started with"
+	if mine := s.cfg.Protocol.Name(); (h.Protocol != "" || !h.Client) && h.Protocol != mine {
+		return fmt.Sprintf("node %s runs protocol %s but %s has %s: %s", s.me.Name, mine, who, orUnset(h.Protocol), advice)
+	}
+	if h.Setup == nil && h.Client {
+		return ""
+	}
+	theirs := make(map[string]string, len(h.Setup))
+	for _, st := range h.Setup {
+		theirs[st.Name] = st.Value
+	}
+	mine := make(map[string]bool, len(s.setup))
+	differ := func(name, mv, tv string) string {
+		return fmt.Sprintf("node %s has %s %s but %s has %s: %s", s.me.Name, name, orUnset(mv), who, orUnset(tv), advice)
+	}
+	for _, st := range s.setup {
+		mine[st.Name] = true
+		if v := theirs[st.Name]; v != st.Value {
+			return differ(st.Name, st.Value, v)
+		}
+	}
+	for _, st := range h.Setup {
+		if !mine[st.Name] {
+			return differ(st.Name, "", st.Value)
+		}
+	}
+	return ""
+}
+
+func orUnset(v string) string {
+	if v == "" {
+		return "(unset)"
+	}
+	return v
 }
 
 // clientSink is where replies to a client endpoint go: a TCP connection's link or a gRPC stream.

@@ -116,10 +116,25 @@ func HostOf(id topo.NodeID) (topo.NodeID, bool) {
 // Hello opens every connection. A node sets From to its id; a client sets Client and leaves From
 // zero. Cluster must match the server's cluster name, so a client of one local cluster cannot
 // talk to another one that reuses its ports.
+//
+// A name is not enough: two configurations may share it and differ in protocol, options or
+// layout, and a client that reads its results under the wrong protocol checks them against the
+// wrong consistency model. So the dialer also says what it runs (a node) or expects (a client),
+// and the server refuses a difference. A node sends both Protocol and Setup and must match
+// exactly; a client that leaves either empty accepts any.
 type Hello struct {
-	From    topo.NodeID
-	Client  bool   `cbor:",omitempty"`
-	Cluster string `cbor:",omitempty"`
+	From     topo.NodeID
+	Client   bool      `cbor:",omitempty"`
+	Cluster  string    `cbor:",omitempty"`
+	Protocol string    `cbor:",omitempty"`
+	Setup    []Setting `cbor:",omitempty"`
+}
+
+// Setting is one cluster-wide setting a connection's two ends must agree on (runtime's
+// Config.Setup lists them).
+type Setting struct {
+	Name  string
+	Value string
 }
 
 // Welcome answers a client's Hello with its endpoint id, or with Error if refused.
