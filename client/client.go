@@ -21,12 +21,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/meridiandb/meridian/internal/ts"
 	"github.com/meridiandb/meridian/internal/wire"
 )
 
-// Limits on what a client may store; the coordinator enforces the same limits.
+// Limits on what a client may store; the coordinator enforces the same limits. Keys must also
+// be valid UTF-8.
 const (
 	MaxKeyBytes   = 4 << 10
 	MaxValueBytes = 1 << 20
@@ -127,6 +129,9 @@ func (tx *Txn) call(op wire.Op, key, end string, limit int, value []byte) (*wire
 	if len(end) > MaxKeyBytes {
 		return nil, fmt.Errorf("%w: key longer than %d bytes", ErrBadArgument, MaxKeyBytes)
 	}
+	if !utf8.ValidString(end) {
+		return nil, fmt.Errorf("%w: key %q is not valid UTF-8", ErrBadArgument, end)
+	}
 	return tx.send(&wire.ClientRequest{Op: op, Key: key, EndKey: end, Limit: int32(limit), Value: value})
 }
 
@@ -137,6 +142,15 @@ func (tx *Txn) check(op wire.Op, key string, value []byte) error {
 	}
 	if len(key) > MaxKeyBytes {
 		return fmt.Errorf("%w: key longer than %d bytes", ErrBadArgument, MaxKeyBytes)
+	}
+	// Keys and labels travel as text: a node cannot decode a request holding one that is not
+	// UTF-8, so it would never answer, and the client would wait out its timeout and report the
+	// outcome unknown.
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("%w: key %q is not valid UTF-8", ErrBadArgument, key)
+	}
+	if tx.seq == 0 && !utf8.ValidString(tx.opts.Label) {
+		return fmt.Errorf("%w: label is not valid UTF-8", ErrBadArgument)
 	}
 	if len(value) > MaxValueBytes {
 		return fmt.Errorf("%w: value longer than %d bytes", ErrBadArgument, MaxValueBytes)

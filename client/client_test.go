@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,39 @@ func TestBatchBadInput(t *testing.T) {
 	}
 	if len(ft.sent) != 0 {
 		t.Fatalf("sent %d requests for bad input", len(ft.sent))
+	}
+}
+
+// TestNonUTF8Refused: a key or label that is not UTF-8 is refused before anything is sent. A
+// node cannot decode a request holding one, so it used to be dropped: the client waited out its
+// timeout and reported the outcome unknown.
+func TestNonUTF8Refused(t *testing.T) {
+	ft := &fakeTransport{data: map[string][]byte{}}
+	db := Open(ft)
+	const bad = "k\xff"
+	for _, tc := range []struct {
+		name string
+		opts TxnOptions
+		run  func(tx *Txn) error
+	}{
+		{"get", TxnOptions{}, func(tx *Txn) error { _, err := tx.Get(bad); return err }},
+		{"put", TxnOptions{}, func(tx *Txn) error { return tx.Put(bad, []byte("v")) }},
+		{"delete", TxnOptions{}, func(tx *Txn) error { return tx.Delete(bad) }},
+		{"scan start", TxnOptions{}, func(tx *Txn) error { _, err := tx.Scan(bad, "z", 0); return err }},
+		{"scan end", TxnOptions{}, func(tx *Txn) error { _, err := tx.Scan("a", bad, 0); return err }},
+		{"batch", TxnOptions{}, func(tx *Txn) error { _, err := tx.GetMany([]string{"a", bad}); return err }},
+		{"label", TxnOptions{Label: "new-order\xc3"}, func(tx *Txn) error { _, err := tx.Get("a"); return err }},
+	} {
+		err := tc.run(db.Begin(tc.opts))
+		if !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("%s: %v, want ErrBadArgument about UTF-8", tc.name, err)
+		}
+	}
+	if len(ft.sent) != 0 {
+		t.Fatalf("sent %d requests for bad input", len(ft.sent))
+	}
+	// A refused label does not stick to later transactions, and valid multi-byte keys pass.
+	if err := db.Begin(TxnOptions{Label: "café"}).Put("clé", []byte("v")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -17,7 +17,10 @@
 // WAN can be emulated on loopback without netem. A lost connection is redialled on the next
 // message after a short back-off; messages that find no connection are dropped (protocols
 // tolerate loss). A frame that fails to decode is logged and dropped and the connection carries
-// on; only a corrupt length prefix (the stream cannot be resynchronised) closes it.
+// on; only a corrupt length prefix (the stream cannot be resynchronised) closes it. A client's
+// request that fails to decode is answered instead, with a bad-argument error, when its ids can
+// be read: it never reached the protocol, so the refusal is its whole outcome, and the client
+// need not wait out its timeout.
 //
 // Every connection opens with a Hello naming the cluster, the protocol and the settings the
 // dialer runs or expects (Config.Setup: options, ε, latencies, layout). A node refuses a peer

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -178,6 +179,61 @@ func TestUndecodableFrameIsDropped(t *testing.T) {
 	}
 	if err := put(dial(t, cfg, 0), "after", "junk"); err != nil {
 		t.Fatalf("node stopped serving after junk: %v", err)
+	}
+}
+
+// A client request the node cannot decode (a key that is not UTF-8, sent by a client that does
+// not check) is answered with a bad-argument error: it used to be dropped, and the client waited
+// out its timeout and reported the outcome unknown.
+func TestUndecodableClientRequestAnswered(t *testing.T) {
+	cfg := testConfig(t, nil)
+	startCluster(t, cfg)
+	c, err := net.Dial("tcp", cfg.Nodes[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	read := func() wire.Msg {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, payload, err := frame.Read(r)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		m, err := wire.Decode(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: cfg.Name}); err != nil {
+		t.Fatal(err)
+	}
+	wel, ok := read().(*frame.Welcome)
+	if !ok || wel.Error != "" {
+		t.Fatalf("welcome: %+v", wel)
+	}
+	for seq, req := range []*wire.ClientRequest{
+		{Op: wire.OpPut, Key: "bad\xff", Value: []byte("v")},
+		{Op: wire.OpBatch, Batch: []wire.BatchOp{{Op: wire.OpGet, Key: "a"}, {Op: wire.OpGet, Key: "\xfe"}}},
+		{Op: wire.OpGet, Key: "k", Label: "\xc3("},
+	} {
+		req.Txn, req.Seq = 7, uint32(seq)
+		if err := frame.WriteMsg(c, wel.Node, req); err != nil {
+			t.Fatal(err)
+		}
+		rep, ok := read().(*wire.ClientReply)
+		if !ok || rep.Txn != 7 || rep.Seq != uint32(seq) || rep.Code != wire.CodeBadArgument || !strings.Contains(rep.Error, "UTF-8") {
+			t.Fatalf("request %d: got %+v, want a bad-argument reply about UTF-8 for txn 7 seq %d", seq, rep, seq)
+		}
+	}
+	// The connection still serves.
+	if err := frame.WriteMsg(c, wel.Node, &wire.ClientRequest{Txn: 8, Op: wire.OpGet, Key: "fine"}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, ok := read().(*wire.ClientReply); !ok || rep.Txn != 8 || rep.Code != wire.CodeOK {
+		t.Fatalf("after the refusals: got %+v", rep)
 	}
 }
 

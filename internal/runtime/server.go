@@ -2,15 +2,19 @@ package runtime
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fxamacker/cbor/v2"
 
 	"github.com/meridiandb/meridian/internal/clock"
 	"github.com/meridiandb/meridian/internal/node"
@@ -411,6 +415,15 @@ func (s *Server) serveConn(c net.Conn) {
 		m, err := wire.Decode(payload)
 		if err != nil {
 			s.decodeErrs.Add(1)
+			if cl != nil {
+				if rep := refusal(payload, err); rep != nil {
+					s.log.Warn("undecodable client request refused", "from", from, "txn", rep.Txn, "seq", rep.Seq, "err", err)
+					if w, err := wire.Encode(rep); err == nil {
+						cl.enqueue(from, w)
+					}
+					continue
+				}
+			}
 			s.log.Error("undecodable message dropped", "from", from, "bytes", len(payload), "err", err)
 			continue
 		}
@@ -469,6 +482,36 @@ func orUnset(v string) string {
 		return "(unset)"
 	}
 	return v
+}
+
+// lenientIDs reads only a client request's ids, accepting text that is not UTF-8.
+var lenientIDs = func() cbor.DecMode {
+	dm, err := cbor.DecOptions{UTF8: cbor.UTF8DecodeInvalid, MaxArrayElements: 1 << 20, MaxMapPairs: 1 << 20, MaxNestedLevels: 32}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}()
+
+// refusal answers a client request the codec refused (one holding a key that is not UTF-8,
+// say) with a bad-argument reply, so that the client hears why at once instead of waiting out
+// its timeout and reporting the outcome unknown. The request never reached the protocol, so the
+// refusal is its whole outcome. It returns nil for a frame that is not a client request or
+// whose ids cannot be read: that frame is dropped, and its sender, if any, times out.
+func refusal(payload []byte, err error) *wire.ClientReply {
+	// A wire frame is a version byte, a two-byte kind and a CBOR body (package wire).
+	if len(payload) < 3 || payload[0] != wire.Version || wire.Kind(binary.BigEndian.Uint16(payload[1:3])) != (*wire.ClientRequest)(nil).Kind() {
+		return nil
+	}
+	var ids struct {
+		Txn uint64
+		Seq uint32
+	}
+	if lenientIDs.Unmarshal(payload[3:], &ids) != nil {
+		return nil
+	}
+	return &wire.ClientReply{Txn: ids.Txn, Seq: ids.Seq, Code: wire.CodeBadArgument,
+		Error: strings.ToValidUTF8("the node could not decode the request: "+err.Error(), "?")}
 }
 
 // clientSink is where replies to a client endpoint go: a TCP connection's link or a gRPC stream.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/node"
@@ -46,6 +47,16 @@ func Validate(req *wire.ClientRequest) *wire.ClientReply {
 	if len(req.Value) > client.MaxValueBytes {
 		return bad("value longer than %d bytes", client.MaxValueBytes)
 	}
+	// Keys and labels are text on the wire: a node cannot decode a message holding one that is
+	// not UTF-8, so a protocol that took one in would lose every message it sent about it.
+	for _, k := range []string{req.Key, req.EndKey} {
+		if !utf8.ValidString(k) {
+			return bad("key %q is not valid UTF-8", k)
+		}
+	}
+	if !utf8.ValidString(req.Label) {
+		return bad("label is not valid UTF-8")
+	}
 	if req.ReadOnly && (req.Op == wire.OpPut || req.Op == wire.OpDelete) {
 		return bad("write in a read-only transaction")
 	}
@@ -72,6 +83,8 @@ func validateBatch(req *wire.ClientRequest) string {
 			return fmt.Sprintf("key longer than %d bytes", client.MaxKeyBytes)
 		case len(op.Value) > client.MaxValueBytes:
 			return fmt.Sprintf("value longer than %d bytes", client.MaxValueBytes)
+		case !utf8.ValidString(op.Key):
+			return fmt.Sprintf("key %q is not valid UTF-8", op.Key)
 		case req.ReadOnly && op.Op != wire.OpGet:
 			return "write in a read-only transaction"
 		case seen[op.Key]:
