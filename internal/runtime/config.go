@@ -301,6 +301,12 @@ func Parse(source, text, baseDir string) (*Config, error) {
 	if err != nil {
 		return nil, fail(lineOfKey(text, "placement"), "%v", err)
 	}
+	// Only backups replication places backups (the topology file or the protocol may have
+	// chosen another), and under another the count would be ignored without a word.
+	if f.Placement.Backups != 0 && tp.Layout.Replication != topo.ReplicateLocalBackup {
+		return nil, fail(lineOfKey(text, "backups"), "backups = %d needs replication = %q (replication is %q)",
+			f.Placement.Backups, topo.ReplicateLocalBackup, tp.Layout.Replication)
+	}
 	tp.Name = c.Name
 	c.Topology = tp
 	c.Nodes = make([]NodeConfig, len(tp.Nodes))

@@ -134,6 +134,10 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 		{"unknown option", `[options] `, "[options]\ncolour = \"blue\"", `unknown option "colour"`},
 		{"bad option value", `[options] `, "[options]\nmutant = \"nope\"", `option mutant=nope`},
 		{"oracles for a protocol without", `protocol = "k2"`, `protocol = "crdb"`, `:46: node sh-oracle: protocol crdb runs no oracle nodes`},
+		{"backups under default replication", `replication = "primary"      #`, `backups = 1 #`,
+			`:15: backups = 1 needs replication = "backups" (replication is "primary")`},
+		{"backups under all-regions", `replication = "primary"      #`, "replication = \"all-regions\"\nbackups = 1 #",
+			`:16: backups = 1 needs replication = "backups" (replication is "all-regions")`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
