@@ -36,13 +36,16 @@ import (
 // connection, which loses but does not reorder. So anything a node sent H before a message
 // reaches H before that message.
 //
-// What H answers about a transaction it does not know (before and after this change): a push
-// that aborts or pushes a timestamp does so at once, a waiting push waits until the record
-// expires (5 heartbeats from the first push) and then aborts it; a heartbeat or an EndTxn
-// creates the record. So a forgotten X that was committed must never be asked about again
-// (an abort would have a leaseholder discard a committed intent; a timestamp push would let a
-// reader skip a write that then commits below it), and a forgotten X that was aborted may be,
-// provided nothing can commit it: an abort or a push of an aborted transaction is harmless.
+// What H answers about a transaction it does not know: a push that aborts or pushes a
+// timestamp does so at once; a waiting push is answered with the decision once there is one,
+// which the coordinator's answer to H's question brings, or the record's expiry (5 heartbeats
+// from the first push) if the coordinator is down (answering it "pending", to be polled again,
+// would loop: by the next poll H has aborted and forgotten X anew, and finds it unknown
+// again); a heartbeat or an EndTxn creates the record. So a forgotten X that was committed
+// must never be asked about again (an abort would have a leaseholder discard a committed
+// intent; a timestamp push would let a reader skip a write that then commits below it), and a
+// forgotten X that was aborted may be, provided nothing can commit it: an abort or a push of
+// an aborted transaction is harmless.
 //
 // The rules.
 //   - A committed record is forgotten once (a) the leaseholder of every key it wrote (the

@@ -34,10 +34,15 @@ func dataNodes(tp *topo.Topology) []topo.NodeID {
 // per transaction ever run; once the run has gone quiet for a few expiries they hold none, in
 // memory (records and their volatile state) or on disk (records and push floors: every data
 // node restarted from its disk holds none either). Keeping every record, as holders did
-// before, leaves one per read-write transaction.
+// before, leaves one per read-write transaction. No request is still blocked on an intent
+// either: a crash leaves intents of aborted transactions behind, whose records are forgotten,
+// and the requests that meet them must still learn that they aborted (the second crash plan,
+// seed 2, left a read waiting forever on such an intent while waiting pushes were answered
+// "pending").
 func TestRecordsForgotten(t *testing.T) {
 	for _, c := range []struct {
 		name   string
+		seed   uint64
 		opts   map[string]string
 		faults func(s *sim.Sim, w bench.Window)
 	}{
@@ -46,6 +51,8 @@ func TestRecordsForgotten(t *testing.T) {
 		{name: "duplicates", faults: func(s *sim.Sim, _ bench.Window) { s.SetDuplication(0.1) }},
 		{name: "crashes", faults: prototest.Crashes(400*time.Millisecond,
 			map[topo.NodeID]time.Duration{0: 300 * time.Millisecond, 2: 700 * time.Millisecond, 4: 1200 * time.Millisecond})},
+		{name: "crashes-2", seed: 2, faults: prototest.Crashes(400*time.Millisecond,
+			map[topo.NodeID]time.Duration{1: 300 * time.Millisecond, 3: 700 * time.Millisecond, 4: 1200 * time.Millisecond})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s *sim.Sim
@@ -59,7 +66,21 @@ func TestRecordsForgotten(t *testing.T) {
 				}
 				return records, states
 			}
-			res := prototest.Run(t, prototest.Case{Protocol: name, Seed: 1, Options: c.opts, Workload: prototest.ListAppend(20, 0.8),
+			blocked := func() (n int) {
+				for _, id := range dataNodes(s.Topology()) {
+					if h, ok := s.Handler(id).(*Node); ok {
+						for _, ops := range h.blocked {
+							n += len(ops)
+						}
+					}
+				}
+				return n
+			}
+			seed := c.seed
+			if seed == 0 {
+				seed = 1
+			}
+			res := prototest.Run(t, prototest.Case{Protocol: name, Seed: seed, Options: c.opts, Workload: prototest.ListAppend(20, 0.8),
 				Faults: func(sm *sim.Sim, w bench.Window) {
 					s = sm
 					if c.faults != nil {
@@ -72,6 +93,7 @@ func TestRecordsForgotten(t *testing.T) {
 			prototest.ExpectValid(t, prototest.MustCheck(t, res, model), 50)
 			s.RunFor(5 * time.Second) // five expiries: queries, recoveries and re-sent resolutions settle
 			quiet, states := kept()
+			stuck := blocked()
 			left := map[topo.NodeID]int{}
 			for _, id := range dataNodes(s.Topology()) {
 				s.Crash(id)
@@ -92,6 +114,9 @@ func TestRecordsForgotten(t *testing.T) {
 			}
 			if quiet != 0 || states != 0 || len(left) > 0 {
 				t.Errorf("left once the run went quiet: %d records, %d volatile states; after every data node restarted (records and push floors): %v", quiet, states, left)
+			}
+			if stuck > 0 {
+				t.Errorf("%d requests still blocked on an intent once the run went quiet", stuck)
 			}
 		})
 	}
@@ -303,6 +328,42 @@ func TestAbortedForgotten(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWaitingPushAboutForgotten: a record aborted by its coordinator is forgotten; a leaseholder
+// still holds the transaction's intent (the abort's resolution died with it in a crash), and a
+// younger request there waits on it, pushing as a waiting push does: once, then again every
+// poll period while answered "pending". It must learn that the transaction aborted. Answered
+// "pending" while the holder asked the coordinator, it never did: each poll found the
+// transaction unknown, and by the next one the holder had heard "ended", aborted it and
+// forgotten it again, so the request (and the key, for every younger transaction) waited
+// forever.
+func TestWaitingPushAboutForgotten(t *testing.T) {
+	g := newGCScript(t, false)
+	meta := TxnMeta{ID: g.txn, Age: g.at, RecordNode: g.n.self, Coord: g.c}
+	g.deliver(g.c, &WriteReq{Req: 1, Txn: meta, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
+	g.deliver(g.c, &EndTxnReq{Txn: g.txn, Status: EndAbort})
+	if n := g.n.recordsKept() + len(g.n.recState); n != 0 {
+		t.Fatalf("%d records or states once aborted and ended, want none", n)
+	}
+	// Polls for two expiries: the pusher's own view, whatever the holder's timers do.
+	polls := int(2 * g.n.set.expiry / g.n.set.pollPeriod)
+	for i := range polls {
+		got := g.push(PushQuery)
+		if got == PushAborted {
+			if n, d := g.n.recordsKept()+len(g.n.recState), g.onDisk(); n != 0 || d != 0 {
+				t.Fatalf("after the waiting push was answered: %d records or states, %d on disk; want none", n, d)
+			}
+			return
+		}
+		if got != PushPending {
+			t.Fatalf("poll %d: outcome %d, want aborted (%d)", i, got, PushAborted)
+		}
+		g.env.Advance(g.n.set.pollPeriod)
+		g.settle()
+		g.env.Take()
+	}
+	t.Fatalf("a waiting push about a forgotten aborted transaction was answered pending %d times in a row", polls)
 }
 
 // TestHolderRestartReresolves: the record holder crashes after the commit, before the other

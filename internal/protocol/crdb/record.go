@@ -39,6 +39,12 @@ type recState struct {
 	keep     bool          // committed, but its keys are unknown: never forgotten
 	resolved []topo.NodeID // leaseholders that acknowledged the commit's resolution, ascending
 	nudged   int64         // local time of the last query or re-sent resolution (or creation)
+	// waiting holds the answers to waiting pushes (PushQuery) about a transaction the holder
+	// did not know when they came, given once the decision is durable. Answering them
+	// "pending" instead would have the pusher poll again, and a forgotten aborted transaction
+	// is aborted and forgotten anew between two polls once its coordinator says it ended it,
+	// so every poll would find it unknown again, and the request would wait forever.
+	waiting []func(outcome uint8, at ts.Timestamp)
 }
 
 func (n *Node) rec(txn storage.TxnID) *recState {
@@ -91,9 +97,28 @@ func (n *Node) decideWith(txn storage.TxnID, st txnrec.Status, at ts.Timestamp, 
 		if done != nil {
 			done()
 		}
+		n.answerWaiting(txn)
 		n.trackDecided(txn)
 	})
 	return nil
+}
+
+// answerWaiting gives the pushes held for txn its durable decision.
+func (n *Node) answerWaiting(txn storage.TxnID) {
+	rs := n.recState[txn]
+	r, ok := n.recs.Get(txn)
+	if rs == nil || !ok || !r.Status.Final() {
+		return
+	}
+	ws := rs.waiting
+	rs.waiting = nil
+	for _, reply := range ws {
+		if r.Status == txnrec.Committed {
+			reply(PushCommitted, r.CommitTS)
+		} else {
+			reply(PushAborted, ts.Zero)
+		}
+	}
 }
 
 func (n *Node) onHeartbeat(from topo.NodeID, req *HeartbeatReq) {
@@ -112,7 +137,8 @@ func (n *Node) onPush(from topo.NodeID, req *PushReq) {
 	reply := func(outcome uint8, at ts.Timestamp) {
 		n.env.Send(from, &PushResp{Req: req.Req, Clock: n.now(), Outcome: outcome, TS: at})
 	}
-	if _, known := n.recState[req.Pushee]; !known {
+	_, known := n.recState[req.Pushee]
+	if !known {
 		// Not started here yet (the record is on its way), or forgotten: its coordinator
 		// tells whether it ended the transaction, which settles it (gc.go).
 		if c := topo.NodeID(req.Pushee.Coordinator()); n.isDataNode(c) {
@@ -161,6 +187,8 @@ func (n *Node) onPush(from topo.NodeID, req *PushReq) {
 		rs.floor = req.PushTo
 		key := storage.EncodeTxnID([]byte{prefixPushFloor}, req.Pushee)
 		n.flush([]node.Write{{Key: key, Value: req.PushTo.Encode(nil)}}, func() { reply(PushPushed, req.PushTo) })
+	case !known:
+		rs.waiting = append(rs.waiting, reply)
 	default:
 		reply(PushPending, ts.Zero)
 	}
