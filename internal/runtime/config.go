@@ -38,6 +38,12 @@ type Config struct {
 	Text           string // the TOML it was parsed from
 }
 
+// MaxEpsilon bounds the TrueTime ε a configuration may declare. Protocols add ε to clock
+// readings (K2's commit wait is 2×(ttl+ε)), where millions of hours overflow and silently end
+// the wait; no real clock is that uncertain, so the bound is the one the simulator's clock
+// errors have.
+const MaxEpsilon = 100 * time.Second
+
 // NodeConfig is one [[node]] table.
 type NodeConfig struct {
 	ID       topo.NodeID
@@ -147,8 +153,8 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		return nil, fail(lineOfKey(text, "options"), "%v", err)
 	}
 	if f.Epsilon != "" {
-		if c.Epsilon, err = time.ParseDuration(f.Epsilon); err != nil || c.Epsilon < 0 {
-			return nil, fail(lineOfKey(text, "epsilon"), "epsilon %q: want a non-negative duration such as 1ms", f.Epsilon)
+		if c.Epsilon, err = time.ParseDuration(f.Epsilon); err != nil || c.Epsilon < 0 || c.Epsilon > MaxEpsilon {
+			return nil, fail(lineOfKey(text, "epsilon"), "epsilon %q: want a duration from 0 to %ds such as 1ms", f.Epsilon, MaxEpsilon/time.Second)
 		}
 	} else {
 		c.Epsilon = time.Millisecond
@@ -157,7 +163,7 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		c.EmulateLatency = *f.Latency.Emulate
 	}
 	if f.Latency.Scale != nil {
-		if *f.Latency.Scale < 0 || *f.Latency.Scale > 100 {
+		if !(*f.Latency.Scale >= 0 && *f.Latency.Scale <= 100) { // also rejects NaN
 			return nil, fail(lineOfKey(text, "scale"), "latency scale %v: want 0..100", *f.Latency.Scale)
 		}
 		c.LatencyScale = *f.Latency.Scale

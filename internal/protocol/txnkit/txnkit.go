@@ -130,15 +130,21 @@ func (o *Options) fail(key, val, want string) {
 	}
 }
 
-// Duration reads a non-negative duration option.
+// MaxDuration bounds every duration option. Protocols add such durations to clock readings and
+// to one another (K2's commit wait is 2×(ttl+ε)), and millions of hours overflow: with
+// ttl=2000000h K2 stopped waiting at all and its histories were not strictly serializable. No
+// run lasts this long (the CLI's --duration stops at the same bound).
+const MaxDuration = 1000 * time.Hour
+
+// Duration reads a duration option in [0, MaxDuration].
 func (o *Options) Duration(key string, def time.Duration) time.Duration {
 	v, ok := o.M[key]
 	if !ok {
 		return def
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		o.fail(key, v, "a non-negative duration such as 10ms")
+	if err != nil || d < 0 || d > MaxDuration {
+		o.fail(key, v, fmt.Sprintf("a duration from 0 to %dh such as 10ms", MaxDuration/time.Hour))
 		return def
 	}
 	return d

@@ -1,11 +1,55 @@
 package txnkit
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/wire"
 )
+
+// Duration options are bounded above: ttl=2000000h overflowed K2's commit wait, 2×(ttl+ε), and
+// K2's histories were no longer strictly serializable. The bound is here so that every protocol
+// and every caller (the CLI, repro, tests, library users) gets it.
+func TestDurationBounded(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{"0s", 0, true},
+		{"10ms", 10 * time.Millisecond, true},
+		{"1000h", 1000 * time.Hour, true},
+		{"1000h0m0.000000001s", 0, false},
+		{"2000000h", 0, false},
+		{"-1ms", 0, false},
+		{"soon", 0, false},
+	} {
+		o := Options{Protocol: "p", M: map[string]string{"ttl": tc.v}}
+		got := o.Duration("ttl", 7)
+		if !tc.ok {
+			var oe *protocol.OptionError
+			if !errors.As(o.Err, &oe) || oe.Key != "ttl" || oe.Value != tc.v || !strings.Contains(oe.Want, "0 to 1000h") {
+				t.Errorf("ttl=%s: err %v, want an option error naming 0 to 1000h", tc.v, o.Err)
+			}
+			if got != 7 {
+				t.Errorf("ttl=%s: got %v, want the default", tc.v, got)
+			}
+			continue
+		}
+		if o.Err != nil || got != tc.want {
+			t.Errorf("ttl=%s: got %v, %v; want %v", tc.v, got, o.Err, tc.want)
+		}
+	}
+	want := "protocol p: option ttl=2000000h: want a duration from 0 to 1000h such as 10ms"
+	o := Options{Protocol: "p", M: map[string]string{"ttl": "2000000h"}}
+	o.Duration("ttl", 0)
+	if o.Err == nil || o.Err.Error() != want {
+		t.Fatalf("error %q, want %q", o.Err, want)
+	}
+}
 
 // Keys and labels that are not UTF-8 are refused: the wire carries them as text, so a node
 // cannot decode a message holding one, and a protocol that took one in (from an in-process
