@@ -72,10 +72,12 @@ func (f *clusterFlags) locate() (*mrt.Config, error) {
 	return cfg, nil
 }
 
-// dialNode opens a client endpoint on a data node of cfg.
+// dialNode opens a client endpoint on a data node of cfg. The node checks that it runs cfg's
+// protocol and settings: a client of another protocol would check histories against that
+// protocol's model and report results as its.
 func dialNode(cfg *mrt.Config, id topo.NodeID) (*client.NetTransport, error) {
 	n := cfg.Nodes[id]
-	t, err := client.Dial(n.Addr, client.WithCluster(cfg.Name), client.WithRequestTimeout(cfg.ClientTimeout))
+	t, err := client.Dial(n.Addr, cfg.DialOptions()...)
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		// The usual cause is simply that the cluster is not running; say so.
 		return nil, fmt.Errorf("node %s at %s refused the connection: is the cluster running? (meridian cluster status)", n.Name, n.Addr)
