@@ -41,11 +41,15 @@ import (
 // which the coordinator's answer to H's question brings, or the record's expiry (5 heartbeats
 // from the first push) if the coordinator is down (answering it "pending", to be polled again,
 // would loop: by the next poll H has aborted and forgotten X anew, and finds it unknown
-// again); a heartbeat or an EndTxn creates the record. So a forgotten X that was committed
-// must never be asked about again (an abort would have a leaseholder discard a committed
-// intent; a timestamp push would let a reader skip a write that then commits below it), and a
-// forgotten X that was aborted may be, provided nothing can commit it: an abort or a push of
-// an aborted transaction is harmless.
+// again); a heartbeat or an abort creates the record; a stage or a commit is refused, since the
+// first write creates the record before either can come, so that even a message delivered
+// later than FIFO links allow cannot commit X once it is forgotten (the real runtime redials a
+// lost connection, and a restarted node connects anew: frames still unread on the old
+// connection may be read after newer ones). So a forgotten X that was committed must never be
+// asked about again (an abort would have a leaseholder discard a committed intent; a timestamp
+// push would let a reader skip a write that then commits below it), and a forgotten X that
+// was aborted may be, provided nothing can commit it: an abort or a push of an aborted
+// transaction is harmless.
 //
 // The rules.
 //   - A committed record is forgotten once (a) the leaseholder of every key it wrote (the

@@ -411,3 +411,37 @@ func TestHolderRestartReresolves(t *testing.T) {
 		t.Fatalf("after the acknowledgement: %d records or states, %d on disk; want none", n, d)
 	}
 }
+
+// TestLateEndTxnRefused: a transaction's coordinator rolls it back, and the holder forgets the
+// aborted record. A stage or commit of it arriving afterwards (a message held back on a
+// connection the real runtime has since redialled, or from a coordinator's previous life) must
+// not create a record and stage or commit it: the holder would then resolve as committed the
+// intents of a transaction its client was told aborted, wherever the rollback's resolution had
+// not arrived. Holders kept aborted records for ever before, which refused it; the forgotten
+// one must be refused too, as K2's recorder refuses to commit a transaction it does not know.
+func TestLateEndTxnRefused(t *testing.T) {
+	for _, st := range []uint8{EndStage, EndCommit} {
+		t.Run(fmt.Sprintf("status=%d", st), func(t *testing.T) {
+			g := newGCScript(t, false)
+			meta := TxnMeta{ID: g.txn, Age: g.at, RecordNode: g.n.self, Coord: g.c}
+			g.deliver(g.c, &WriteReq{Req: 1, Txn: meta, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
+			g.deliver(g.c, &EndTxnReq{Txn: g.txn, Status: EndAbort})
+			if n := g.n.recordsKept() + len(g.n.recState); n != 0 {
+				t.Fatalf("%d records or states once aborted and ended, want none", n)
+			}
+			var outcome uint8
+			for _, s := range g.deliver(g.c, &EndTxnReq{Req: 3, Txn: g.txn, Status: st, TS: g.at, InFlight: []string{g.kh, g.kl}}) {
+				if r, ok := s.M.(*EndTxnResp); ok && r.Req == 3 {
+					outcome = r.Outcome
+				}
+			}
+			if r, ok := g.n.recs.Get(g.txn); ok || outcome != EndAborted {
+				t.Fatalf("late EndTxn (status %d) of a rolled-back, forgotten transaction: answered %d (EndAborted is %d), record %v (kept: %v)",
+					st, outcome, EndAborted, r.Status, ok)
+			}
+			if n, d := g.n.recordsKept()+len(g.n.recState), g.onDisk(); n != 0 || d != 0 {
+				t.Fatalf("after the late EndTxn: %d records or states, %d on disk; want none", n, d)
+			}
+		})
+	}
+}

@@ -201,6 +201,20 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			n.env.Send(from, &EndTxnResp{Req: req.Req, Clock: n.now(), Outcome: outcome, TS: at})
 		}
 	}
+	if req.Status != EndAbort {
+		if rs := n.recState[req.Txn]; rs == nil || rs.status == statusNoRecord {
+			// The first write creates the record before the coordinator can stage or commit,
+			// so a transaction without one here was forgotten, which only an ended one is, or
+			// lost its record in a crash, with the intent persisted beside it, and no
+			// heartbeat has brought it back since. Only a message delivered later than FIFO
+			// links allow gets here (the real runtime redials a lost connection, and a
+			// restarted node connects anew), and staging or committing then would resolve as
+			// committed the intents of a transaction its coordinator rolled back. Refusing
+			// costs at most an abort.
+			reply(EndAborted, ts.Zero)
+			return
+		}
+	}
 	rs := n.rec(req.Txn)
 	rs.lastHB = n.env.Now()
 	switch req.Status {
