@@ -29,6 +29,10 @@ type coordTxn struct {
 	writeKeys []string
 	wrote     map[string]bool
 
+	// calls are the requests sent for the transaction: once it ends their answers are not
+	// awaited, and one a crash or a lost message swallowed would otherwise be for ever.
+	calls []uint64
+
 	remoteAbort string // learned from a heartbeat: the record was aborted by a pusher
 	// createRecord: the record is anchored (meta.RecordNode) but no write has carried
 	// CreateRecord yet; the next write sent does.
@@ -166,7 +170,7 @@ func (n *Node) sendRead(t *coordTxn, key string, ob *outbox, then func(*ReadResp
 	if o, ok := t.observed[nd]; ok {
 		limit = ts.MinOf(limit, o)
 	}
-	n.callVia(ob, nd, func(r uint64) wire.Msg {
+	n.callFor(t, ob, nd, func(r uint64) wire.Msg {
 		return &ReadReq{Req: r, Txn: t.meta, Key: key, ReadTS: t.readTS, Limit: limit, ReadOnly: t.readOnly}
 	}, func(m wire.Msg) {
 		resp := m.(*ReadResp)
@@ -235,7 +239,7 @@ func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, 
 		t.wrote[key] = true
 		t.writeKeys = append(t.writeKeys, key)
 	}
-	n.callVia(ob, n.tp.PrimaryOf(key), func(r uint64) wire.Msg {
+	n.callFor(t, ob, n.tp.PrimaryOf(key), func(r uint64) wire.Msg {
 		return &WriteReq{Req: r, Txn: t.meta, Key: key, Value: value, Tombstone: tombstone,
 			WriteTS: t.writeTS, CreateRecord: create}
 	}, func(m wire.Msg) {
@@ -410,7 +414,7 @@ func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
 	from := t.readTS
 	for _, nd := range nodes {
 		keys := byNode[nd]
-		n.call(nd, func(r uint64) wire.Msg {
+		n.callFor(t, nil, nd, func(r uint64) wire.Msg {
 			return &RefreshReq{Req: r, Txn: t.meta.ID, Keys: keys, From: from, To: to}
 		}, func(m wire.Msg) {
 			good = good && m.(*RefreshResp).OK
@@ -485,7 +489,7 @@ func (n *Node) stage(t *coordTxn, c ts.Timestamp) {
 		}
 	}
 	sendEnd := func(status uint8) {
-		n.call(t.meta.RecordNode, func(r uint64) wire.Msg {
+		n.callFor(t, nil, t.meta.RecordNode, func(r uint64) wire.Msg {
 			return &EndTxnReq{Req: r, Txn: t.meta.ID, Status: status, TS: c, InFlight: t.writeKeys}
 		}, func(m wire.Msg) {
 			resp := m.(*EndTxnResp)
@@ -498,7 +502,7 @@ func (n *Node) stage(t *coordTxn, c ts.Timestamp) {
 	proofsLeft = len(nodes)
 	for _, nd := range nodes {
 		keys := byNode[nd]
-		n.call(nd, func(r uint64) wire.Msg {
+		n.callFor(t, nil, nd, func(r uint64) wire.Msg {
 			return &QueryIntentReq{Req: r, Txn: t.meta.ID, Keys: keys, TS: c, Prevent: true}
 		}, func(m wire.Msg) {
 			if !m.(*QueryIntentResp).Found {
@@ -551,8 +555,17 @@ func (n *Node) rollback(t *coordTxn, cause string) {
 	n.finish(t)
 }
 
+// callFor is callVia for a request of t.
+func (n *Node) callFor(t *coordTxn, ob *outbox, to topo.NodeID, build func(req uint64) wire.Msg, then func(wire.Msg)) {
+	t.calls = append(t.calls, n.callVia(ob, to, build, then))
+}
+
 // finish forgets t (its answer, if any, is sent by the caller).
 func (n *Node) finish(t *coordTxn) {
+	for _, id := range t.calls {
+		delete(n.pending, id)
+	}
+	t.calls = nil
 	n.env.Cancel(t.idleTimer)
 	n.env.Cancel(t.hbTimer)
 	delete(n.txns, t.key)

@@ -291,7 +291,15 @@ func (n *Node) recoverStaging(txn storage.TxnID) {
 	keys, at := rs.inFlight, rs.stageTS
 	nodes, byNode := groupByNode(n.tp, keys)
 	missing, left := false, len(nodes)
-	timer := n.env.After(n.set.expiry, func() { rs.recovering = false }) // a leaseholder is down: retry later
+	var calls []uint64
+	timer := n.env.After(n.set.expiry, func() {
+		// A leaseholder is down: a later attempt asks again, and this one's answers, which
+		// a crash may have swallowed, are no longer awaited.
+		rs.recovering = false
+		for _, id := range calls {
+			delete(n.pending, id)
+		}
+	})
 	finish := func() {
 		n.env.Cancel(timer)
 		rs.recovering = false
@@ -313,7 +321,7 @@ func (n *Node) recoverStaging(txn storage.TxnID) {
 	}
 	for _, nd := range nodes {
 		nodeKeys := byNode[nd]
-		n.call(nd, func(r uint64) wire.Msg {
+		calls = append(calls, n.call(nd, func(r uint64) wire.Msg {
 			return &QueryIntentReq{Req: r, Txn: txn, Keys: nodeKeys, TS: at, Prevent: true}
 		}, func(m wire.Msg) {
 			if !m.(*QueryIntentResp).Found {
@@ -322,7 +330,7 @@ func (n *Node) recoverStaging(txn storage.TxnID) {
 			if left--; left == 0 {
 				finish()
 			}
-		})
+		}))
 	}
 }
 

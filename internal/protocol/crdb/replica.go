@@ -1,6 +1,7 @@
 package crdb
 
 import (
+	"slices"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
@@ -25,16 +26,16 @@ type readMark struct {
 
 // blockedOp is a request waiting for another transaction's intent to go away.
 type blockedOp struct {
-	key     string
-	txn     TxnMeta
-	write   bool
-	pushTo  ts.Timestamp
-	pushee  storage.TxnID
-	since   int64
-	retry   func()
-	timer   node.TimerID
-	done    bool
-	pushReq uint64
+	key      string
+	txn      TxnMeta
+	write    bool
+	pushTo   ts.Timestamp
+	pushee   storage.TxnID
+	since    int64
+	retry    func()
+	timer    node.TimerID
+	done     bool
+	pushReqs []uint64 // every push sent, answered or not: none is awaited once done
 }
 
 func (n *Node) bumpReadTS(key string, at ts.Timestamp, txn storage.TxnID) {
@@ -327,7 +328,7 @@ func (n *Node) push(op *blockedOp, recordNode topo.NodeID, typ uint8) {
 		n.env.Cancel(op.timer)
 		op.timer = n.env.After(d, func() { n.push(op, recordNode, typ) })
 	}
-	op.pushReq = n.call(recordNode, func(r uint64) wire.Msg {
+	id := n.call(recordNode, func(r uint64) wire.Msg {
 		return &PushReq{Req: r, Pushee: op.pushee, Type: typ, PushTo: op.pushTo}
 	}, func(m wire.Msg) {
 		r := m.(*PushResp)
@@ -348,6 +349,11 @@ func (n *Node) push(op *blockedOp, recordNode topo.NodeID, typ uint8) {
 		n.env.Cancel(op.timer)
 		n.wake(op.key)
 	})
+	// Answered pushes are no longer pending: keep the ones still out.
+	op.pushReqs = append(slices.DeleteFunc(op.pushReqs, func(req uint64) bool {
+		_, out := n.pending[req]
+		return !out
+	}), id)
 	// If the record holder is down the answer never comes: ask again.
 	retry(n.set.expiry)
 }
@@ -365,7 +371,9 @@ func (n *Node) wake(key string) {
 		}
 		op.done = true
 		n.env.Cancel(op.timer)
-		delete(n.pending, op.pushReq)
+		for _, req := range op.pushReqs {
+			delete(n.pending, req)
+		}
 		op.retry()
 	}
 }
