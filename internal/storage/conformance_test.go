@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"testing"
 
@@ -273,7 +274,7 @@ func scenarios() []scenario {
 				if err := s.PutCommitted("gone", mvcc.Version{TS: at(6), Txn: txn(6), Tombstone: true}); err != nil {
 					t.Fatal(err)
 				}
-				st := s.GC(at(25))
+				st := s.CollectGarbage(at(25), math.MaxInt)
 				if st.VersionsRemoved != 3 {
 					t.Errorf("GC removed %d versions, want 3 (k@10, k@15 aborted, gone@5)", st.VersionsRemoved)
 				}

@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -120,7 +121,7 @@ func TestSimulatedCrashRebuild(t *testing.T) {
 						}
 						n.recs.Decided(id)
 					case r < 60:
-						n.store.GC(ts.New(clock - int64(rng.IntN(40))))
+						n.store.CollectGarbage(ts.New(clock-int64(rng.IntN(40))), math.MaxInt)
 					case r < 80:
 						n.persist()
 					case r < 95:

@@ -74,4 +74,6 @@ const (
 const (
 	PrefixVersion byte = 'v'
 	PrefixTxnRec  byte = 't'
+	// PrefixGC holds one record: the store's garbage-collection horizon (mvcc.Store.GCHorizon).
+	PrefixGC byte = 'g'
 )

@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/meridiandb/meridian/internal/storage"
@@ -92,7 +93,7 @@ func BenchmarkIntentWrite(b *testing.B) {
 					s.TakeWrites()
 				}
 				if i&(1<<18-1) == 1<<18-1 {
-					s.GC(ts.New(int64(i)))
+					s.CollectGarbage(ts.New(int64(i)), math.MaxInt)
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "intents/s")

@@ -199,6 +199,9 @@ func Recover(d node.Durable, opts Options) (*Store, error) {
 	if derr != nil {
 		return nil, fmt.Errorf("mvcc: recover: %w", derr)
 	}
+	if err := s.recoverGC(d); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

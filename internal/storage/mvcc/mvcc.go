@@ -134,6 +134,10 @@ type Store struct {
 	readFloor ts.Timestamp
 	tracked   int // entries with a per-key read watermark above the floor
 	writes    []node.Write
+
+	gc              gcQueue      // keys that may hold garbage (gc.go)
+	gcHorizon       ts.Timestamp // operations below it are refused by the protocol
+	recordedHorizon ts.Timestamp // the highest horizon recorded for persistence
 }
 
 // New returns an empty store.
@@ -376,6 +380,7 @@ func (s *Store) PutCommitted(key string, v Version) error {
 		s.dropIfEmpty(e)
 		return err
 	}
+	s.noteDecided(e, v.TS, Committed)
 	return nil
 }
 
@@ -411,6 +416,7 @@ func (s *Store) Commit(key string, txn storage.TxnID, commitTS ts.Timestamp) err
 		}
 	}
 	s.removeTxnKey(txn, key)
+	s.noteDecided(e, commitTS, Committed)
 	return nil
 }
 
@@ -429,6 +435,7 @@ func (s *Store) AbortIntent(key string, txn storage.TxnID) bool {
 	e.intents--
 	s.recordPut(key, &e.versions[i])
 	s.removeTxnKey(txn, key)
+	s.noteDecided(e, e.versions[i].TS, Aborted)
 	return true
 }
 
@@ -670,49 +677,6 @@ func (s *Store) evictReadWatermarks() {
 	s.RaiseReadFloor(all[(len(all)-1)/2])
 }
 
-// GCStats reports what a GC pass removed.
-type GCStats struct {
-	VersionsRemoved int
-	KeysRemoved     int
-}
-
-// GC removes versions no reader at or above safePoint can see: for each key it keeps the newest
-// committed version with TS <= safePoint (and everything newer), removes older committed
-// versions, and removes aborted versions older than safePoint. Undecided intents are never
-// removed. The removals are recorded as persist deletes.
-func (s *Store) GC(safePoint ts.Timestamp) GCStats {
-	var st GCStats
-	var empty []*entry
-	s.ordered().Ascend(func(e *entry) bool {
-		if len(e.versions) < 2 && (len(e.versions) == 0 || e.versions[0].State != Aborted) {
-			return true
-		}
-		keepFrom := -1 // index of the newest committed version <= safePoint
-		for i := e.upper(safePoint) - 1; i >= 0; i-- {
-			if e.versions[i].State == Committed {
-				keepFrom = i
-				break
-			}
-		}
-		for i := len(e.versions) - 1; i >= 0; i-- {
-			v := e.versions[i]
-			if (v.State == Committed && i < keepFrom) || (v.State == Aborted && v.TS.Less(safePoint)) {
-				s.removeAt(e, i)
-				st.VersionsRemoved++
-			}
-		}
-		if e.empty() {
-			empty = append(empty, e)
-		}
-		return true
-	})
-	for _, e := range empty {
-		s.dropIfEmpty(e)
-		st.KeysRemoved++
-	}
-	return st
-}
-
 // PreloadTS is the timestamp of preloaded rows: before any timestamp a clock can produce, so
 // every transaction sees them.
 var PreloadTS = ts.Timestamp{Wall: -1 << 62}
@@ -744,7 +708,11 @@ func (s *Store) Preload(key string, value []byte) error {
 	if len(e.versions) > 0 && e.versions[0].TS == PreloadTS {
 		return nil
 	}
-	// PreloadTS is below every other timestamp, so the version goes first.
+	// PreloadTS is below every other timestamp, so the version goes first. Reinstalled under
+	// versions a restarted node recovered, it is garbage once the next one is.
 	e.versions = slices.Insert(e.versions, 0, v)
+	if len(e.versions) > 1 {
+		s.noteDecided(e, e.versions[1].TS, e.versions[1].State)
+	}
 	return nil
 }
