@@ -1,6 +1,7 @@
 package txnkit
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
@@ -94,4 +95,18 @@ func (g *VersionGC) pass() {
 		g.persist()
 	}
 	g.Kick()
+}
+
+// minGCTTL bounds gc-ttl from below: a horizon closer than this to the present would refuse
+// transactions that are merely waiting for a WAN round trip.
+const minGCTTL = 10 * time.Millisecond
+
+// GCTTL reads the gc-ttl option, in [10ms, MaxDuration].
+func (o *Options) GCTTL() time.Duration {
+	d := o.Duration(GCTTLOption, DefaultGCTTL)
+	if d < minGCTTL {
+		o.fail(GCTTLOption, o.M[GCTTLOption], fmt.Sprintf("a duration from %v to %dh such as 10s", minGCTTL, MaxDuration/time.Hour))
+		return DefaultGCTTL
+	}
+	return d
 }
