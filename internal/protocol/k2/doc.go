@@ -154,6 +154,13 @@
 //   - Scans are not supported (CodeBadArgument): the paper's phantom protection for ranges is
 //     unspecified (notes §3.4), and Meridian's TPC-C uses point reads.
 //   - No K2-VCR: no epochs, no replica reads; records carry no commit epoch.
+//   - Old versions are garbage-collected (the paper keeps its immutable log and says nothing of
+//     its growth): a data node keeps every version a transaction younger than gc-ttl (default
+//     10 s) may read, collects the rest (txnkit.VersionGC, mvcc gc.go), and refuses any read or
+//     write below its horizon with cause "too-old", also a read whose PUSHWS wait outlasted it.
+//     A transaction therefore has gc-ttl to finish. The horizon is persisted with the deletes
+//     it allows, so a restarted node keeps refusing (TestReadBelowGCHorizonRefused); with the
+//     refusal switched off the checker finds G-single cycles (TestVersionGCHistories).
 //
 // # Ablations (Fig. 19) and mutants
 //
@@ -181,7 +188,8 @@
 // operation), recorder.lease-abort, recorder.ended-abort (an undecided transaction aborted because
 // its coordinator said it had ended it), recorder.forgotten (records forgotten),
 // recorder.ended-query (transactions a recorder asked their coordinator about),
-// recorder.refinalize (finalizations re-sent by a recorder), ts.taken (timestamps handed out), ts.waited (of those, the
+// recorder.refinalize (finalizations re-sent by a recorder), gc/passes, gc/versions-removed and
+// gc/keys-removed (version garbage collection), ts.taken (timestamps handed out), ts.waited (of those, the
 // ones a transaction waited for: the batch was missing or used up) and ts.oracle-requests (K2
 // Fig. 16: with batching, far fewer than timestamps). Durations, measured at the coordinator per operation (K2 Table 2):
 // phase.get-ts (first request to timestamp), phase.read (minus its PUSHWS waits), phase.pushws

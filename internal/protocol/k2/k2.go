@@ -42,6 +42,7 @@ func (proto) Options() map[string]string {
 		"op-timeout":         "a coordinator gives up on a read or write after this long and aborts (default 2s); a data node that restarts says so, and an operation its crash lost aborts at once (op-lost), but one out at a node that stays down or is cut off costs the whole op-timeout: nothing guesses that a silent node is dead",
 		"idle-timeout":       "a coordinator aborts a transaction whose client sends nothing for this long (default 5s)",
 		"read-block-timeout": "with mv-reads=off, a read blocked on a higher-timestamp intent aborts after this long (default 100ms)",
+		txnkit.GCTTLOption:   "a data node keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s)",
 		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait, ttl-wrong-drift",
 	}
 }
@@ -65,6 +66,7 @@ type config struct {
 	opTimeout        time.Duration
 	idleTimeout      time.Duration
 	readBlockTimeout time.Duration
+	gcTTL            time.Duration
 	mutation         clock.BatcherMutation
 	// forgetAtDecision breaks record garbage collection on purpose (tests only, no option):
 	// a record is forgotten as soon as its decision is durable, before the participants
@@ -115,6 +117,7 @@ func parseConfig(eps time.Duration, m map[string]string) (config, error) {
 		opTimeout:        o.Duration("op-timeout", 2*time.Second),
 		idleTimeout:      o.Duration("idle-timeout", 5*time.Second),
 		readBlockTimeout: o.Duration("read-block-timeout", 100*time.Millisecond),
+		gcTTL:            o.GCTTL(),
 		maxDrift:         clock.K2TrueTime.MaxDrift,
 	}
 	switch o.Enum("mutant", "", "", "no-commit-wait", "ttl-wrong-drift") {
@@ -209,6 +212,7 @@ type Node struct {
 
 	// Data node and recorder.
 	store  *mvcc.Store
+	vgc    *txnkit.VersionGC // removes the versions no transaction young enough may read
 	recs   *txnrec.Table
 	leases map[storage.TxnID]int64 // undecided records: local time their coordinator was last heard of
 	// gc holds the decided records not forgotten yet, and what each still waits for (gc.go).
@@ -276,6 +280,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("k2: node %d: %w", self, err)
 	}
+	n.vgc = txnkit.NewVersionGC(env, n.store, c.gcTTL, func() { n.persist(n.dataWrites(), nil) }, n.m)
 	n.recs, err = txnrec.Recover(d)
 	if err != nil {
 		return nil, fmt.Errorf("k2: node %d: %w", self, err)
@@ -491,6 +496,7 @@ func (n *Node) persist(batch []node.Write, done func()) {
 		return
 	}
 	n.env.Persist(batch, done)
+	n.vgc.Kick()
 }
 
 func (n *Node) dataWrites() []node.Write {
