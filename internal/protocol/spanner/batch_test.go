@@ -120,16 +120,20 @@ func (e clusterEnv) Charge(time.Duration) {}
 // is node s mod 3) and no commit wait (its timers would never fire here).
 func newTestCluster(t *testing.T, policy locks.Policy, eager bool) *testCluster {
 	t.Helper()
+	// locks.Wait stands for lock-policy=detect: conflicts wait and the detector breaks cycles.
+	return newTestClusterConfig(t, Config{Policy: policy, DetectDeadlocks: policy == locks.Wait, EagerWrites: eager,
+		IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond})
+}
+
+// newTestClusterConfig is newTestCluster with every node configured by cfg.
+func newTestClusterConfig(t *testing.T, cfg Config) *testCluster {
+	t.Helper()
 	tp, err := topo.Build("batch-test", []string{"r"}, [][]time.Duration{{0}}, time.Millisecond,
 		topo.Layout{NodesPerRegion: 3, ShardsPerNode: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &testCluster{tp: tp, now: int64(time.Second), replies: map[node.ID][]*wire.ClientReply{}, down: map[node.ID]bool{}}
-	// locks.Wait stands for lock-policy=detect: conflicts wait and the detector breaks cycles.
-	cfg := Config{Policy: policy, DetectDeadlocks: policy == locks.Wait, EagerWrites: eager,
-		IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
-	c.cfg = cfg
+	c := &testCluster{tp: tp, now: int64(time.Second), replies: map[node.ID][]*wire.ClientReply{}, down: map[node.ID]bool{}, cfg: cfg}
 	for i := range tp.Nodes {
 		n, err := NewNode(clusterEnv{c: c, self: node.ID(i)}, durable.NewMem(), cfg)
 		if err != nil {

@@ -510,6 +510,17 @@ func (c *Coordinator) onOpsResp(from node.ID, m *OpsResp) {
 }
 
 func (c *Coordinator) onSnapReadResp(from node.ID, m *SnapReadResp) {
+	if m.Cause != "" {
+		// A refusal carries no results, so it answers a group of either kind.
+		t, _ := c.outstanding(m.Txn, from, m.Seq, kindRead)
+		if t == nil {
+			t, _ = c.outstanding(m.Txn, from, m.Seq, kindOps)
+		}
+		if t != nil && t.readOnly {
+			c.abort(t, m.Cause)
+		}
+		return
+	}
 	kind := kindRead
 	if len(m.Results) > 0 {
 		kind = kindOps

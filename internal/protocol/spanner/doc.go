@@ -55,6 +55,33 @@
 //     also waits until TT.now().earliest > s_read, so a transaction that starts after it ends
 //     gets a larger timestamp.
 //
+// # Version garbage collection
+//
+// A participant keeps every version a snapshot read younger than gc-ttl (default 10 s) may need
+// and collects the rest (txnkit.VersionGC over mvcc gc.go): a pass at local clock reading now
+// raises the store's horizon to now−gc-ttl and keeps, per key, the newest committed version at or
+// below it and everything newer. Passes are armed from the participant's persist path, which every
+// applied decision goes through; gc/passes, gc/versions-removed and gc/keys-removed count them.
+//
+//   - Snapshot reads are the only reads at a timestamp. One below the horizon is refused
+//     (SnapReadResp.Cause "too-old"; checked again when a read parked behind an intent resumes)
+//     and the coordinator aborts the read-only transaction with that cause (aborts/too-old); the
+//     client's retry takes a fresh snapshot. A read-only transaction has gc-ttl to finish.
+//   - Locking reads need no check: they read the latest committed version, which GC never
+//     removes. Writes need none either: they are intents (or pending eager writes) until the
+//     decision, and GC never touches an intent.
+//   - Commits: a prepare timestamp is at least TT.now().latest, so above the horizon (a local
+//     clock reading minus gc-ttl); one that would fall below it (only a local clock more than
+//     gc-ttl off TrueTime, or below a horizon recovered from disk) votes no with too-old, so no
+//     intent is laid below the horizon. The horizon can still pass a prepared transaction
+//     whose decision is late (its coordinator down for longer than gc-ttl), and the commit then
+//     installs a version below the horizon (counted as gc/late-commits). It cannot be refused —
+//     the decision is final — and changes no answer: the key holds no version newer than the
+//     intent (exclusive lock, maxTS), a read at or above the horizon is above the prepare
+//     timestamp and so waited for this decision, and the reads below the horizon are refused.
+//   - The horizon is persisted ahead of the deletes it allows and restored by mvcc.Recover, so
+//     a restarted participant keeps refusing what its earlier life could no longer answer.
+//
 // # Write locks: buffered (Spanner) or eager (K2's d2PL-TTC)
 //
 // write-locks=buffered (default) is Spanner: the coordinator buffers writes, answers the
@@ -162,6 +189,8 @@
 //	write-locks=buffered|eager                default buffered (Spanner); eager is K2's d2PL-TTC
 //	idle-timeout=5s                           abort silent unprepared transactions
 //	decision-timeout=500ms                    prepared participants poll the coordinator
+//	gc-ttl=10s                                keep superseded versions this long (10ms to 1000h);
+//	                                          older snapshot reads abort with cause too-old
 //	mutant=early-release                      reply and release at the decision, before it is
 //	                                          durable and before commit wait: real-time order breaks
 //	mutant=no-read-lock                       reads take no shared lock: G-single / G2

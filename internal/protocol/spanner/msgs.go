@@ -49,10 +49,12 @@ func (m *SnapReadReq) keys() []string {
 }
 
 // SnapReadResp answers a SnapReadReq: Found and Value for a single key, Results (one per key, in
-// the request's order) for Keys.
+// the request's order) for Keys; or, if Cause is set, refuses it (a snapshot below the
+// participant's GC horizon: txnkit.AbortTooOld) and the transaction aborts.
 type SnapReadResp struct {
 	Txn     storage.TxnID
 	Seq     uint32
+	Cause   string       `cbor:",omitempty"`
 	Found   bool         `cbor:",omitempty"`
 	Value   []byte       `cbor:",omitempty"`
 	Results []ReadResult `cbor:",omitempty"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/storage/mvcc"
@@ -79,6 +80,7 @@ type Participant struct {
 	cfg     Config
 	metrics *protocol.Metrics
 	store   *mvcc.Store
+	vgc     *txnkit.VersionGC // removes the versions no snapshot read young enough may need
 	locks   *locks.Table
 	txns    map[storage.TxnID]*partTxn
 	grants  []locks.Grant // granted waiters not yet resumed (drained by drain)
@@ -102,10 +104,17 @@ type Participant struct {
 	refreshTimer node.TimerID
 }
 
+// newParticipant serves store, which holds what the node recovered (its GC horizon included).
 func newParticipant(env node.Env, c Config, m *protocol.Metrics, store *mvcc.Store) *Participant {
-	return &Participant{env: env, cfg: c, metrics: m, store: store, locks: locks.New(),
+	p := &Participant{env: env, cfg: c, metrics: m, store: store, locks: locks.New(),
 		txns: map[storage.TxnID]*partTxn{}, snapQ: map[string][]*snapWaiter{}, self: uint32(env.Self())}
+	p.vgc = txnkit.NewVersionGC(env, store, c.gcTTL(), func() { p.persist(nil, nil) }, m)
+	return p
 }
+
+// refuseBelowGCHorizon is turned off only by tests, which show that without it a snapshot read
+// older than the GC horizon is answered wrongly (from what GC left).
+var refuseBelowGCHorizon = true
 
 // recover re-locks the intents of transactions prepared before a crash, and the read locks of
 // every one that voted yes holding some, and asks their coordinators for the decisions.
@@ -153,6 +162,9 @@ func (p *Participant) recover(d node.Durable) error {
 	if err != nil {
 		return err
 	}
+	// A restarted store queues every key that may hold garbage: collect it even if nothing is
+	// written here again.
+	p.vgc.Kick()
 	return bad
 }
 
@@ -597,6 +609,15 @@ func (p *Participant) continuePrepare(t *partTxn) {
 	}
 	tt := p.env.TrueTime()
 	t.prepTS = tsAfter(p.maxTS, tt.Latest, p.self)
+	if p.vgc.TooOld(t.prepTS) {
+		// Unreachable with sane clocks: the horizon is a local clock reading minus gc-ttl, and
+		// prepTS is at least TT.now().latest. Only a local clock more than gc-ttl off TrueTime
+		// (or below a horizon recovered from disk) gets here. Refused so that no intent is ever
+		// laid below the horizon: its commit, above prepTS, then starts out above it too.
+		t.waitPrep = m // abortLocal answers the prepare
+		p.abortLocal(t, txnkit.AbortTooOld)
+		return
+	}
 	p.maxTS = t.prepTS
 	t.state = partPrepared
 	p.env.Cancel(t.idleTimer)
@@ -648,6 +669,9 @@ func readOnlyKeys(held []string, writes []Write) []string {
 // durable yet, and must not be acknowledged before it is).
 func (p *Participant) persist(extra []node.Write, done func()) {
 	w := append(p.store.TakeWrites(), extra...)
+	// Every decision the store applied reaches the disk through here, so this is where garbage
+	// gets queued: arm the collector (O(1); nothing if a pass is already scheduled).
+	p.vgc.Kick()
 	if len(w) == 0 && (done == nil || p.pending == 0) {
 		if done != nil {
 			done()
@@ -685,6 +709,12 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 	keys := p.store.IntentKeys(id)
 	if commit {
 		p.maxTS = ts.MaxOf(p.maxTS, at)
+		if len(keys) > 0 && p.vgc.TooOld(at) {
+			// The decision took longer than gc-ttl to arrive (its coordinator crashed or was
+			// cut off while the transaction was prepared here). A decided commit cannot be
+			// refused, and need not be: see "Version garbage collection" in doc.go.
+			p.metrics.Add("gc/late-commits", 1)
+		}
 		if _, err := p.store.CommitTxn(id, at); err != nil {
 			// Unreachable while the lock table excludes other intents; keep serving.
 			slog.Error("spanner: installing a committed transaction", "txn", id, "err", err)
@@ -733,6 +763,14 @@ func (p *Participant) onSnapRead(from node.ID, m *SnapReadReq) {
 // stays valid, because nothing can commit at or below the snapshot here once onSnapRead raised
 // maxTS except the transactions already prepared.
 func (p *Participant) trySnap(w *snapWaiter) {
+	if refuseBelowGCHorizon && p.vgc.TooOld(w.req.At) {
+		// The versions the snapshot needs may be gone: GC keeps, per key, only the newest
+		// committed version at or below the horizon. Checked on every attempt, since a read
+		// parked behind a prepared intent may see the horizon pass it meanwhile; the keys it
+		// read before were read while their versions were all still there.
+		p.env.Send(w.from, &SnapReadResp{Txn: w.req.Txn, Seq: w.req.Seq, Cause: txnkit.AbortTooOld})
+		return
+	}
 	for ; w.next < len(w.keys); w.next++ {
 		key := w.keys[w.next]
 		vis := p.store.VisibleAt(key, w.req.At, 0)

@@ -50,6 +50,7 @@ func (proto) Options() map[string]string {
 		"idle-timeout":     "abort a transaction whose client or coordinator is silent this long (default 5s)",
 		"decision-timeout": "a participant holding a prepared transaction asks its coordinator for the decision after this long, and again every period (default 500ms)",
 		"write-locks":      "buffered (default, Spanner's): writes wait at the coordinator and take exclusive locks at prepare; eager (K2's d2PL-TTC): each write goes to its participant and takes its exclusive lock when issued",
+		txnkit.GCTTLOption: "a participant keeps superseded versions this long (10ms to 1000h, default 10s) and refuses a snapshot read older than that (cause too-old), so a read-only transaction has gc-ttl to finish",
 		"mutant":           "break a rule on purpose: 'early-release' releases locks and replies at the decision, before it is durable and before commit wait; 'no-read-lock' reads without shared locks; 'eager-no-lock' (with write-locks=eager) writes without exclusive locks",
 	}
 }
@@ -71,6 +72,17 @@ type Config struct {
 	// LockTimeout (lock-policy=timeout): conflicts always wait (Policy is locks.Wait) and a
 	// request still waiting after this long aborts its transaction; zero for other policies.
 	LockTimeout time.Duration
+	// GCTTL (gc-ttl) is how long a participant keeps versions that a newer committed one
+	// superseded; zero means txnkit.DefaultGCTTL (Configs built by hand in tests).
+	GCTTL time.Duration
+}
+
+// gcTTL is c's gc-ttl, its default if unset.
+func (c Config) gcTTL() time.Duration {
+	if c.GCTTL <= 0 {
+		return txnkit.DefaultGCTTL
+	}
+	return c.GCTTL
 }
 
 // CheckOptionValues implements protocol.OptionChecker.
@@ -102,6 +114,7 @@ func ParseOptions(m map[string]string) (Config, error) {
 	c.DecisionTimeout = o.Duration("decision-timeout", 500*time.Millisecond)
 	c.Mutant = o.Enum("mutant", "", "", MutantEarlyRelease, MutantNoReadLock, MutantEagerNoLock)
 	c.EagerWrites = o.Enum("write-locks", "buffered", "buffered", "eager") == "eager"
+	c.GCTTL = o.GCTTL()
 	if o.Err != nil {
 		return Config{}, o.Err
 	}
