@@ -163,6 +163,7 @@ func TestBadOptions(t *testing.T) {
 	for _, opts := range []map[string]string{
 		{"ttl": "soon"}, {"ttl": "0s"}, {"step": "1ms", "ttl": "500us"}, {"lease": "-1s"},
 		{"mv-reads": "maybe"}, {"max-drift": "2"}, {"mutant": "no-locks"}, {"no-such-option": "1"},
+		{"gc-ttl": "1ms"}, {"gc-ttl": "2000h"}, {"gc-ttl": "never"},
 	} {
 		// Options are rejected either by the protocol's option check or by its node factory.
 		cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Seed: 1, Options: opts})

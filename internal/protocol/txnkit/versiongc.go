@@ -103,9 +103,13 @@ const minGCTTL = 10 * time.Millisecond
 
 // GCTTL reads the gc-ttl option, in [10ms, MaxDuration].
 func (o *Options) GCTTL() time.Duration {
-	d := o.Duration(GCTTLOption, DefaultGCTTL)
-	if d < minGCTTL {
-		o.fail(GCTTLOption, o.M[GCTTLOption], fmt.Sprintf("a duration from %v to %dh such as 10s", minGCTTL, MaxDuration/time.Hour))
+	v, ok := o.M[GCTTLOption]
+	if !ok {
+		return DefaultGCTTL
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < minGCTTL || d > MaxDuration {
+		o.fail(GCTTLOption, v, fmt.Sprintf("a duration from %v to %dh such as 10s", minGCTTL, MaxDuration/time.Hour))
 		return DefaultGCTTL
 	}
 	return d
