@@ -427,6 +427,9 @@ func TestOpsWire(t *testing.T) {
 			{Write: &WriteResp{Req: 2}},
 		}},
 		&QueryIntentReq{Req: 3, Txn: 7, Keys: []string{"a", "b"}, Prevent: true},
+		// Refusals below the GC horizon.
+		&OpsResp{Ops: []SubResp{{Read: &ReadResp{Req: 4, TooOld: true}}, {Write: &WriteResp{Req: 5, TooOld: true}}}},
+		&RefreshResp{Req: 6, TooOld: true},
 	}
 	for _, m := range msgs {
 		frame, err := wire.Encode(m)

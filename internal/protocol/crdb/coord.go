@@ -180,6 +180,10 @@ func (n *Node) sendRead(t *coordTxn, key string, ob *outbox, then func(*ReadResp
 		if _, ok := t.observed[nd]; !ok {
 			t.observed[nd] = resp.Clock
 		}
+		if resp.TooOld {
+			n.abort(t, txnkit.AbortTooOld)
+			return
+		}
 		then(resp)
 	})
 }
@@ -245,6 +249,10 @@ func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, 
 	}, func(m wire.Msg) {
 		resp := m.(*WriteResp)
 		if !n.live(t) {
+			return
+		}
+		if resp.TooOld {
+			n.abort(t, txnkit.AbortTooOld)
 			return
 		}
 		if resp.Aborted {
@@ -393,7 +401,9 @@ func (n *Node) onHeartbeatResp(m *HeartbeatResp) {
 }
 
 // refresh re-validates every read at to (CockroachDB's read refresh): success moves readTS
-// (and writeTS) to to. The no-refresh mutant skips the validation.
+// (and writeTS) to to. The no-refresh mutant skips the validation. A leaseholder that refuses
+// the refresh because to is below its GC horizon (onRefresh) aborts the transaction with cause
+// too-old, whatever done would have done: it can no longer commit anywhere up to to.
 func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
 	if to.LessEq(t.readTS) {
 		done(true)
@@ -410,18 +420,24 @@ func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
 	}
 	start := n.env.Now()
 	nodes, byNode := groupByNode(n.tp, t.readKeys)
-	left, good := len(nodes), true
+	left, good, tooOld := len(nodes), true, false
 	from := t.readTS
 	for _, nd := range nodes {
 		keys := byNode[nd]
 		n.callFor(t, nil, nd, func(r uint64) wire.Msg {
 			return &RefreshReq{Req: r, Txn: t.meta.ID, Keys: keys, From: from, To: to}
 		}, func(m wire.Msg) {
-			good = good && m.(*RefreshResp).OK
+			r := m.(*RefreshResp)
+			good, tooOld = good && r.OK, tooOld || r.TooOld
 			if left--; left > 0 || !n.live(t) {
 				return
 			}
 			n.m.Observe("phase/refresh", n.env.Now()-start)
+			if tooOld {
+				n.m.Add("refresh/failed", 1)
+				n.abort(t, txnkit.AbortTooOld)
+				return
+			}
 			if good {
 				n.m.Add("refresh/ok", 1)
 				ok()

@@ -118,9 +118,21 @@ func TestBadOptions(t *testing.T) {
 		{"idle-timeout": "-1s"},
 		{"write-pipelining": "maybe"},
 		{"mutant": "no-such-mutant"},
+		{"gc-ttl": "bogus"},
+		{"gc-ttl": "5ms"},
+		{"gc-ttl": "1001h"},
+		{"gc-ttl": "-1s"},
 	} {
 		if _, err := (proto{}).NewNode(node.Config{Options: opts}); err == nil {
 			t.Errorf("options %v accepted", opts)
+		}
+		if err := (proto{}).CheckOptionValues(opts); err == nil {
+			t.Errorf("options %v passed the option check", opts)
+		}
+	}
+	for _, ttl := range []string{"10ms", "10s", "1000h"} {
+		if err := (proto{}).CheckOptionValues(map[string]string{"gc-ttl": ttl}); err != nil {
+			t.Errorf("gc-ttl=%s refused: %v", ttl, err)
 		}
 	}
 }

@@ -81,6 +81,20 @@
 // the key's tscache, so the answer cannot change; all present → COMMITTED, else ABORTED) and
 // resolves the intents.
 //
+// # Version garbage collection
+//
+// Superseded versions do not stay for ever: each leaseholder keeps every version a transaction
+// younger than gc-ttl (default 10 s) may read and collects the rest, in passes about ten times
+// per TTL (txnkit.VersionGC, mvcc gc.go): per key, the newest committed version at or below the
+// horizon (clock − gc-ttl) and everything newer stay. A read or write below the leaseholder's
+// horizon, and a refresh to a timestamp below it, is refused and the transaction aborts with
+// cause "too-old", as CockroachDB refuses a batch below its GC threshold; read-only
+// transactions too. A refresh from below the horizon to above it is still answered correctly
+// (the version GC keeps at the horizon stands in for every conflict it removed; onRefresh). A
+// transaction therefore has gc-ttl to get its reads and writes in; committing and resolving
+// are never refused. The horizon is persisted ahead of the deletes it allows, so a restarted
+// leaseholder keeps refusing (versiongc.go).
+//
 // # Crashes
 //
 // Intents, records and push floors are persisted (push floors under the 'p' key prefix)
@@ -124,18 +138,21 @@
 //	                        a commit that hangs this long answers "unknown"
 //	write-pipelining=on     acknowledge writes before their intents are durable
 //	parallel-commits=on     STAGING record in parallel with proving the writes
+//	gc-ttl=10s              keep superseded versions this long (10ms to 1000h); refuse a
+//	                        transaction older than that (cause too-old)
 //	mutant=no-refresh       commit at a pushed timestamp without refreshing the reads (caught
 //	                        by the serializable checker as lost updates / G0 / G2)
 //
 // # Metrics (protocol.MetricsSource)
 //
 // Counters: abort/<cause> (push-abort, refresh-failed, uncertainty, write-lost,
-// coordinator-timeout), refresh/ok and refresh/failed, uncertainty/hit, /refreshed and
+// coordinator-timeout, too-old), refresh/ok and refresh/failed, uncertainty/hit, /refreshed and
 // /restart, push/abort, /timestamp, /wait and /expired, write/pushed, commit/ok, /read-only,
 // /pushed and /unknown, recovery/committed and /aborted, record/forgotten, record/ended-query
 // (transactions a holder asked their coordinator about), record/ended-abort (undecided records
 // aborted because the coordinator had ended the transaction), record/reresolve (resolutions
-// re-sent by a holder). Durations: phase/<client op> (get, put, delete,
+// re-sent by a holder), gc/passes, gc/versions-removed and gc/keys-removed (version garbage
+// collection). Durations: phase/<client op> (get, put, delete,
 // commit: request to answer at the gateway), phase/refresh, phase/stage (staging to implicit
 // commit), phase/lock-wait (time a request spent queued on an intent).
 package crdb

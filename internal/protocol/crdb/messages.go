@@ -37,6 +37,9 @@ type ReadResp struct {
 	Value     []byte
 	Uncertain bool         // a value (or older transaction's intent) lies in (ReadTS, Limit]
 	ValueTS   ts.Timestamp // the uncertain timestamp
+	// TooOld: ReadTS is below the leaseholder's GC horizon, so the versions the read needs may
+	// be gone; it was refused and the transaction aborts (cause too-old).
+	TooOld bool `cbor:",omitempty"`
 }
 
 // WriteReq lays down an intent.
@@ -57,6 +60,9 @@ type WriteResp struct {
 	Clock     ts.Timestamp
 	WrittenTS ts.Timestamp
 	Aborted   bool // the transaction's record is already aborted (it was pushed out)
+	// TooOld: WriteTS is below the leaseholder's GC horizon; refused, the transaction aborts
+	// (cause too-old).
+	TooOld bool `cbor:",omitempty"`
 }
 
 // RefreshReq re-validates reads: no other transaction wrote Keys in (From, To].
@@ -73,6 +79,9 @@ type RefreshResp struct {
 	Req   uint64
 	Clock ts.Timestamp
 	OK    bool
+	// TooOld: To is below the leaseholder's GC horizon, where a refresh cannot be answered
+	// (onRefresh); the transaction aborts (cause too-old). OK is false.
+	TooOld bool `cbor:",omitempty"`
 }
 
 // QueryIntentReq asks whether Txn's intents on Keys (every key of the transaction this

@@ -33,6 +33,7 @@ func (proto) Options() map[string]string {
 		"idle-timeout":       "abort a transaction whose client sends nothing (or whose operation hangs) this long (default 5s)",
 		"write-pipelining":   "acknowledge writes before their intents are durable, proving them at commit (default on)",
 		"parallel-commits":   "persist a STAGING record in parallel with proving the writes (default on)",
+		txnkit.GCTTLOption:   "a leaseholder keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s, from 10ms to 1000h)",
 		"mutant":             "break a rule on purpose: 'no-refresh' commits at a pushed timestamp without read refresh",
 	}
 }
@@ -51,6 +52,7 @@ type settings struct {
 	idle        time.Duration
 	pipelining  bool
 	parallel    bool
+	gcTTL       time.Duration // versions superseded longer ago than this are collected
 	noRefresh   bool
 	pollPeriod  time.Duration // how often a blocked request re-pushes a transaction it waits for
 	abortMemory int           // how many aborted transactions a leaseholder remembers
@@ -74,6 +76,7 @@ func parseSettings(opts map[string]string) (settings, error) {
 		idle:        o.Duration("idle-timeout", 5*time.Second),
 		pipelining:  o.Bool("write-pipelining", true),
 		parallel:    o.Bool("parallel-commits", true),
+		gcTTL:       o.GCTTL(),
 		noRefresh:   o.Enum("mutant", "", "no-refresh") == "no-refresh",
 		abortMemory: 1 << 16,
 	}
@@ -121,6 +124,9 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	if err := n.recover(cfg.Durable); err != nil {
 		return nil, fmt.Errorf("crdb: node %d: %w", n.self, err)
 	}
+	// The store exists now, with the horizon its previous life persisted (versiongc.go).
+	n.vgc = txnkit.NewVersionGC(env, n.store, s.gcTTL, func() { n.flush(nil, nil) }, n.m)
+	n.vgc.Kick() // a recovered store may hold garbage already
 	n.armGCTick()
 	return n, nil
 }
@@ -138,6 +144,7 @@ type Node struct {
 
 	// Leaseholder state.
 	store      *mvcc.Store
+	vgc        *txnkit.VersionGC   // collects the versions no transaction young enough may read
 	lastReader map[string]readMark // which transaction set each key's timestamp-cache entry
 	intentGen  map[string]uint64   // persist generation of the latest write of the key's intent
 	issuedGen  uint64
@@ -335,6 +342,7 @@ func (n *Node) flush(extra []node.Write, done func()) uint64 {
 			w.fn()
 		}
 	})
+	n.vgc.Kick() // the versions this batch decided may leave garbage for a later pass
 	return gen
 }
 
@@ -415,5 +423,7 @@ func (n *Node) Preload(rows []wire.KV) error {
 			return err
 		}
 	}
+	// Rows installed again under a restarted node's recovered versions are garbage.
+	n.vgc.Kick()
 	return nil
 }

@@ -88,6 +88,12 @@ func (n *Node) evalRead(req *ReadReq, since int64, respond func(*ReadResp)) {
 		r.Req, r.Clock = req.Req, n.now()
 		respond(r)
 	}
+	if n.belowGCHorizon(req.ReadTS) {
+		// The versions this read may need can be gone (also when the horizon passed ReadTS
+		// while the read waited on an intent): refuse rather than answer from what GC left.
+		reply(&ReadResp{TooOld: true})
+		return
+	}
 	// Values at or below the read timestamp are always visible: the uncertainty interval is
 	// (ReadTS, limit], and an observed clock reading below ReadTS (this node's clock behind the
 	// gateway's) empties it rather than hiding committed values the read must see.
@@ -173,6 +179,11 @@ func (n *Node) evalWrite(req *WriteReq, since int64, respond func(*WriteResp)) {
 	id := req.Txn.ID
 	if n.aborted[id] {
 		reply(&WriteResp{Aborted: true})
+		return
+	}
+	if n.belowGCHorizon(req.WriteTS) {
+		// A transaction older than the horizon is refused everywhere (its reads would be).
+		reply(&WriteResp{TooOld: true})
 		return
 	}
 	if req.CreateRecord {
@@ -444,6 +455,20 @@ func (n *Node) onResolve(req *ResolveReq) {
 
 func (n *Node) onRefresh(from topo.NodeID, req *RefreshReq) {
 	n.observe(req.To)
+	// A refresh asks whether another transaction committed a value of a key in (From, To]. GC
+	// removed from each key only aborted versions, which a refresh ignores, and committed
+	// versions older than the newest committed one at or below the horizon H, which it kept
+	// (call it w); intents it never removes. If To >= H, a removed committed version v in
+	// (From, To] is older than w, and w <= H <= To, so w lies in (From, To] too and the
+	// refresh fails as it must; removing versions cannot make a conflict appear either. So
+	// From may be below the horizon: a transaction whose reads were served above the horizon
+	// of their time can still move past a later one. If To < H, w may lie in (To, H] while
+	// the v it superseded in (From, To] is gone, and the refresh would succeed wrongly: refuse
+	// it, which aborts the transaction (too-old). TestRefreshAcrossGCHorizon shows both.
+	if n.belowGCHorizon(req.To) {
+		n.env.Send(from, &RefreshResp{Req: req.Req, Clock: n.now(), TooOld: true})
+		return
+	}
 	ok := true
 	for _, k := range req.Keys {
 		for _, v := range n.store.Versions(k) {
