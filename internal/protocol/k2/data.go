@@ -3,7 +3,6 @@ package k2
 import (
 	"encoding/binary"
 	"errors"
-	"slices"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol/txnkit"
@@ -392,11 +391,7 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq, reply func(*WriteResp)) {
 		}
 		// Tell the coordinator, batched: every write a flush made durable for one coordinator
 		// goes out in one message once the flush's completions have run.
-		n.durNotes[from] = append(n.durNotes[from], DurableNote{Txn: txn, WSeq: wseq})
-		if !n.durNotesArmed {
-			n.durNotesArmed = true
-			n.env.After(0, n.sendDurableNotes)
-		}
+		n.durNotes.Add(from, DurableNote{Txn: txn, WSeq: wseq})
 		if q, ok := n.durWaiters[txn]; ok {
 			delete(n.durWaiters, txn)
 			n.onDurableReq(q.from, q.req)
@@ -432,20 +427,6 @@ func (n *Node) staleWrite(w *WriteReq, reply func(*WriteResp)) bool {
 		n.persist(n.dataWrites(), func() { reply(&WriteResp{ReqID: id, Inc: n.incarnation}) })
 	}
 	return true
-}
-
-// sendDurableNotes sends each coordinator the writes that became durable, one message each.
-func (n *Node) sendDurableNotes() {
-	n.durNotesArmed = false
-	coords := make([]topo.NodeID, 0, len(n.durNotes))
-	for c := range n.durNotes {
-		coords = append(coords, c)
-	}
-	slices.Sort(coords) // a deterministic send order
-	for _, c := range coords {
-		n.env.Send(c, &DurableNotes{Inc: n.incarnation, Notes: n.durNotes[c]})
-		delete(n.durNotes, c)
-	}
 }
 
 // durWaiter is a coordinator's durability question waiting for a flush to complete.

@@ -206,24 +206,7 @@ func (n *Node) noteFinalized(recorder topo.NodeID, txn storage.TxnID) {
 		n.ackFinalized(n.self, txn)
 		return
 	}
-	n.finNotes[recorder] = append(n.finNotes[recorder], txn)
-	if !n.finNotesArmed {
-		n.finNotesArmed = true
-		n.env.After(0, n.sendFinalizedNotes)
-	}
-}
-
-func (n *Node) sendFinalizedNotes() {
-	n.finNotesArmed = false
-	recs := make([]topo.NodeID, 0, len(n.finNotes))
-	for r := range n.finNotes {
-		recs = append(recs, r)
-	}
-	slices.Sort(recs) // a deterministic send order
-	for _, r := range recs {
-		n.env.Send(r, &Finalized{Txns: n.finNotes[r]})
-		delete(n.finNotes, r)
-	}
+	n.finNotes.Add(recorder, txn)
 }
 
 // onEndedQuery tells a recorder which of the named transactions of this coordinator it no

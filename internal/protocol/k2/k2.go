@@ -218,17 +218,15 @@ type Node struct {
 	// gc holds the decided records not forgotten yet, and what each still waits for (gc.go).
 	gc map[storage.TxnID]*gcRec
 	// finNotes batches, per recorder, the commits whose finalization a flush made durable.
-	finNotes      map[topo.NodeID][]storage.TxnID
-	finNotesArmed bool
-	pushes        map[storage.TxnID]*push
+	finNotes *txnkit.Outbox[storage.TxnID]
+	pushes   map[storage.TxnID]*push
 	// unflushed holds the pipelined writes acknowledged but not yet durable: the write
 	// sequence number of the latest such write of a transaction on a key. It is volatile on
 	// purpose: after a restart every intent in the store came from disk.
 	unflushed  map[intentRef]uint32
 	durWaiters map[storage.TxnID]durWaiter // durability questions waiting for a flush
 	// durNotes batches the durability reports of one flush per coordinator.
-	durNotes      map[topo.NodeID][]DurableNote
-	durNotesArmed bool
+	durNotes *txnkit.Outbox[DurableNote]
 	// waitedReads is, per key, the newest timestamp of a read that raised the key's read
 	// watermark and then waited by PUSHWS behind a write stream: a diagnostic, so that the
 	// writes it refuses can be counted apart (write-refused.read-watermark/waiting-reader).
@@ -271,8 +269,10 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(), batcher: b,
 		oracle: tp.Oracle(tp.RegionOf(self)),
 		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{}, probes: map[topo.NodeID]outProbe{},
-		leases: map[storage.TxnID]int64{}, gc: map[storage.TxnID]*gcRec{}, finNotes: map[topo.NodeID][]storage.TxnID{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{}, durNotes: map[topo.NodeID][]DurableNote{},
+		leases: map[storage.TxnID]int64{}, gc: map[storage.TxnID]*gcRec{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{},
 		waitedReads: map[string]ts.Timestamp{}, serving: map[opRef]struct{}{}}
+	n.finNotes = txnkit.NewOutbox(env, func(txns []storage.TxnID) wire.Msg { return &Finalized{Txns: txns} })
+	n.durNotes = txnkit.NewOutbox(env, func(notes []DurableNote) wire.Msg { return &DurableNotes{Inc: n.incarnation, Notes: notes} })
 	if n.oracle < 0 {
 		return nil, fmt.Errorf("k2: region of node %d has no oracle (use a layout with OraclePerRegion)", self)
 	}
