@@ -781,3 +781,88 @@ func TestClientAbortWhileRequestOut(t *testing.T) {
 		t.Errorf("coordinator still runs %d transactions", n)
 	}
 }
+
+// TestSnapshotReadLostInCrashAborts: a read-only transaction's snapshot read that a participant
+// loses — parked behind a prepared intent when the participant crashes, or sent while it is
+// down — leaves no state anywhere that a lock-holding transaction's keep-alive would find, and
+// its coordinator, which did not fail, waited for the answer until the client gave up (a minute
+// in the simulator: every spanner run with a crash drained for the full 30 s, with read-only
+// clients of live coordinators still waiting). The coordinator's keep-alive for the unanswered
+// read now reaches the restarted participant, which refuses it, and the client gets an abort it
+// can retry. A read still parked at a live participant is left alone, and a keep-alive that
+// crosses the read's answer changes nothing.
+func TestSnapshotReadLostInCrashAborts(t *testing.T) {
+	for _, lost := range []string{"parked", "sent-while-down"} {
+		t.Run(lost, func(t *testing.T) {
+			c := newTestCluster(t, locks.WoundWait, false)
+			const writer, reader node.ID = 100, 101
+			a2 := c.key(2, 0, "a2")
+			if lost == "parked" {
+				// A writer prepares a2 at participant 2; its vote is held, so it stays prepared.
+				if r := c.request(writer, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: a2, Value: []byte("x")}); r == nil || r.Code != wire.CodeOK {
+					t.Fatalf("write: %+v", r)
+				}
+				c.send(writer, 0, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit})
+				c.step() // the coordinator sends the prepare
+				c.step() // participant 2 writes its intent; its vote waits for the persist
+				c.queue = nil
+				c.now += int64(10 * time.Millisecond)
+				if r := c.request(reader, &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: a2, ReadOnly: true}); r != nil {
+					t.Fatalf("snapshot read behind a prepared intent answered %+v", r)
+				}
+				// Parked at a live participant, the read gets keep-alives and stays.
+				c.fireTimers(c.cfg.IdleTimeout / 3)
+				if r := c.replies[reader]; len(r) != 0 {
+					t.Fatalf("keep-alive for a read parked at a live participant: replies %+v, want none", r)
+				}
+				c.crash(2)
+			} else {
+				c.crash(2)
+				if r := c.request(reader, &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: a2, ReadOnly: true}); r != nil {
+					t.Fatalf("snapshot read answered %+v with its participant down", r)
+				}
+			}
+			c.restart(t, 2)
+			c.fireTimers(c.cfg.IdleTimeout / 3)
+			got := c.replies[reader]
+			if len(got) != 1 || got[0].Code != wire.CodeAborted || got[0].Cause != causeLostRead {
+				t.Fatalf("after the restart and a keep-alive: replies %+v, want one abort (%s)", got, causeLostRead)
+			}
+			if n := c.nodes[0].metrics.Counters["aborts/"+causeLostRead]; n != 1 {
+				t.Errorf("aborts/%s = %d, want 1", causeLostRead, n)
+			}
+
+			// The client's retry reads; a keep-alive sent while the answer is on its way finds
+			// the read gone at the participant, but its refusal arrives after the answer.
+			c.send(reader, 0, &wire.ClientRequest{Txn: 2, Op: wire.OpGet, Key: a2, ReadOnly: true, Attempt: 1})
+			c.step() // the coordinator sends the snapshot read
+			c.step() // participant 2 answers
+			c.takeInbox()
+			c.fireTimers(c.cfg.IdleTimeout / 3)
+			crossed := false
+			for _, d := range c.takeInbox() {
+				if m, ok := d.m.(*SnapReadResp); ok && m.Txn != 0 && m.Cause == causeLostRead {
+					crossed = true
+				}
+			}
+			if !crossed {
+				t.Fatalf("no keep-alive crossed the retry's answer: the test does not exercise the race")
+			}
+			got = c.replies[reader][1:]
+			if len(got) != 1 || got[0].Code != wire.CodeOK {
+				t.Fatalf("retry with a keep-alive crossing its answer: replies %+v, want one OK", got)
+			}
+			if r := c.request(reader, &wire.ClientRequest{Txn: 2, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("read-only commit after the crossing keep-alive: %+v", r)
+			}
+			if n := c.nodes[0].metrics.Counters["aborts/"+causeLostRead]; n != 1 {
+				t.Errorf("aborts/%s = %d after the retry, want still 1", causeLostRead, n)
+			}
+			for i, n := range c.nodes {
+				if len(n.Part.snapParked) != 0 {
+					t.Errorf("participant %d still counts %d parked snapshot reads", i, len(n.Part.snapParked))
+				}
+			}
+		})
+	}
+}

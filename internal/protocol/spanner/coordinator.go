@@ -277,11 +277,28 @@ func (c *Coordinator) armIdle(t *coordTxn) {
 // its answer) lost in the crash would otherwise leave the transaction preparing for good, with
 // the participants that voted yes holding its locks until then. One that voted has its vote
 // durable and never forgets the transaction before the decision; it polls instead.
+//
+// A read-only transaction has no participants in this sense (snapshot reads take no locks and
+// leave no state behind), but its request waits for its snapshot reads all the same: each one
+// still unanswered gets a keep-alive too (Snap), which a participant that does not hold it
+// refuses. Without it a snapshot read lost in a participant's crash (parked behind an intent,
+// or sent while the participant was down) left the request unanswered until the client's own
+// timeout, a minute in the simulator, although its coordinator never failed.
 func (c *Coordinator) armKeepAlive() {
 	c.env.After(c.cfg.IdleTimeout/3, func() {
 		for _, id := range slices.Sorted(maps.Keys(c.byID)) {
 			t := c.byID[id]
 			if t.phase == phaseCommitted {
+				continue
+			}
+			if t.readOnly {
+				if t.run != nil {
+					for _, g := range t.run.groups {
+						if !g.done {
+							c.env.Send(g.node, &KeepAlive{Txn: id, Seq: t.pending.Seq, Snap: true})
+						}
+					}
+				}
 				continue
 			}
 			for _, p := range t.parts {

@@ -168,6 +168,14 @@
 //     participant-lost-locks: the coordinator may be waiting for an answer the crash
 //     swallowed, and would otherwise hold the transaction's other locks alive for good. Each request carries how many read locks the participant granted the
 //     transaction before, so one that lost locks (restart, idle abort) votes no.
+//   - A read-only transaction leaves no state at a participant, but its request waits for its
+//     snapshot reads: the coordinator sends a KeepAlive (Snap, with the request's number) for
+//     each one still unanswered, and a participant that does not hold it parked behind an
+//     intent (it restarted since, or the read never arrived) refuses it with cause
+//     participant-lost-read; the coordinator aborts the transaction and the client retries.
+//     Before, such a read left the client waiting until its own timeout with its coordinator
+//     alive. A read answered just before its keep-alive arrived had its answer sent first on
+//     the same link, so the refusal finds the read done and is ignored.
 //   - Transaction ids embed a persisted incarnation number, so they never repeat after a restart.
 //
 // # Deviations from the papers

@@ -171,8 +171,17 @@ type WoundReq struct {
 
 // KeepAlive tells a participant that the coordinator of an unprepared transaction is alive (it
 // may be waiting for another participant), so the participant's idle timeout must not fire.
+//
+// With Snap set it is about a read-only transaction's snapshot read instead (numbered Seq, still
+// unanswered at its coordinator): such a transaction holds no state at a participant, only the
+// read while it is parked behind a prepared intent, so a participant that holds no such read
+// answers a SnapReadResp refusing it (cause participant-lost-read). Its own answer, if it sent
+// one, went first on the same link, so the refusal only aborts a transaction still waiting for
+// a read the participant lost (a restart) or never got.
 type KeepAlive struct {
-	Txn storage.TxnID
+	Txn  storage.TxnID
+	Seq  uint32 `cbor:",omitempty"`
+	Snap bool   `cbor:",omitempty"`
 }
 
 // StatusReq asks a coordinator for the fate of a transaction prepared at the sender.

@@ -69,7 +69,17 @@ type snapWaiter struct {
 	keys    []string
 	next    int
 	results []ReadResult
+	parked  bool // counted in Participant.snapParked
 }
+
+// snapRef names a snapshot read: its coordinator, transaction and request number.
+type snapRef struct {
+	from node.ID
+	txn  storage.TxnID
+	seq  uint32
+}
+
+func (w *snapWaiter) ref() snapRef { return snapRef{from: w.from, txn: w.req.Txn, seq: w.req.Seq} }
 
 // Participant is the lock-holding, data-owning half of a data node: it serves reads under shared
 // locks, prepares (exclusive locks + durable intents at a prepare timestamp), applies decisions,
@@ -88,10 +98,13 @@ type Participant struct {
 	// issued, snapshot reads served. Every new prepare timestamp exceeds it, so a transaction
 	// serialized after another at this participant also gets a larger timestamp (Spanner's
 	// monotonicity rule for leaders) and no snapshot read served here is invalidated.
-	maxTS   ts.Timestamp
-	snapQ   map[string][]*snapWaiter
-	self    uint32
-	pending int // persists in flight (tests)
+	maxTS ts.Timestamp
+	snapQ map[string][]*snapWaiter
+	// snapParked counts the snapshot reads parked in snapQ, by read (a duplicated request may
+	// park twice), so that a keep-alive for a snapshot read can tell whether it is still here.
+	snapParked map[snapRef]int
+	self       uint32
+	pending    int // persists in flight (tests)
 	// Deadlock detection (lock-policy=detect): the detector's node, this participant's
 	// incarnation and the sequence number of its wait-for reports, whether the lock table
 	// changed since the last report, and the last report's waits (sent again periodically while
@@ -107,7 +120,7 @@ type Participant struct {
 // newParticipant serves store, which holds what the node recovered (its GC horizon included).
 func newParticipant(env node.Env, c Config, m *protocol.Metrics, store *mvcc.Store) *Participant {
 	p := &Participant{env: env, cfg: c, metrics: m, store: store, locks: locks.New(),
-		txns: map[storage.TxnID]*partTxn{}, snapQ: map[string][]*snapWaiter{}, self: uint32(env.Self())}
+		txns: map[storage.TxnID]*partTxn{}, snapQ: map[string][]*snapWaiter{}, snapParked: map[snapRef]int{}, self: uint32(env.Self())}
 	p.vgc = txnkit.NewVersionGC(env, store, c.gcTTL(), func() { p.persist(nil, nil) }, m)
 	return p
 }
@@ -378,7 +391,20 @@ func (t *partTxn) waiting() bool { return t.waitOps != nil || t.waitPrep != nil 
 // other participant for good. The coordinator is told to abort it, as for a wound. (Keep-alives
 // follow the transaction's first request on the same FIFO link, so a transaction unknown here
 // is never one whose request is still on its way.)
+//
+// A keep-alive for a snapshot read (Snap) finds the read parked here behind a prepared intent,
+// or it was lost (a restart: parked reads are volatile; or it never arrived): then it is refused
+// like a read below the GC horizon, and the coordinator aborts the read-only transaction rather
+// than wait for an answer that will never come. A read answered before the keep-alive arrived
+// had its answer sent first, which the coordinator takes; the refusal then finds the read done
+// and changes nothing.
 func (p *Participant) onKeepAlive(from node.ID, m *KeepAlive) {
+	if m.Snap {
+		if p.snapParked[snapRef{from: from, txn: m.Txn, seq: m.Seq}] == 0 {
+			p.env.Send(from, &SnapReadResp{Txn: m.Txn, Seq: m.Seq, Cause: causeLostRead})
+		}
+		return
+	}
 	t := p.txns[m.Txn]
 	if t == nil {
 		p.env.Send(from, &WoundReq{Txn: m.Txn, Cause: causeLostLocks})
@@ -768,6 +794,7 @@ func (p *Participant) trySnap(w *snapWaiter) {
 		// committed version at or below the horizon. Checked on every attempt, since a read
 		// parked behind a prepared intent may see the horizon pass it meanwhile; the keys it
 		// read before were read while their versions were all still there.
+		p.unparkSnap(w)
 		p.env.Send(w.from, &SnapReadResp{Txn: w.req.Txn, Seq: w.req.Seq, Cause: txnkit.AbortTooOld})
 		return
 	}
@@ -778,12 +805,17 @@ func (p *Participant) trySnap(w *snapWaiter) {
 			// A prepared transaction at or below the snapshot may commit below it: Spanner's
 			// safe time has not reached the snapshot for this key yet.
 			p.snapQ[key] = append(p.snapQ[key], w)
+			if !w.parked {
+				w.parked = true
+				p.snapParked[w.ref()]++
+			}
 			return
 		}
 		if vis.Found && !vis.Version.Tombstone {
 			w.results[w.next] = ReadResult{Found: true, Value: vis.Version.Value}
 		}
 	}
+	p.unparkSnap(w)
 	r := &SnapReadResp{Txn: w.req.Txn, Seq: w.req.Seq}
 	if len(w.req.Keys) > 0 {
 		r.Results = w.results
@@ -791,6 +823,18 @@ func (p *Participant) trySnap(w *snapWaiter) {
 		r.Found, r.Value = w.results[0].Found, w.results[0].Value
 	}
 	p.env.Send(w.from, r)
+}
+
+// unparkSnap uncounts w, answered or refused, if it was parked.
+func (p *Participant) unparkSnap(w *snapWaiter) {
+	if !w.parked {
+		return
+	}
+	w.parked = false
+	ref := w.ref()
+	if p.snapParked[ref]--; p.snapParked[ref] <= 0 {
+		delete(p.snapParked, ref)
+	}
 }
 
 func (p *Participant) retrySnap(key string) {

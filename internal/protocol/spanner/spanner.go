@@ -273,6 +273,7 @@ const (
 	causeDeadlock      = "deadlock"
 	causeLockTimeout   = "lock-timeout"
 	causeLostLocks     = "participant-lost-locks"
+	causeLostRead      = "participant-lost-read"
 	causeIdle          = "idle-timeout"
 	causeUnknownTxn    = "unknown-transaction"
 	causeClientAbort   = "client-abort"
