@@ -369,13 +369,32 @@ func (n *Node) push(op *blockedOp, recordNode topo.NodeID, typ uint8) {
 	retry(n.set.expiry)
 }
 
-// wake re-evaluates every request blocked on key, in arrival order.
+// wake re-evaluates every request blocked on key, oldest transaction first (arrival order
+// among requests of one transaction). The first writer re-evaluated lays the next intent and
+// everyone after it queues behind that intent again, so the order decides who gets the key:
+// it must be the waiter no other waiter may push out. Granting in arrival order instead hands
+// the key to whichever waiter came first, and every older waiter behind it then push-aborts
+// it at once (PUSH_ABORT), only for the next-in-line to be granted and aborted in its turn.
+// Under a hot key that convoy aborts most waiters, each abort costs a retry that keeps its age
+// and rejoins the queue, and the queue and the aborts grow together (TestWakeOldestFirst).
+// CockroachDB's lock wait-queues are FIFO, but there a normal-priority waiter cannot abort the
+// lock's next holder, so FIFO is consistent with its pushes; here the grant order must agree
+// with the push rule (older wins), as in wound-wait.
 func (n *Node) wake(key string) {
 	q := n.blocked[key]
 	if len(q) == 0 {
 		return
 	}
 	delete(n.blocked, key)
+	slices.SortStableFunc(q, func(a, b *blockedOp) int {
+		switch {
+		case a.txn.ID == b.txn.ID:
+			return 0
+		case older(a.txn.Age, a.txn.ID, b.txn.Age, b.txn.ID):
+			return -1
+		}
+		return 1
+	})
 	for _, op := range q {
 		if op.done {
 			continue
