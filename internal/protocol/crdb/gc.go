@@ -167,24 +167,7 @@ func (n *Node) noteResolved(record topo.NodeID, txn storage.TxnID) {
 		n.ackResolved(n.self, txn)
 		return
 	}
-	n.resNotes[record] = append(n.resNotes[record], txn)
-	if !n.resNotesArmed {
-		n.resNotesArmed = true
-		n.env.After(0, n.sendResolvedNotes)
-	}
-}
-
-func (n *Node) sendResolvedNotes() {
-	n.resNotesArmed = false
-	holders := make([]topo.NodeID, 0, len(n.resNotes))
-	for h := range n.resNotes {
-		holders = append(holders, h)
-	}
-	slices.Sort(holders) // a deterministic send order
-	for _, h := range holders {
-		n.env.Send(h, &Resolved{Txns: n.resNotes[h]})
-		delete(n.resNotes, h)
-	}
+	n.resNotes.Add(record, txn)
 }
 
 // onEndedQuery tells a record holder which of the named transactions of this coordinator it no

@@ -112,12 +112,12 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		blocked:    map[string][]*blockedOp{},
 		aborted:    map[storage.TxnID]bool{},
 		recState:   map[storage.TxnID]*recState{},
-		resNotes:   map[topo.NodeID][]storage.TxnID{},
 		txns:       map[txnkit.ClientTxn]*coordTxn{},
 		byID:       map[storage.TxnID]*coordTxn{},
 		pending:    map[uint64]func(wire.Msg){},
 		clientAge:  map[topo.NodeID]ts.Timestamp{},
 	}
+	n.resNotes = txnkit.NewOutbox(env, func(txns []storage.TxnID) wire.Msg { return &Resolved{Txns: txns} })
 	// Transaction ids must not repeat across restarts (records and intents outlive the
 	// coordinator's memory): start the sequence at the local clock in microseconds.
 	n.nextSeq = uint64(max(env.Now(), 0)) / 1000
@@ -162,8 +162,7 @@ type Node struct {
 	// gcPending: a record was forgotten since the last flush, whose deletion is not on disk.
 	gcPending bool
 	// resNotes batches, per record holder, the commits whose resolution a flush made durable.
-	resNotes      map[topo.NodeID][]storage.TxnID
-	resNotesArmed bool
+	resNotes *txnkit.Outbox[storage.TxnID]
 
 	// Coordinator state.
 	txns      map[txnkit.ClientTxn]*coordTxn
