@@ -14,6 +14,7 @@ import (
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/wire"
 )
@@ -51,19 +52,15 @@ func (proto) CheckOptionValues(opts map[string]string) error {
 }
 
 func parseOptions(opts map[string]string) (idle time.Duration, mutant string, err error) {
-	idle = 5 * time.Second
-	if v, ok := opts["idle-timeout"]; ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return 0, "", &protocol.OptionError{Protocol: "serial", Key: "idle-timeout", Value: v, Want: "a positive duration"}
-		}
-		idle = d
+	o := &txnkit.Options{Protocol: "serial", M: opts}
+	// txnkit bounds durations (a transaction's timer must not overflow the clock); zero would
+	// abort every transaction before its first operation, so it is refused here too.
+	idle = o.Duration("idle-timeout", 5*time.Second)
+	if o.Err == nil && idle == 0 {
+		return 0, "", &protocol.OptionError{Protocol: "serial", Key: "idle-timeout", Value: opts["idle-timeout"], Want: "a positive duration"}
 	}
-	mutant = opts["mutant"]
-	if mutant != "" && mutant != "no-lock" {
-		return 0, "", &protocol.OptionError{Protocol: "serial", Key: "mutant", Value: mutant, Want: "no-lock"}
-	}
-	return idle, mutant, nil
+	mutant = o.Enum("mutant", "", "no-lock")
+	return idle, mutant, o.Err
 }
 
 func (proto) NewNode(cfg node.Config) (node.Handler, error) {
