@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/meridiandb/meridian/internal/runtime/frame"
@@ -61,9 +62,34 @@ func (k *streamSink) enqueue(_ topo.NodeID, payload []byte) {
 
 func (k *streamSink) close() { k.once.Do(func() { close(k.done) }) }
 
+// The metadata keys by which a gRPC client names what it expects, like the Hello of a TCP
+// client: a session whose cluster or protocol differs from this node's is refused before its
+// first request, not run against a database it did not mean (and then checked against the
+// wrong model). Either may be left out.
+const (
+	grpcClusterKey  = "meridian-cluster"
+	grpcProtocolKey = "meridian-protocol"
+)
+
+// sessionDiffers says how a session's metadata differs from this node, or "" if it does not.
+func (s *Server) sessionDiffers(md metadata.MD) string {
+	if v := md.Get(grpcClusterKey); len(v) > 0 && v[0] != s.cfg.Name {
+		return fmt.Sprintf("this is cluster %q, not %q", s.cfg.Name, v[0])
+	}
+	if v := md.Get(grpcProtocolKey); len(v) > 0 {
+		return s.helloDiffers(&frame.Hello{Client: true, Protocol: v[0]})
+	}
+	return ""
+}
+
 // Session implements meridianpb.MeridianServer.
 func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 	s := g.s
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	if differs := s.sessionDiffers(md); differs != "" {
+		s.log.Warn("gRPC client expecting another cluster refused", "differs", differs)
+		return status.Error(codes.FailedPrecondition, differs)
+	}
 	id := frame.ClientID(s.id, s.nextClient.Add(1))
 	sink := &streamSink{q: make(chan []byte, linkQueueLen), done: make(chan struct{})}
 	s.addClient(id, sink)

@@ -2,11 +2,15 @@ package runtime
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/meridiandb/meridian/proto/meridianpb"
 )
@@ -78,5 +82,46 @@ func TestGRPCSession(t *testing.T) {
 	}
 	if _, err := s.Recv(); err == nil {
 		t.Fatal("an unknown op was accepted")
+	}
+}
+
+// A gRPC client that names another cluster or protocol in its metadata is refused before its
+// first request runs; one that names this cluster's, or nothing, is served.
+func TestGRPCSessionMetadataChecked(t *testing.T) {
+	cfg := testConfig(t, nil)
+	startCluster(t, cfg)
+	conn, err := grpc.NewClient(cfg.Nodes[0].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	get := func(md ...string) (*meridianpb.Reply, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := meridianpb.NewMeridianClient(conn).Session(metadata.AppendToOutgoingContext(ctx, md...))
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Send(&meridianpb.Request{Txn: 1, Op: meridianpb.Op_OP_GET, Key: "k", ReadOnly: true}); err != nil {
+			return nil, err
+		}
+		return s.Recv()
+	}
+	for _, md := range [][]string{nil, {grpcClusterKey, cfg.Name, grpcProtocolKey, cfg.Protocol.Name()}} {
+		if rep, err := get(md...); err != nil || rep.Code != meridianpb.Code_CODE_OK {
+			t.Fatalf("metadata %v: %v, %v; want served", md, rep, err)
+		}
+	}
+	for _, tc := range []struct {
+		md   []string
+		want string
+	}{
+		{[]string{grpcClusterKey, "elsewhere"}, `not "elsewhere"`},
+		{[]string{grpcProtocolKey, "no-such-protocol"}, "runs protocol " + cfg.Protocol.Name()},
+	} {
+		rep, err := get(tc.md...)
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("metadata %v: %v, %v; want a one-line FailedPrecondition naming %q", tc.md, rep, err, tc.want)
+		}
 	}
 }

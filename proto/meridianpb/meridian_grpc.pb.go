@@ -6,7 +6,10 @@
 // (seq 0, which carries read_only and attempt) and ends with COMMIT or ABORT. txn must never
 // repeat on a stream; seq counts the requests of a transaction from 0.
 //
-// Connect to a data node of your region (its grpc_addr in the cluster configuration). Outcome
+// Connect to a data node of your region (its grpc_addr in the cluster configuration). Name
+// what you expect in the stream's metadata, "meridian-cluster" (the configuration's name) and
+// "meridian-protocol" (e.g. k2): a node that differs ends the stream with FAILED_PRECONDITION
+// and a one-line reason before running anything. Either may be left out. Outcome
 // codes: ABORTED is retryable (run the transaction again with a new txn id and attempt + 1);
 // UNKNOWN means the commit may or may not have applied.
 //
