@@ -46,9 +46,36 @@ type coordTxn struct {
 	hbTimer      node.TimerID
 }
 
+// maxWaitingBeforeReady bounds the client requests held while the incarnation is persisted.
+const maxWaitingBeforeReady = 10000
+
+type queuedReq struct {
+	from topo.NodeID
+	req  *wire.ClientRequest
+}
+
+// becomeReady runs once this life's incarnation is durable: transaction ids may be handed out,
+// and the client requests that came earlier are served, in arrival order.
+func (n *Node) becomeReady() {
+	n.ready = true
+	w := n.waiting
+	n.waiting = nil
+	for _, q := range w {
+		n.onClient(q.from, q.req)
+	}
+}
+
 func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 	if bad := txnkit.Validate(req); bad != nil {
 		n.env.Send(from, bad)
+		return
+	}
+	if !n.ready {
+		if len(n.waiting) >= maxWaitingBeforeReady {
+			txnkit.Reply(n.env, from, req, &wire.ClientReply{Code: wire.CodeUnavailable, Error: "crdb: coordinator recovering"})
+			return
+		}
+		n.waiting = append(n.waiting, queuedReq{from, req})
 		return
 	}
 	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
@@ -103,7 +130,7 @@ func (n *Node) begin(k txnkit.ClientTxn, req *wire.ClientRequest) *coordTxn {
 	n.nextSeq++
 	t := &coordTxn{
 		key:      k,
-		meta:     TxnMeta{ID: storage.MakeTxnID(int32(n.self), n.nextSeq), Age: age, RecordNode: -1, Coord: n.self},
+		meta:     TxnMeta{ID: storage.MakeTxnID(int32(n.self), n.inc<<32|n.nextSeq&(1<<32-1)), Age: age, RecordNode: -1, Coord: n.self},
 		readOnly: req.ReadOnly,
 		readTS:   now,
 		writeTS:  now,

@@ -104,6 +104,10 @@
 // before anything depending on them is acknowledged, except pipelined intents, which commit
 // proves. After a restart the timestamp cache (volatile) is replaced by a floor of the local
 // clock + 2×max-offset, above every read any node could have served before the crash.
+// Transaction ids are (coordinator, incarnation, counter), as K2's and Spanner's: each life
+// persists its incarnation number before handing out an id (client requests wait until then),
+// so a restarted coordinator never takes an id whose records, intents, push floors or
+// timestamp-cache entries an earlier life left behind, whatever its clock reads.
 //
 // # Simplifications against CockroachDB, and why
 //
@@ -130,8 +134,6 @@
 //     Ended). gc.go says why no late message about a forgotten transaction can be answered
 //     wrongly. Record holders also recover an expired STAGING record without waiting for a
 //     push, and ask the coordinator of an expired PENDING one whether it ended it.
-//   - Transaction ids start at the local clock in microseconds, so ids do not repeat across a
-//     coordinator restart without persisting a counter.
 //
 // # Options
 //

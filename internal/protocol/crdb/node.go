@@ -118,14 +118,24 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		clientAge:  map[topo.NodeID]ts.Timestamp{},
 	}
 	n.resNotes = txnkit.NewOutbox(env, func(txns []storage.TxnID) wire.Msg { return &Resolved{Txns: txns} })
-	// Transaction ids must not repeat across restarts (records and intents outlive the
-	// coordinator's memory): start the sequence at the local clock in microseconds.
-	n.nextSeq = uint64(max(env.Now(), 0)) / 1000
-	if err := n.recover(cfg.Durable); err != nil {
+	prevInc, err := n.recover(cfg.Durable)
+	if err != nil {
 		return nil, fmt.Errorf("crdb: node %d: %w", n.self, err)
+	}
+	// Transaction ids are (node, incarnation, counter): records, intents, push floors and
+	// timestamp-cache entries outlive the coordinator's memory, and an id of an earlier life
+	// taken again would inherit them (a holder would apply the old record's decision to the new
+	// transaction; a leaseholder would take the old transaction's read for the new one's own).
+	// Numbering from the clock repeated ids after a restart whose clock read no later than the
+	// last id handed out. No id is handed out before the incarnation is durable: a life that
+	// crashed earlier leaves its number to the next.
+	n.inc = prevInc + 1
+	if n.inc >= 1<<16 {
+		return nil, fmt.Errorf("crdb: node %d restarted %d times: transaction id space exhausted", n.self, prevInc)
 	}
 	// The store exists now, with the horizon its previous life persisted (versiongc.go).
 	n.vgc = txnkit.NewVersionGC(env, n.store, s.gcTTL, func() { n.flush(nil, nil) }, n.m)
+	n.flush([]node.Write{{Key: incarnationKey, Value: binary.BigEndian.AppendUint64(nil, n.inc)}}, n.becomeReady)
 	n.vgc.Kick() // a recovered store may hold garbage already
 	n.armGCTick()
 	return n, nil
@@ -168,7 +178,10 @@ type Node struct {
 	txns      map[txnkit.ClientTxn]*coordTxn
 	byID      map[storage.TxnID]*coordTxn
 	clientAge map[topo.NodeID]ts.Timestamp // age (priority) kept across a client's retries
-	nextSeq   uint64
+	inc       uint64                       // this life's number, the high part of its transaction ids
+	nextSeq   uint64                       // the low part (32 bits)
+	ready     bool                         // inc is durable: transaction ids may be handed out
+	waiting   []queuedReq                  // client requests that came before ready
 
 	pending map[uint64]func(wire.Msg) // outstanding requests this node sent, by request id
 	nextReq uint64
@@ -177,19 +190,39 @@ type Node struct {
 // Metrics implements protocol.MetricsSource.
 func (n *Node) Metrics() *protocol.Metrics { return n.m }
 
-// Durable key space of the protocol's own state (storage owns 'v' and 't').
+// Durable key space of the protocol's own state (storage owns 'v', 't' and 'g').
 const prefixPushFloor byte = 'p' // p | txn id -> timestamp the record was pushed to
 
-func (n *Node) recover(d node.Durable) error {
+// incarnationKey holds the number of the node's latest life (big-endian uint64).
+var incarnationKey = []byte("crdb/incarnation")
+
+// recover rebuilds the node's state from d and returns the incarnation its previous life
+// persisted (0 if none).
+func (n *Node) recover(d node.Durable) (uint64, error) {
 	opts := mvcc.Options{SingleIntent: true, ReadWatermarkLimit: 1 << 20}
 	if d == nil {
 		n.store = mvcc.New(opts)
 		n.recs = txnrec.New()
-		return nil
+		return 0, nil
+	}
+	var incVal []byte
+	found := false
+	if err := d.Scan(incarnationKey, append(append([]byte(nil), incarnationKey...), 0), func(_, v []byte) bool {
+		incVal, found = append([]byte(nil), v...), true
+		return false
+	}); err != nil {
+		return 0, err
+	}
+	var prevInc uint64
+	if found {
+		if len(incVal) != 8 {
+			return 0, fmt.Errorf("bad incarnation record (%d bytes, want 8)", len(incVal))
+		}
+		prevInc = binary.BigEndian.Uint64(incVal)
 	}
 	st, err := mvcc.Recover(d, opts)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	n.store = st
 	// The timestamp cache was volatile: no write may land below a read served before the
@@ -198,7 +231,7 @@ func (n *Node) recover(d node.Durable) error {
 	// with a new lease's start timestamp.
 	n.store.RaiseReadFloor(ts.Timestamp{Wall: n.env.Now() + 2*int64(n.set.maxOffset)})
 	if n.recs, err = txnrec.Recover(d); err != nil {
-		return err
+		return 0, err
 	}
 	now := n.env.Now()
 	n.recs.Records(func(r txnrec.Record) bool {
@@ -217,9 +250,9 @@ func (n *Node) recover(d node.Durable) error {
 		return err == nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return d.Scan([]byte{prefixPushFloor}, []byte{prefixPushFloor + 1}, func(k, v []byte) bool {
+	if scanErr := d.Scan([]byte{prefixPushFloor}, []byte{prefixPushFloor + 1}, func(k, v []byte) bool {
 		var txn storage.TxnID
 		txn, err = storage.DecodeTxnID(k[1:])
 		if err != nil {
@@ -231,7 +264,13 @@ func (n *Node) recover(d node.Durable) error {
 		}
 		n.rec(txn).floor = f
 		return true
-	})
+	}); scanErr != nil {
+		return 0, scanErr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bad push floor: %w", err)
+	}
+	return prevInc, nil
 }
 
 // Handle implements node.Handler.
