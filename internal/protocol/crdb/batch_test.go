@@ -392,8 +392,14 @@ func TestBatchOneMessagePerNode(t *testing.T) {
 			fail("PutMany of %d keys on one node cost %d messages, want 4", n, got)
 		}
 		// Client request and reply; STAGING record and one QueryIntent to q, and their
-		// answers; then the explicit COMMITTED record and one ResolveReq, sent with the reply.
-		if got := measure("commit", tx.Commit); got != 8 {
+		// answers; then the explicit COMMITTED record, sent with the reply. Its holder, q,
+		// resolves the intents once that is durable (one ResolveReq, to itself): wait for
+		// that, or the reads below would meet the intents.
+		if got := measure("commit", func() error {
+			err := tx.Commit()
+			db.Transport().Sleep(100 * time.Millisecond)
+			return err
+		}); got != 8 {
 			fail("commit of %d writes on one node cost %d messages, want 8", n, got)
 		}
 		ro := db.Begin(client.TxnOptions{ReadOnly: true})

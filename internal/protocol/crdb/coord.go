@@ -569,15 +569,25 @@ func (n *Node) stage(t *coordTxn, c ts.Timestamp) {
 	}
 }
 
-// committed reports the commit to the client and resolves asynchronously.
+// committed reports the commit to the client and has the intents resolved asynchronously.
+// An intent is resolved as committed only once the record is durably COMMITTED: with parallel
+// commits its holder resolves them when it has made the commit explicit (onEndTxn), as
+// CockroachDB's record range does after EndTxn. Resolving from here at once, while the record
+// was still STAGING, let a resolved write's version be superseded and garbage-collected before
+// a recovery of the record (its holder down, the explicit commit lost) asked for it; recovery
+// then found the write missing and aborted a transaction its client was told committed
+// (TestRecoveryAfterGCKeepsCommit). Intents are never collected, so a STAGING record's are
+// always found.
 func (n *Node) committed(t *coordTxn, c ts.Timestamp) {
 	n.m.Add("commit/ok", 1)
 	n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, CommitTS: c})
 	if n.set.parallel {
 		// Implicitly committed already; make it explicit so pushers need not recover it.
 		n.env.Send(t.meta.RecordNode, &EndTxnReq{Txn: t.meta.ID, Status: EndCommit, TS: c})
+	} else {
+		// The record holder answered once the COMMITTED record was durable.
+		n.resolveAll(t.meta.ID, t.writeKeys, true, c, t.meta.RecordNode)
 	}
-	n.resolveAll(t.meta.ID, t.writeKeys, true, c, t.meta.RecordNode)
 	n.finish(t)
 }
 

@@ -42,8 +42,12 @@
 //     record listing all written keys and, in parallel, one QueryIntent per leaseholder listing
 //     its writes; the transaction is implicitly committed once the STAGING record and every
 //     intent (at or below the commit timestamp) are durable, and the client is told then. The
-//     record is then marked COMMITTED and the intents resolved asynchronously. Without
-//     parallel commits the writes are proven first and the record is then written COMMITTED.
+//     record is then marked COMMITTED, and its holder resolves the intents asynchronously once
+//     that is durable. Without parallel commits the writes are proven first, the record is
+//     then written COMMITTED, and the coordinator resolves the intents on the answer. Either
+//     way no intent is resolved as committed under a record that is not durably COMMITTED,
+//     so a recovery of a STAGING record finds every write it needs as an intent, which version
+//     GC never removes (a resolved version it may: coord.go, committed).
 //     If the record holder answers that the transaction was pushed (below), the coordinator
 //     refreshes to the pushed timestamp and stages again.
 //   - Read-only transactions have no record; they commit at readTS with no message.

@@ -243,11 +243,21 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 		n.createRecord(req.Txn)
 		if req.Status == EndCommit {
 			var keys []string
+			done := func() { reply(EndOK, ts.Zero) }
 			if rs.status != statusStaging {
-				// Not staged: the commit's written keys come with it.
+				// Not staged: the commit's written keys come with it, and the coordinator
+				// resolves them on the answer.
 				keys = append([]string{}, req.InFlight...)
+			} else {
+				// Staged (parallel commit): the coordinator left the resolution to us, for once
+				// the commit is durable (committed, in coord.go, says why).
+				txn, staged, at := req.Txn, rs.inFlight, req.TS
+				done = func() {
+					reply(EndOK, ts.Zero)
+					n.resolveAll(txn, staged, true, at, n.self)
+				}
 			}
-			if err := n.decideWith(req.Txn, txnrec.Committed, req.TS, keys, func() { reply(EndOK, ts.Zero) }); err != nil {
+			if err := n.decideWith(req.Txn, txnrec.Committed, req.TS, keys, done); err != nil {
 				reply(EndAborted, ts.Zero)
 				return
 			}
