@@ -35,3 +35,63 @@ func TestPeakEdges(t *testing.T) {
 		t.Errorf("nothing at an edge, yet: %q", got)
 	}
 }
+
+// A load sweep grows past the edge where a series is still at its best, from the seed's own
+// plan, and not past a peak inside it or below one client per region.
+func TestExtendLoadSweep(t *testing.T) {
+	curve := func(series string, clients []int, tputs ...float64) []*Run {
+		var rs []*Run
+		for i, v := range tputs {
+			rs = append(rs, &Run{Series: series, X: float64(clients[i]), Spec: bench.Spec{ClientsPerRegion: clients[i]},
+				Deploy: bench.Deployment{Protocol: series, Seed: 7}, Result: &bench.Result{Summary: bench.Summary{Throughput: v}}})
+		}
+		return rs
+	}
+	loads := []int{2, 5, 10}
+	var means []*Run
+	means = append(means, curve("rising", loads, 1, 5, 9)...)
+	means = append(means, curve("falling", loads, 9, 5, 1)...)
+	means = append(means, curve("inside", loads, 1, 9, 5)...)
+	means = append(means, curve("floor", []int{1, 5, 10}, 9, 5, 1)...)
+	// The seed's plan: same points, its own deployment and results.
+	var plan []*Run
+	for _, r := range means {
+		p := *r
+		p.Deploy.Seed = 8
+		p.Result = &bench.Result{}
+		plan = append(plan, &p)
+	}
+	more := extendLoadSweep(Quick, means, plan)
+	got := map[string]int{}
+	for _, r := range more {
+		got[r.Series] = r.Spec.ClientsPerRegion
+		if r.X != float64(r.Spec.ClientsPerRegion) || r.Result != nil || r.Deploy.Seed != 8 {
+			t.Errorf("%s: extension at X=%g, clients %d, result %v, seed %d: want X = clients, no result, the plan's seed 8",
+				r.Series, r.X, r.Spec.ClientsPerRegion, r.Result, r.Deploy.Seed)
+		}
+	}
+	if want := map[string]int{"rising": 20, "falling": 1}; len(got) != len(want) || got["rising"] != 20 || got["falling"] != 1 {
+		t.Errorf("extensions %v, want %v", got, want)
+	}
+	if plan[0].X != 2 || plan[2].Result == nil {
+		t.Error("extending changed the plan's own runs")
+	}
+}
+
+// Means over seeds can be taken again after the plans grow: the first seed's runs keep their
+// own results.
+func TestMeanOverSeedsRepeatable(t *testing.T) {
+	plan := func(tput float64) []*Run {
+		return []*Run{{Series: "s", X: 1, Result: &bench.Result{Summary: bench.Summary{Throughput: tput}}}}
+	}
+	plans := [][]*Run{plan(10), plan(20)}
+	for i := 0; i < 2; i++ {
+		runs, err := meanOverSeeds(plans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := runs[0].Result.Throughput; got != 15 {
+			t.Fatalf("call %d: mean throughput %g, want 15", i+1, got)
+		}
+	}
+}

@@ -75,7 +75,17 @@ type Experiment struct {
 	NodesPerRegion int
 	// Report turns finished runs into files in dir and returns the markdown body.
 	Report func(runs []*Run, dir string) (string, error)
+	// Extend, if set, is asked after the planned runs (and after each extension) for more runs
+	// of one seed's plan, given the means over seeds so far: a load sweep continues past an edge
+	// where a series is still at its best, so that a peak is measured rather than bounded. It
+	// must decide from means alone, so that every seed's plan grows alike, and return nil when
+	// done; Execute asks at most maxExtensions times.
+	Extend func(sc Scale, means, plan []*Run) []*Run
 }
+
+// maxExtensions bounds how often Execute extends a plan, since each extension runs every seed
+// again at a load the plan did not foresee (at paper scale, minutes and gigabytes each).
+const maxExtensions = 2
 
 var experiments = map[string]*Experiment{}
 
@@ -138,6 +148,23 @@ func Execute(e *Experiment, o Options) (string, error) {
 	runs, err := meanOverSeeds(plans)
 	if err != nil {
 		return "", err
+	}
+	for round := 0; e.Extend != nil && round < maxExtensions; round++ {
+		var more []*Run
+		for i := range plans {
+			extra := e.Extend(o.Scale, runs, plans[i])
+			plans[i] = append(plans[i], extra...)
+			more = append(more, extra...)
+		}
+		if len(more) == 0 {
+			break
+		}
+		if err := runAll(e, more, o); err != nil {
+			return "", err
+		}
+		if runs, err = meanOverSeeds(plans); err != nil {
+			return "", err
+		}
 	}
 	dir := filepath.Join(o.Out, e.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -205,17 +232,18 @@ func runAll(e *Experiment, runs []*Run, o Options) error {
 	return firstErr
 }
 
-// meanOverSeeds folds the plans of several seeds into the first's runs, each holding the mean
-// of its point's results and every seed's own.
+// meanOverSeeds folds the plans of several seeds into copies of the first's runs, each holding
+// the mean of its point's results and every seed's own. The plans keep their own results, so
+// that it can be called again after they grow.
 func meanOverSeeds(plans [][]*Run) ([]*Run, error) {
-	runs := plans[0]
 	if len(plans) == 1 {
-		return runs, nil
+		return plans[0], nil
 	}
-	for j, r := range runs {
+	runs := make([]*Run, len(plans[0]))
+	for j, r := range plans[0] {
 		per := make([]*bench.Result, len(plans))
 		for i, p := range plans {
-			if len(p) != len(runs) || p[j].Series != r.Series || p[j].X != r.X {
+			if len(p) != len(plans[0]) || p[j].Series != r.Series || p[j].X != r.X {
 				return nil, fmt.Errorf("repro: the plan differs between seeds at %s=%g", r.Series, r.X)
 			}
 			per[i] = p[j].Result
@@ -224,7 +252,9 @@ func meanOverSeeds(plans [][]*Run) ([]*Run, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Result, r.PerSeed = mean, per
+		m := *r
+		m.Result, m.PerSeed = mean, per
+		runs[j] = &m
 	}
 	return runs, nil
 }

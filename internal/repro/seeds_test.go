@@ -30,6 +30,8 @@ func TestExecuteAveragesSeeds(t *testing.T) {
 			}
 			return runs
 		},
+		// Throughput still rises at 3 clients, so the sweep grows to 6 (and on while it rises).
+		Extend: extendLoadSweep,
 		Report: func(runs []*Run, dir string) (string, error) {
 			return sweepReport(runs, dir, "clients", "clients", "test", []metric{{"throughput (txn/s)", "throughput", "throughput", false, throughput}})
 		},
@@ -58,8 +60,9 @@ func TestExecuteAveragesSeeds(t *testing.T) {
 	if got := strings.Join(rows[0], ","); got != "series,clients,throughput (txn/s),throughput (txn/s) min,throughput (txn/s) max" {
 		t.Fatalf("CSV header %q", got)
 	}
-	differ := false
+	differ, extended := false, false
 	for _, row := range rows[1:] {
+		extended = extended || row[1] == "6.000"
 		mean, _ := strconv.ParseFloat(row[2], 64)
 		lo, _ := strconv.ParseFloat(row[3], 64)
 		hi, _ := strconv.ParseFloat(row[4], 64)
@@ -67,6 +70,9 @@ func TestExecuteAveragesSeeds(t *testing.T) {
 			t.Errorf("row %v: mean outside its range", row)
 		}
 		differ = differ || lo < hi
+	}
+	if !extended {
+		t.Errorf("the sweep was not extended past its rising edge: %v", rows)
 	}
 	if !differ {
 		t.Error("three seeds gave identical throughputs at every point: the seeds were not applied")
