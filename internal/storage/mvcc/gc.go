@@ -19,10 +19,15 @@ import (
 // answers exactly as before; older committed versions and aborted ones below the horizon go.
 // Undecided intents are never removed.
 //
-// Finding garbage costs no scan. Whenever a version of a key that holds others is decided
-// (committed or aborted), the store queues (the version's timestamp, the key); a pass visits the
-// queued keys whose timestamp is at or below the horizon, oldest first, and at most budget of
-// them, so its cost is bounded and proportional to what was written.
+// Finding garbage costs no scan. A key is queued once, at the lowest horizon at which a pass
+// would remove one of its versions (nextGarbage): its second-oldest committed version's
+// timestamp, or its oldest aborted version's if lower. A decision that lowers that point queues
+// the key lower (the item at the old point goes stale and is skipped); a pass visits the queued
+// keys whose point is at or below the horizon, lowest first and at most budget of them, and
+// queues each again at its next point. So garbage is never left unqueued (also a version
+// decided below a newer one, or an aborted one the horizon lands on exactly), the queue holds
+// about one item per key however often the key is rewritten, and a pass's budget is spent on
+// distinct keys.
 //
 // Removals are recorded as persist deletes like any other mutation. The horizon is recorded
 // ahead of a pass's first delete, so whatever prefix of the writes reaches the disk, a removal
@@ -39,7 +44,8 @@ type GCStats struct {
 	More bool
 }
 
-// gcItem says that key may hold a version older than the one decided at ts.
+// gcItem says that a pass at a horizon at or above ts would remove a version of key, unless the
+// key's entry has been queued elsewhere since (its gcAt differs: the item is stale).
 type gcItem struct {
 	ts  ts.Timestamp
 	key string
@@ -68,8 +74,8 @@ func (q *gcQueue) Pop() any {
 // the versions they would need may be gone. It only rises.
 func (s *Store) GCHorizon() ts.Timestamp { return s.gcHorizon }
 
-// OldestGarbage returns the timestamp of the oldest queued decision, the earliest horizon at
-// which a pass would find something to visit, and false when nothing is queued.
+// OldestGarbage returns the lowest queued timestamp, the earliest horizon at which a pass would
+// find something to visit, and false when nothing is queued.
 func (s *Store) OldestGarbage() (ts.Timestamp, bool) {
 	if len(s.gc) == 0 {
 		return ts.Zero, false
@@ -91,25 +97,64 @@ func (s *Store) CollectGarbage(horizon ts.Timestamp, budget int) GCStats {
 		}
 		it := heap.Pop(&s.gc).(gcItem)
 		e := s.byKey[it.key]
-		if e == nil {
-			continue
+		if e == nil || !e.gcQueued || e.gcAt != it.ts {
+			continue // stale: the key was dropped, or queued lower and visited since
 		}
+		e.gcQueued = false
 		st.KeysVisited++
 		st.VersionsRemoved += s.compact(e, s.gcHorizon)
 		if e.empty() {
 			s.dropIfEmpty(e)
 			st.KeysRemoved++
+			continue
+		}
+		if next, ok := e.nextGarbage(); ok {
+			// What compact left at or below the horizon is an aborted version exactly at it,
+			// which goes once the horizon is past it.
+			if next.LessEq(s.gcHorizon) {
+				next = s.gcHorizon.Next()
+			}
+			s.queueGC(e, next)
 		}
 	}
 	return st
 }
 
-// noteDecided queues e for garbage collection once a version of it at t is decided, if the key
-// holds anything a pass could remove.
-func (s *Store) noteDecided(e *entry, t ts.Timestamp, state State) {
-	if len(e.versions) > 1 || state == Aborted {
-		heap.Push(&s.gc, gcItem{t, e.key})
+// noteDecided queues e for garbage collection after one of its versions was decided or added
+// below the others, if that gives a pass something to remove.
+func (s *Store) noteDecided(e *entry) {
+	if next, ok := e.nextGarbage(); ok {
+		s.queueGC(e, next)
 	}
+}
+
+// queueGC queues e at at, unless it is queued at or below at already: the pass that visits it
+// there queues it again at whatever point its versions then call for.
+func (s *Store) queueGC(e *entry, at ts.Timestamp) {
+	if e.gcQueued && e.gcAt.LessEq(at) {
+		return
+	}
+	e.gcQueued, e.gcAt = true, at
+	heap.Push(&s.gc, gcItem{at, e.key})
+}
+
+// nextGarbage returns the lowest horizon at which a pass would remove one of e's versions as
+// they stand: the timestamp of its second-oldest committed version (which supersedes the oldest
+// there) or of its oldest aborted version (removed once the horizon is past it), whichever
+// comes first, and false if neither exists. Versions are ascending, so the first match is it.
+func (e *entry) nextGarbage() (ts.Timestamp, bool) {
+	committed := 0
+	for i := range e.versions {
+		switch v := &e.versions[i]; v.State {
+		case Aborted:
+			return v.TS, true
+		case Committed:
+			if committed++; committed == 2 {
+				return v.TS, true
+			}
+		}
+	}
+	return ts.Zero, false
 }
 
 // compact removes e's versions that no reader at or above safePoint can see: committed versions
@@ -149,8 +194,7 @@ func (s *Store) recordHorizon() {
 	s.writes = append(s.writes, node.Write{Key: gcHorizonKey, Value: s.gcHorizon.Encode(nil)})
 }
 
-// recoverGC restores the persisted horizon and queues every key that may hold garbage, at the
-// timestamp of its newest decided version.
+// recoverGC restores the persisted horizon and queues every key that holds garbage.
 func (s *Store) recoverGC(d node.Durable) error {
 	var derr error
 	err := d.Scan(gcHorizonKey, []byte{storage.PrefixGC + 1}, func(k, v []byte) bool {
@@ -169,12 +213,7 @@ func (s *Store) recoverGC(d node.Durable) error {
 		return fmt.Errorf("mvcc: recover: %w", derr)
 	}
 	s.ordered().Ascend(func(e *entry) bool {
-		for i := len(e.versions) - 1; i >= 0; i-- {
-			if v := e.versions[i]; v.State != Intent {
-				s.noteDecided(e, v.TS, v.State)
-				break
-			}
-		}
+		s.noteDecided(e)
 		return true
 	})
 	return nil

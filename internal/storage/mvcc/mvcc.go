@@ -118,6 +118,8 @@ type entry struct {
 	readTS   ts.Timestamp // zero when untracked (the floor applies)
 	intents  int          // undecided intents among versions
 	inTree   bool         // indexed in Store.tree (new keys wait in Store.pending)
+	gcAt     ts.Timestamp // where the key is queued for garbage collection, if gcQueued (gc.go)
+	gcQueued bool
 }
 
 func (e *entry) empty() bool { return len(e.versions) == 0 && e.readTS.IsZero() }
@@ -380,7 +382,7 @@ func (s *Store) PutCommitted(key string, v Version) error {
 		s.dropIfEmpty(e)
 		return err
 	}
-	s.noteDecided(e, v.TS, Committed)
+	s.noteDecided(e)
 	return nil
 }
 
@@ -416,7 +418,7 @@ func (s *Store) Commit(key string, txn storage.TxnID, commitTS ts.Timestamp) err
 		}
 	}
 	s.removeTxnKey(txn, key)
-	s.noteDecided(e, commitTS, Committed)
+	s.noteDecided(e)
 	return nil
 }
 
@@ -435,7 +437,7 @@ func (s *Store) AbortIntent(key string, txn storage.TxnID) bool {
 	e.intents--
 	s.recordPut(key, &e.versions[i])
 	s.removeTxnKey(txn, key)
-	s.noteDecided(e, e.versions[i].TS, Aborted)
+	s.noteDecided(e)
 	return true
 }
 
@@ -711,8 +713,6 @@ func (s *Store) Preload(key string, value []byte) error {
 	// PreloadTS is below every other timestamp, so the version goes first. Reinstalled under
 	// versions a restarted node recovered, it is garbage once the next one is.
 	e.versions = slices.Insert(e.versions, 0, v)
-	if len(e.versions) > 1 {
-		s.noteDecided(e, e.versions[1].TS, e.versions[1].State)
-	}
+	s.noteDecided(e)
 	return nil
 }
