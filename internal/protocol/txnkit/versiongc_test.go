@@ -83,3 +83,33 @@ func TestOutboxOneMessagePerDestination(t *testing.T) {
 		t.Fatalf("after the first batch went out, %+v: want one message to 2", sent)
 	}
 }
+
+// TestVersionGCCatchesUpWithLongTTL: a backlog larger than a pass's budget is worked off in
+// passes at most gcCatchUpGap apart, whatever the TTL. With passes a hundredth of the TTL apart,
+// a node with gc-ttl 1h collected at most gcBudget keys per 36 s, less than a busy node decides,
+// so its queue and its versions grew for ever.
+func TestVersionGCCatchesUpWithLongTTL(t *testing.T) {
+	const ttl = time.Hour
+	env := &nodetest.ScriptEnv{Clock: int64(10 * time.Second)}
+	store := mvcc.New(mvcc.Options{Volatile: true})
+	m := protocol.NewMetrics()
+	g := NewVersionGC(env, store, ttl, func() {}, m)
+	const keys = 3*gcBudget + 1
+	for k := 0; k < keys; k++ {
+		key := fmt.Sprint("k", k)
+		for _, w := range []int64{env.Clock, env.Clock + 1} {
+			if err := store.PutCommitted(key, mvcc.Version{TS: ts.New(w), Txn: storage.TxnID(w), Value: []byte("v")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	g.Kick()
+	env.Advance(ttl + 1) // the second versions are gc-ttl old: the first pass
+	if got := m.Counters["gc/versions-removed"]; got != gcBudget {
+		t.Fatalf("first pass removed %d versions, want a full budget, %d", got, gcBudget)
+	}
+	env.Advance(4 * gcCatchUpGap)
+	if got := m.Counters["gc/versions-removed"]; got != keys {
+		t.Fatalf("%v after the first pass: %d of %d superseded versions removed, %d passes; want the backlog gone", 4*gcCatchUpGap, got, keys, m.Counters["gc/passes"])
+	}
+}
