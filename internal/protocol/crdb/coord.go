@@ -5,7 +5,6 @@ import (
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol/txnkit"
-	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/ts"
 	"github.com/meridiandb/meridian/internal/wire"
@@ -127,10 +126,9 @@ func (n *Node) begin(k txnkit.ClientTxn, req *wire.ClientRequest) *coordTxn {
 		age = now
 		n.clientAge[k.Client] = now
 	}
-	n.nextSeq++
 	t := &coordTxn{
 		key:      k,
-		meta:     TxnMeta{ID: storage.MakeTxnID(int32(n.self), n.inc<<32|n.nextSeq&(1<<32-1)), Age: age, RecordNode: -1, Coord: n.self},
+		meta:     TxnMeta{ID: n.inc.NextTxnID(n.self), Age: age, RecordNode: -1, Coord: n.self},
 		readOnly: req.ReadOnly,
 		readTS:   now,
 		writeTS:  now,

@@ -118,10 +118,11 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		clientAge:  map[topo.NodeID]ts.Timestamp{},
 	}
 	n.resNotes = txnkit.NewOutbox(env, func(txns []storage.TxnID) wire.Msg { return &Resolved{Txns: txns} })
-	prevInc, err := n.recover(cfg.Durable)
-	if err != nil {
+	if err := n.recover(cfg.Durable); err != nil {
 		return nil, fmt.Errorf("crdb: node %d: %w", n.self, err)
 	}
+	// The store exists now, with the horizon its previous life persisted (versiongc.go).
+	n.vgc = txnkit.NewVersionGC(env, n.store, s.gcTTL, func() { n.flush(nil, nil) }, n.m)
 	// Transaction ids are (node, incarnation, counter): records, intents, push floors and
 	// timestamp-cache entries outlive the coordinator's memory, and an id of an earlier life
 	// taken again would inherit them (a holder would apply the old record's decision to the new
@@ -129,13 +130,7 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	// Numbering from the clock repeated ids after a restart whose clock read no later than the
 	// last id handed out. No id is handed out before the incarnation is durable: a life that
 	// crashed earlier leaves its number to the next.
-	n.inc = prevInc + 1
-	if n.inc >= 1<<16 {
-		return nil, fmt.Errorf("crdb: node %d restarted %d times: transaction id space exhausted", n.self, prevInc)
-	}
-	// The store exists now, with the horizon its previous life persisted (versiongc.go).
-	n.vgc = txnkit.NewVersionGC(env, n.store, s.gcTTL, func() { n.flush(nil, nil) }, n.m)
-	n.flush([]node.Write{{Key: incarnationKey, Value: binary.BigEndian.AppendUint64(nil, n.inc)}}, n.becomeReady)
+	n.flush([]node.Write{n.inc.Write()}, n.becomeReady)
 	n.vgc.Kick() // a recovered store may hold garbage already
 	n.armGCTick()
 	return n, nil
@@ -178,8 +173,7 @@ type Node struct {
 	txns      map[txnkit.ClientTxn]*coordTxn
 	byID      map[storage.TxnID]*coordTxn
 	clientAge map[topo.NodeID]ts.Timestamp // age (priority) kept across a client's retries
-	inc       uint64                       // this life's number, the high part of its transaction ids
-	nextSeq   uint64                       // the low part (32 bits)
+	inc       txnkit.Incarnation           // this life's number, and its transaction ids
 	ready     bool                         // inc is durable: transaction ids may be handed out
 	waiting   []queuedReq                  // client requests that came before ready
 
@@ -196,33 +190,21 @@ const prefixPushFloor byte = 'p' // p | txn id -> timestamp the record was pushe
 // incarnationKey holds the number of the node's latest life (big-endian uint64).
 var incarnationKey = []byte("crdb/incarnation")
 
-// recover rebuilds the node's state from d and returns the incarnation its previous life
-// persisted (0 if none).
-func (n *Node) recover(d node.Durable) (uint64, error) {
+// recover rebuilds the node's state from d and starts its next life (n.inc).
+func (n *Node) recover(d node.Durable) error {
 	opts := mvcc.Options{SingleIntent: true, ReadWatermarkLimit: 1 << 20}
+	var err error
+	if n.inc, err = txnkit.StartIncarnation(d, incarnationKey); err != nil {
+		return err
+	}
 	if d == nil {
 		n.store = mvcc.New(opts)
 		n.recs = txnrec.New()
-		return 0, nil
-	}
-	var incVal []byte
-	found := false
-	if err := d.Scan(incarnationKey, append(append([]byte(nil), incarnationKey...), 0), func(_, v []byte) bool {
-		incVal, found = append([]byte(nil), v...), true
-		return false
-	}); err != nil {
-		return 0, err
-	}
-	var prevInc uint64
-	if found {
-		if len(incVal) != 8 {
-			return 0, fmt.Errorf("bad incarnation record (%d bytes, want 8)", len(incVal))
-		}
-		prevInc = binary.BigEndian.Uint64(incVal)
+		return nil
 	}
 	st, err := mvcc.Recover(d, opts)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	n.store = st
 	// The timestamp cache was volatile: no write may land below a read served before the
@@ -231,7 +213,7 @@ func (n *Node) recover(d node.Durable) (uint64, error) {
 	// with a new lease's start timestamp.
 	n.store.RaiseReadFloor(ts.Timestamp{Wall: n.env.Now() + 2*int64(n.set.maxOffset)})
 	if n.recs, err = txnrec.Recover(d); err != nil {
-		return 0, err
+		return err
 	}
 	now := n.env.Now()
 	n.recs.Records(func(r txnrec.Record) bool {
@@ -250,7 +232,7 @@ func (n *Node) recover(d node.Durable) (uint64, error) {
 		return err == nil
 	})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if scanErr := d.Scan([]byte{prefixPushFloor}, []byte{prefixPushFloor + 1}, func(k, v []byte) bool {
 		var txn storage.TxnID
@@ -265,12 +247,12 @@ func (n *Node) recover(d node.Durable) (uint64, error) {
 		n.rec(txn).floor = f
 		return true
 	}); scanErr != nil {
-		return 0, scanErr
+		return scanErr
 	}
 	if err != nil {
-		return 0, fmt.Errorf("bad push floor: %w", err)
+		return fmt.Errorf("bad push floor: %w", err)
 	}
-	return prevInc, nil
+	return nil
 }
 
 // Handle implements node.Handler.

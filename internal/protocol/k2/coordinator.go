@@ -187,8 +187,7 @@ func (n *Node) pumpTS() {
 			break
 		}
 		n.tsQueue = n.tsQueue[1:]
-		n.txnSeq++
-		t.id = storage.MakeTxnID(int32(n.self), n.incarnation<<32|n.txnSeq&(1<<32-1))
+		t.id = n.inc.NextTxnID(n.self)
 		t.ts = stamp
 		n.byID[t.id] = t
 		t.cwDeadlineLocal = now + int64(cw)

@@ -372,7 +372,7 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq, reply func(*WriteResp)) {
 		// "All data and temporary write streams are persisted upon creation": answer only
 		// once the intent (and the record it may create) is durable.
 		n.persist(n.dataWrites(), func() {
-			reply(&WriteResp{ReqID: id, Inc: n.incarnation})
+			reply(&WriteResp{ReqID: id, Inc: n.inc.N})
 		})
 		return
 	}
@@ -384,7 +384,7 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq, reply func(*WriteResp)) {
 	ref := intentRef{w.Txn, w.Key}
 	wseq, txn := w.WSeq, w.Txn
 	n.unflushed[ref] = wseq
-	reply(&WriteResp{ReqID: id, Pending: true, Inc: n.incarnation})
+	reply(&WriteResp{ReqID: id, Pending: true, Inc: n.inc.N})
 	n.persist(n.dataWrites(), func() {
 		if n.unflushed[ref] == wseq {
 			delete(n.unflushed, ref)
@@ -421,10 +421,10 @@ func (n *Node) staleWrite(w *WriteReq, reply func(*WriteResp)) bool {
 	case w.WSeq < have:
 		reply(nil)
 	case n.cfg.pipelineWrites:
-		reply(&WriteResp{ReqID: id, Pending: n.unflushed[intentRef{w.Txn, w.Key}] == w.WSeq, Inc: n.incarnation})
+		reply(&WriteResp{ReqID: id, Pending: n.unflushed[intentRef{w.Txn, w.Key}] == w.WSeq, Inc: n.inc.N})
 	default:
 		// Batches complete in issue order: this one completes after the first copy's.
-		n.persist(n.dataWrites(), func() { reply(&WriteResp{ReqID: id, Inc: n.incarnation}) })
+		n.persist(n.dataWrites(), func() { reply(&WriteResp{ReqID: id, Inc: n.inc.N}) })
 	}
 	return true
 }
@@ -441,7 +441,7 @@ type durWaiter struct {
 // was lost by a crash of this node, or the transaction was aborted here; either way it must
 // not commit.
 func (n *Node) onDurableReq(from topo.NodeID, r *DurableReq) {
-	resp := &WriteDurable{Txn: r.Txn, Inc: n.incarnation}
+	resp := &WriteDurable{Txn: r.Txn, Inc: n.inc.N}
 	pending := false
 	for _, w := range r.Writes {
 		vis := n.store.VisibleAt(w.Key, ts.Max, r.Txn)

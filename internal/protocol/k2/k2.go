@@ -1,7 +1,6 @@
 package k2
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sort"
 	"strconv"
@@ -195,17 +194,16 @@ type Node struct {
 	m    *protocol.Metrics
 
 	// Coordinator.
-	batcher     *clock.Batcher
-	oracle      topo.NodeID
-	incarnation uint64
-	ready       bool // the incarnation is durable: transaction ids may be handed out
-	txnSeq      uint64
-	reqSeq      uint64
-	txns        map[txnkit.ClientTxn]*ctxn
-	byID        map[storage.TxnID]*ctxn // transactions that hold an id, for WriteDurable
-	byReq       map[uint64]*ctxn
-	tsQueue     []*ctxn
-	tsTimer     bool
+	batcher *clock.Batcher
+	oracle  topo.NodeID
+	inc     txnkit.Incarnation // this life's number (inc.N), and its transaction ids
+	ready   bool               // the incarnation is durable: transaction ids may be handed out
+	reqSeq  uint64
+	txns    map[txnkit.ClientTxn]*ctxn
+	byID    map[storage.TxnID]*ctxn // transactions that hold an id, for WriteDurable
+	byReq   map[uint64]*ctxn
+	tsQueue []*ctxn
+	tsTimer bool
 	// probes holds the OpsProbe out at each data node that said it restarted, until answered
 	// (at most one per node: a later notice replaces it).
 	probes map[topo.NodeID]outProbe
@@ -272,7 +270,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 		leases: map[storage.TxnID]int64{}, gc: map[storage.TxnID]*gcRec{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{},
 		waitedReads: map[string]ts.Timestamp{}, serving: map[opRef]struct{}{}}
 	n.finNotes = txnkit.NewOutbox(env, func(txns []storage.TxnID) wire.Msg { return &Finalized{Txns: txns} })
-	n.durNotes = txnkit.NewOutbox(env, func(notes []DurableNote) wire.Msg { return &DurableNotes{Inc: n.incarnation, Notes: notes} })
+	n.durNotes = txnkit.NewOutbox(env, func(notes []DurableNote) wire.Msg { return &DurableNotes{Inc: n.inc.N, Notes: notes} })
 	if n.oracle < 0 {
 		return nil, fmt.Errorf("k2: region of node %d has no oracle (use a layout with OraclePerRegion)", self)
 	}
@@ -285,26 +283,17 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("k2: node %d: %w", self, err)
 	}
-	var prevInc uint64
-	if err := d.Scan(incarnationKey, append(append([]byte(nil), incarnationKey...), 0), func(_, v []byte) bool {
-		if len(v) == 8 {
-			prevInc = binary.BigEndian.Uint64(v)
-		}
-		return false
-	}); err != nil {
-		return nil, fmt.Errorf("k2: node %d: %w", self, err)
-	}
 	// Transaction ids are (node, incarnation, counter): a restarted coordinator must never reuse
 	// an id a transaction of its previous life may still hold in some write stream.
-	n.incarnation = prevInc + 1
-	if n.incarnation >= 1<<16 {
-		return nil, fmt.Errorf("k2: node %d restarted %d times: transaction id space exhausted", self, prevInc)
+	n.inc, err = txnkit.StartIncarnation(d, incarnationKey)
+	if err != nil {
+		return nil, fmt.Errorf("k2: node %d: %w", self, err)
 	}
 	// Request ids, too, are numbered per life: a data node may answer a request of the previous
 	// life (a read parked on PUSHWS across the crash) after the restart, and that answer must
 	// not match a request of this one.
-	n.reqSeq = n.incarnation << reqSeqBits
-	n.batcher.NumberRequestsFrom(n.incarnation << reqSeqBits) // and so are its oracle requests
+	n.reqSeq = n.inc.N << reqSeqBits
+	n.batcher.NumberRequestsFrom(n.inc.N << reqSeqBits) // and so are its oracle requests
 	now := env.Now()
 	n.recs.Records(func(r txnrec.Record) bool {
 		if !r.Status.Final() {
@@ -317,15 +306,14 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 		n.trackDecided(r.Txn, r, false)
 		return true
 	})
-	if prevInc > 0 {
+	if n.inc.N > 1 { // a restart
 		// Read watermarks are not persisted; until a fresh oracle reading bounds every timestamp
 		// a pre-crash reader could have used, no read or write is served (notes/k2.md §3.5).
 		n.recovering = true
 		n.askRecoverFloor()
 		n.announceRestart()
 	}
-	incVal := binary.BigEndian.AppendUint64(nil, n.incarnation)
-	env.Persist([]node.Write{{Key: incarnationKey, Value: incVal}}, func() {
+	env.Persist([]node.Write{n.inc.Write()}, func() {
 		n.ready = true
 		n.serveHeld()
 		n.pumpTS()

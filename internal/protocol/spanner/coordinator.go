@@ -79,8 +79,7 @@ type Coordinator struct {
 	metrics *protocol.Metrics
 	recs    *txnrec.Table
 	self    uint32
-	inc     uint64
-	nextSeq uint64
+	inc     txnkit.Incarnation // hands out transaction ids
 	isReady bool
 	queued  []queuedReq
 
@@ -100,7 +99,7 @@ type queuedReq struct {
 // maxQueuedBeforeReady bounds the requests held while the incarnation is persisted.
 const maxQueuedBeforeReady = 10000
 
-func newCoordinator(env node.Env, c Config, m *protocol.Metrics, recs *txnrec.Table, inc uint64) *Coordinator {
+func newCoordinator(env node.Env, c Config, m *protocol.Metrics, recs *txnrec.Table, inc txnkit.Incarnation) *Coordinator {
 	return &Coordinator{env: env, cfg: c, metrics: m, recs: recs, self: uint32(env.Self()), inc: inc,
 		txns: map[txnkit.ClientTxn]*coordTxn{}, byID: map[storage.TxnID]*coordTxn{}, ages: map[node.ID]firstAttempt{},
 		unacked: map[storage.TxnID][]*participant{}}
@@ -237,7 +236,7 @@ func writes(m *wire.ClientRequest) bool {
 // begin starts a transaction. Its lock age is the TrueTime start of the client's first attempt
 // of the same logical transaction, so a retried transaction grows older and cannot starve.
 func (c *Coordinator) begin(key txnkit.ClientTxn, m *wire.ClientRequest) *coordTxn {
-	c.nextSeq++
+	id := c.inc.NextTxnID(topo.NodeID(c.self))
 	tt := c.env.TrueTime()
 	age := ts.Timestamp{Wall: tt.Earliest, Origin: c.self}
 	if fa, ok := c.ages[key.Client]; ok && m.Attempt > 0 {
@@ -245,7 +244,7 @@ func (c *Coordinator) begin(key txnkit.ClientTxn, m *wire.ClientRequest) *coordT
 	} else {
 		c.ages[key.Client] = firstAttempt{age: age}
 	}
-	t := &coordTxn{key: key, id: storage.MakeTxnID(int32(c.self), c.inc<<32|c.nextSeq&(1<<32-1)), age: age,
+	t := &coordTxn{key: key, id: id, age: age,
 		readOnly: m.ReadOnly, phase: phaseActive, writes: map[string]Write{}, start: c.env.Now()}
 	if t.readOnly {
 		// Spanner's snapshot read timestamp: TT.now().latest, no later than any transaction

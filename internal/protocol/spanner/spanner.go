@@ -1,7 +1,6 @@
 package spanner
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -179,20 +178,14 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	var inc uint64
-	if err := d.Scan(incarnationKey, append(append([]byte{}, incarnationKey...), 0), func(_, v []byte) bool {
-		if len(v) == 8 {
-			inc = binary.BigEndian.Uint64(v)
-		}
-		return true
-	}); err != nil {
-		return nil, err
+	inc, err := txnkit.StartIncarnation(d, incarnationKey)
+	if err != nil {
+		return nil, fmt.Errorf("spanner: node %d: %w", env.Self(), err)
 	}
-	inc++
 	n := &Node{env: env, cfg: c, metrics: protocol.NewMetrics()}
 	n.Part = newParticipant(env, c, n.metrics, store)
 	if c.DetectDeadlocks {
-		n.Part.detector, n.Part.incarnation = detectorOf(env.Topology()), inc
+		n.Part.detector, n.Part.incarnation = detectorOf(env.Topology()), inc.N
 		if n.Part.detector == env.Self() {
 			n.Detector = newDetector(env.Send, n.metrics)
 		}
@@ -200,7 +193,7 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	n.Coord = newCoordinator(env, c, n.metrics, recs, inc)
 	// Transaction ids embed the incarnation, so ids never repeat across restarts; until the new
 	// incarnation is durable the coordinator queues client requests.
-	env.Persist([]node.Write{{Key: incarnationKey, Value: binary.BigEndian.AppendUint64(nil, inc)}}, n.Coord.ready)
+	env.Persist([]node.Write{inc.Write()}, n.Coord.ready)
 	if err := n.Part.recover(d); err != nil {
 		return nil, err
 	}
