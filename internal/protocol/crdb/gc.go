@@ -1,13 +1,16 @@
 package crdb
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/txnrec"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // Forgetting decided records.
@@ -83,9 +86,7 @@ import (
 // whose leaseholders stays down. Both go once the node is back.
 
 // isDataNode reports whether id names a data node of the deployment.
-func (n *Node) isDataNode(id topo.NodeID) bool {
-	return id >= 0 && int(id) < len(n.tp.Nodes) && n.tp.Nodes[id].Roles&topo.RoleData != 0
-}
+func (n *Node) isDataNode(id topo.NodeID) bool { return txnkit.IsDataNode(n.tp, id) }
 
 // trackDecided runs once txn's decision is durable: its record may go now or later.
 func (n *Node) trackDecided(txn storage.TxnID) {
@@ -173,13 +174,7 @@ func (n *Node) noteResolved(record topo.NodeID, txn storage.TxnID) {
 // onEndedQuery tells a record holder which of the named transactions of this coordinator it no
 // longer runs (not finished nor dropped here; a previous life's never were).
 func (n *Node) onEndedQuery(from topo.NodeID, q *EndedQuery) {
-	var ended []storage.TxnID
-	for _, txn := range q.Txns {
-		if txn.Coordinator() == int32(n.self) && n.byID[txn] == nil {
-			ended = append(ended, txn)
-		}
-	}
-	if len(ended) > 0 {
+	if ended := txnkit.EndedOf(n.self, q.Txns, func(txn storage.TxnID) bool { return n.byID[txn] != nil }); len(ended) > 0 {
 		n.env.Send(from, &Ended{Txns: ended})
 	}
 }
@@ -245,14 +240,12 @@ func (n *Node) gcTick() {
 	}
 	now := n.env.Now()
 	expiry := int64(n.set.expiry)
-	ask := map[topo.NodeID][]storage.TxnID{}
+	ask := txnkit.EndedQueries{}
 	query := func(txn storage.TxnID, rs *recState) {
 		rs.nudged = now
-		if c := topo.NodeID(txn.Coordinator()); n.isDataNode(c) {
-			ask[c] = append(ask[c], txn)
-		}
+		ask.Add(n.tp, txn)
 	}
-	for _, txn := range sortedTxnIDs(n.recState) {
+	for _, txn := range slices.Sorted(maps.Keys(n.recState)) {
 		rs := n.recState[txn]
 		due := now-rs.nudged >= expiry
 		switch rs.status {
@@ -275,24 +268,9 @@ func (n *Node) gcTick() {
 			}
 		}
 	}
-	coords := make([]topo.NodeID, 0, len(ask))
-	for c := range ask {
-		coords = append(coords, c)
+	if asked := ask.Send(n.env, func(txns []storage.TxnID) wire.Msg { return &EndedQuery{Txns: txns} }); asked > 0 {
+		n.m.Add("record/ended-query", int64(asked))
 	}
-	slices.Sort(coords)
-	for _, c := range coords {
-		n.m.Add("record/ended-query", int64(len(ask[c])))
-		n.env.Send(c, &EndedQuery{Txns: ask[c]})
-	}
-}
-
-func sortedTxnIDs[V any](m map[storage.TxnID]V) []storage.TxnID {
-	out := make([]storage.TxnID, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // recordsKept returns how many records the holder keeps (tests).

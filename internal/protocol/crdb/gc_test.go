@@ -10,6 +10,7 @@ import (
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit/recordgctest"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
@@ -20,13 +21,7 @@ import (
 )
 
 // dataNodes lists every data node of a deployment.
-func dataNodes(tp *topo.Topology) []topo.NodeID {
-	var out []topo.NodeID
-	for r := range tp.Regions {
-		out = append(out, tp.DataNodes(topo.RegionID(r))...)
-	}
-	return out
-}
+var dataNodes = recordgctest.DataNodes
 
 // TestRecordsForgotten runs checked workloads, with parallel commits and without, with
 // duplicated messages and with crashes, and counts the transaction records the record holders
@@ -97,16 +92,7 @@ func TestRecordsForgotten(t *testing.T) {
 			s.RunFor(5 * time.Second) // five expiries: queries, recoveries and re-sent resolutions settle
 			quiet, states := kept()
 			stuck, calls := blocked()
-			left := map[topo.NodeID]int{}
-			for _, id := range dataNodes(s.Topology()) {
-				s.Crash(id)
-				if err := s.Restart(id); err != nil {
-					t.Fatal(err)
-				}
-				if n := s.Handler(id).(*Node); n.recordsKept()+len(n.recState) > 0 {
-					left[id] = n.recordsKept() + len(n.recState)
-				}
-			}
+			left := recordgctest.RestartAll(t, s, func(h node.Handler) int { return h.(*Node).recordsKept() + len(h.(*Node).recState) })
 			m := res.ProtocolMetrics.Counters
 			t.Logf("%d read-write commits; records: at most %d held during the run, %d (and %d volatile states) once quiet, after restarts %v; forgotten %d",
 				m["commit/ok"], peak, quiet, states, left, m["record/forgotten"])
@@ -171,19 +157,17 @@ func (g *gcScript) start() {
 }
 
 // settle completes every persist and every timer due now.
-func (g *gcScript) settle() {
-	for range 3 {
-		g.env.Flush()
-		g.env.Advance(0)
-	}
-	g.env.Flush()
-}
+func (g *gcScript) settle() { recordgctest.Settle(g.env) }
 
 // deliver hands the node m from from and returns what it sent once settled.
 func (g *gcScript) deliver(from topo.NodeID, m wire.Msg) []nodetest.Sent {
-	g.n.Handle(from, m)
-	g.settle()
-	return g.env.Take()
+	return recordgctest.Deliver(g.env, g.n, from, m)
+}
+
+// askedCoordinator reports whether the node has asked the coordinator, since the last Take,
+// whether it ended the transaction.
+func (g *gcScript) askedCoordinator() bool {
+	return recordgctest.SentTo(g.env.Take(), g.c, func(m *EndedQuery) bool { return slices.Contains(m.Txns, g.txn) })
 }
 
 // commit writes both keys' intents (the holder's creating the record), stages and commits with
@@ -306,13 +290,7 @@ func TestAbortedForgotten(t *testing.T) {
 				}
 				g.env.Advance(2 * 5 * 200 * time.Millisecond) // two expiries: the holder asks
 				g.settle()
-				asked := false
-				for _, s := range g.env.Take() {
-					if m, ok := s.M.(*EndedQuery); ok && s.To == g.c && slices.Contains(m.Txns, g.txn) {
-						asked = true
-					}
-				}
-				if !asked {
+				if !g.askedCoordinator() {
 					t.Fatal("the holder did not ask the coordinator about the transaction a push aborted")
 				}
 				g.deliver(g.c, &Ended{Txns: []storage.TxnID{g.txn}})
@@ -383,13 +361,7 @@ func TestHolderRestartReresolves(t *testing.T) {
 	}
 	g.env.Advance(2 * 5 * 200 * time.Millisecond)
 	g.settle()
-	asked := false
-	for _, s := range g.env.Take() {
-		if m, ok := s.M.(*EndedQuery); ok && s.To == g.c && slices.Contains(m.Txns, g.txn) {
-			asked = true
-		}
-	}
-	if !asked {
+	if !g.askedCoordinator() {
 		t.Fatal("the restarted holder did not ask the coordinator")
 	}
 	var to []topo.NodeID

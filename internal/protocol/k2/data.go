@@ -3,6 +3,8 @@ package k2
 import (
 	"encoding/binary"
 	"errors"
+	"maps"
+	"slices"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol/txnkit"
@@ -560,7 +562,7 @@ func (n *Node) onHeartbeat(h *Heartbeat) {
 // they will not be committed in the future".
 func (n *Node) recorderTick() {
 	now := n.env.Now()
-	for _, txn := range sortedTxnIDs(n.leases) {
+	for _, txn := range slices.Sorted(maps.Keys(n.leases)) {
 		if r, ok := n.recs.Get(txn); ok && r.Status.Final() {
 			delete(n.leases, txn) // a PUSHWS re-armed it while the decision was being persisted
 			continue

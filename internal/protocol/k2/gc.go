@@ -3,11 +3,14 @@ package k2
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/txnrec"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // Forgetting decided records.
@@ -110,9 +113,7 @@ func decodeParticipants(b []byte) ([]topo.NodeID, error) {
 
 // isDataNode reports whether id names a data node of the deployment: a participant or recorder
 // named in a message must be one, or the message is malformed.
-func (n *Node) isDataNode(id topo.NodeID) bool {
-	return id >= 0 && int(id) < len(n.tp.Nodes) && n.tp.Nodes[id].Roles&topo.RoleData != 0
-}
+func (n *Node) isDataNode(id topo.NodeID) bool { return txnkit.IsDataNode(n.tp, id) }
 
 // participantsOf returns the valid participants of a CommitReq, ascending and without repeats.
 // The recorder is always one (the record is created by a write to it).
@@ -213,13 +214,7 @@ func (n *Node) noteFinalized(recorder topo.NodeID, txn storage.TxnID) {
 // longer runs. A transaction it holds an id for is running until finish; one of an earlier
 // incarnation, or never begun, is not.
 func (n *Node) onEndedQuery(from topo.NodeID, q *EndedQuery) {
-	var ended []storage.TxnID
-	for _, txn := range q.Txns {
-		if txn.Coordinator() == int32(n.self) && n.byID[txn] == nil {
-			ended = append(ended, txn)
-		}
-	}
-	if len(ended) > 0 {
+	if ended := txnkit.EndedOf(n.self, q.Txns, func(txn storage.TxnID) bool { return n.byID[txn] != nil }); len(ended) > 0 {
 		n.env.Send(from, &Ended{Txns: ended})
 	}
 }
@@ -271,32 +266,23 @@ func (n *Node) redrive(txn storage.TxnID, r txnrec.Record, g *gcRec) {
 func (n *Node) gcTick() {
 	n.persist(n.dataWrites(), nil) // deletions no other batch has taken since the last tick
 	now := n.env.Now()
-	ask := map[topo.NodeID][]storage.TxnID{}
-	for _, txn := range sortedTxnIDs(n.gc) {
+	ask := txnkit.EndedQueries{}
+	for _, txn := range slices.Sorted(maps.Keys(n.gc)) {
 		g := n.gc[txn]
 		if now-g.nudged < int64(n.cfg.lease) {
 			continue
 		}
 		if !g.ended {
 			g.nudged = now
-			c := topo.NodeID(txn.Coordinator())
-			if n.isDataNode(c) {
-				ask[c] = append(ask[c], txn)
-			}
+			ask.Add(n.tp, txn)
 			continue
 		}
 		if r, ok := n.recs.Get(txn); ok && g.committed {
 			n.redrive(txn, r, g)
 		}
 	}
-	coords := make([]topo.NodeID, 0, len(ask))
-	for c := range ask {
-		coords = append(coords, c)
-	}
-	slices.Sort(coords)
-	for _, c := range coords {
-		n.m.Add("recorder.ended-query", int64(len(ask[c])))
-		n.env.Send(c, &EndedQuery{Txns: ask[c]})
+	if asked := ask.Send(n.env, func(txns []storage.TxnID) wire.Msg { return &EndedQuery{Txns: txns} }); asked > 0 {
+		n.m.Add("recorder.ended-query", int64(asked))
 	}
 }
 

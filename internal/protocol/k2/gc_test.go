@@ -8,8 +8,10 @@ import (
 
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/clock"
+	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit/recordgctest"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
@@ -42,7 +44,7 @@ func TestRecordsForgotten(t *testing.T) {
 			var s *sim.Sim
 			peak := 0
 			kept := func() (total int) {
-				for _, id := range dataNodes(s.Topology()) {
+				for _, id := range recordgctest.DataNodes(s.Topology()) {
 					if h, ok := s.Handler(id).(*Node); ok {
 						total += h.recordsKept()
 					}
@@ -67,16 +69,7 @@ func TestRecordsForgotten(t *testing.T) {
 			}
 			s.RunFor(5 * time.Second) // five leases: lease aborts, queries and re-sent finalizations settle
 			quiet := kept()
-			left := map[topo.NodeID]int{}
-			for _, id := range dataNodes(s.Topology()) {
-				s.Crash(id)
-				if err := s.Restart(id); err != nil {
-					t.Fatal(err)
-				}
-				if n := s.Handler(id).(*Node).recordsKept(); n > 0 {
-					left[id] = n
-				}
-			}
+			left := recordgctest.RestartAll(t, s, func(h node.Handler) int { return h.(*Node).recordsKept() })
 			t.Logf("%d read-write commits, %d transactions ended in the window; records: at most %d held during it, %d once quiet, after restarts %v; forgotten %d",
 				m["commit"], rw, peak, quiet, left, m["recorder.forgotten"])
 			// 20 clients run one transaction at a time; a record lives through its transaction
@@ -144,19 +137,11 @@ func (g *gcScript) start() {
 }
 
 // settle completes every persist and every timer due now.
-func (g *gcScript) settle() {
-	for range 3 {
-		g.env.Flush()
-		g.env.Advance(0)
-	}
-	g.env.Flush()
-}
+func (g *gcScript) settle() { recordgctest.Settle(g.env) }
 
 // deliver hands the node m from from and returns what it sent once settled.
 func (g *gcScript) deliver(from topo.NodeID, m wire.Msg) []nodetest.Sent {
-	g.n.Handle(from, m)
-	g.settle()
-	return g.env.Take()
+	return recordgctest.Deliver(g.env, g.n, from, m)
 }
 
 // commit writes the key (creating the record) and commits at the recorder, with d as the
@@ -197,6 +182,12 @@ func (g *gcScript) push() (answered, committed bool) {
 		sent = next
 	}
 	return answered, committed
+}
+
+// askedCoordinator reports whether the node has asked the coordinator, since the last Take,
+// whether it ended the transaction.
+func (g *gcScript) askedCoordinator() bool {
+	return recordgctest.SentTo(g.env.Take(), g.c, func(m *EndedQuery) bool { return slices.Contains(m.Txns, g.txn) })
 }
 
 // recovered returns how many records are on the disk once the next tick has persisted what
@@ -263,15 +254,9 @@ func TestAbortedForgotten(t *testing.T) {
 				if n := g.n.recordsKept(); n != 1 {
 					t.Fatalf("%d records right after the lease abort, want 1 (the coordinator has not said it ended)", n)
 				}
-				var asked bool
 				g.env.Advance(g.cfg.lease)
 				g.settle()
-				for _, s := range g.env.Take() {
-					if m, ok := s.M.(*EndedQuery); ok && s.To == g.c && slices.Contains(m.Txns, g.txn) {
-						asked = true
-					}
-				}
-				if !asked {
+				if !g.askedCoordinator() {
 					t.Fatal("the recorder did not ask the coordinator about the transaction it aborted")
 				}
 				g.deliver(g.c, &Ended{Txns: []storage.TxnID{g.txn}})
@@ -305,13 +290,7 @@ func TestRecorderRestartRefinalizes(t *testing.T) {
 	}
 	g.env.Advance(g.cfg.lease + g.cfg.lease/4)
 	g.settle()
-	var asked bool
-	for _, s := range g.env.Take() {
-		if m, ok := s.M.(*EndedQuery); ok && s.To == g.c && slices.Contains(m.Txns, g.txn) {
-			asked = true
-		}
-	}
-	if !asked {
+	if !g.askedCoordinator() {
 		t.Fatal("the restarted recorder did not ask the coordinator")
 	}
 	var to []topo.NodeID

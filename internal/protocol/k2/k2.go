@@ -2,7 +2,6 @@ package k2
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -489,15 +488,6 @@ func (n *Node) persist(batch []node.Write, done func()) {
 
 func (n *Node) dataWrites() []node.Write {
 	return append(n.store.TakeWrites(), n.recs.TakeWrites()...)
-}
-
-func sortedTxnIDs[V any](m map[storage.TxnID]V) []storage.TxnID {
-	out := make([]storage.TxnID, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // Preload implements protocol.Preloader: rows become committed versions older than every
