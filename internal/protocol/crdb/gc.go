@@ -116,10 +116,7 @@ func (n *Node) unresolvedNodes(rs *recState) []topo.NodeID {
 // maybeForget forgets txn's record if the rules above allow it, with its push floor. The
 // deletions go to disk with the node's next batch, or at the next tick (gcTick) if none comes:
 // they need no flush of their own, since a record a crash brings back is still decided and is
-// simply forgotten again. (Flushing from here would also be wrong where this runs in a persist
-// completion: the simulator runs a flush's completions inside the flush's end and then starts
-// the next flush, so two persists issued by completions start two flushes and the first one's
-// batches are lost.)
+// simply forgotten again, and a busy holder forgets many records per flush.
 func (n *Node) maybeForget(txn storage.TxnID) {
 	rs := n.recState[txn]
 	r, ok := n.recs.Get(txn)

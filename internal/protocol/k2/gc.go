@@ -157,11 +157,8 @@ func (n *Node) trackDecided(txn storage.TxnID, r txnrec.Record, ended bool) {
 
 // maybeForget forgets txn's record if the rules above allow it. The deletion goes to disk with
 // the node's next batch, or at the next tick (gcTick) if none comes: it needs no flush of its
-// own, since a record a crash brings back is still decided and is simply forgotten again.
-// (Persisting from here would also be wrong where this runs in a persist completion: the
-// simulator runs a flush's completions inside the flush's end and then starts the next flush,
-// so two persists issued by completions start two flushes and the first one's batches are
-// lost.)
+// own, since a record a crash brings back is still decided and is simply forgotten again, and a
+// busy recorder forgets many records per flush.
 func (n *Node) maybeForget(txn storage.TxnID, g *gcRec) {
 	switch {
 	case g.keep:
