@@ -460,20 +460,30 @@ func tpccSweepReport(runs []*Run, dir, why string) (string, error) {
 		return "", err
 	}
 	peak := peaks(runs, func(r *Run) float64 { return r.Result.Throughput })
+	var withinPaperLoad []*Run
+	for _, r := range runs {
+		if atMostPaperLoad(r) {
+			withinPaperLoad = append(withinPaperLoad, r)
+		}
+	}
+	paperLoadPeak := peaks(withinPaperLoad, func(r *Run) float64 { return r.Result.Throughput })
 	seeds := 1
 	if len(runs) > 0 {
 		seeds = max(1, len(runs[0].PerSeed))
 	}
-	cols := []string{"ratio of peak throughputs", "paper", "ours"}
+	cols := []string{"ratio of peak throughputs", "paper", "ours", fmt.Sprintf("ours, up to the paper's %d clients per warehouse", paperClientsPerWarehouse)}
 	if seeds > 1 {
 		cols = append(cols, "each seed's own: lowest–highest (mean)")
 	}
 	// "ours" compares the peaks of the mean curves, as the table above shows them; with several
 	// seeds each seed's own ratio of peaks is given too (seeds can peak at different loads, so
-	// the mean curves' ratio can fall outside their range).
+	// the mean curves' ratio can fall outside their range). The sweep may have been extended
+	// past the paper's load, so the peaks within it are given as well: that is the comparison
+	// the paper's own figure makes.
 	t := &report.Table{Columns: cols}
 	for _, base := range []struct{ series, paper string }{{"MVTO-HLC", "2.32×"}, {d2plWoundWait, "9.82×"}, {d2plDetect, "9.82×"}} {
-		row := []any{"K2-MVTO / " + base.series, base.paper, ratio(peak["K2-MVTO"], peak[base.series])}
+		row := []any{"K2-MVTO / " + base.series, base.paper, ratio(peak["K2-MVTO"], peak[base.series]),
+			ratio(paperLoadPeak["K2-MVTO"], paperLoadPeak[base.series])}
 		if seeds > 1 {
 			var rs []float64
 			for i := range seeds {
@@ -489,6 +499,16 @@ func tpccSweepReport(runs []*Run, dir, why string) (string, error) {
 		t.Add(row...)
 	}
 	return body + "\n" + t.Markdown() + peakEdges(runs) + consistencyLine(runs) + why, nil
+}
+
+// paperClientsPerWarehouse is the highest load of the paper's TPC-C runs: 4,000 clients per
+// region on 200 warehouses per region (notes/k2.md §5.2).
+const paperClientsPerWarehouse = 20
+
+// atMostPaperLoad says whether a TPC-C run's clients per warehouse (over k2-5region's five
+// regions) are within the paper's.
+func atMostPaperLoad(r *Run) bool {
+	return r.Spec.ClientsPerRegion*5 <= paperClientsPerWarehouse*r.Params.Warehouses
 }
 
 // peakEdges warns of the series whose mean curve peaks at the lowest or the highest load swept:
@@ -602,6 +622,12 @@ ran 2,059 txn/s at 50 clients per region and 1,472 at 100 (` + "`meridian sim --
 and 100, at commit 84e3209, the quick scale's deployment); compare the table above.
 `
 	whyTPCC = `
+**Past the paper's load.** The sweep goes on past twenty clients per warehouse while a protocol
+is still at its best at the highest load. K2 is: it never blocks, so in these runs, where no
+core saturates, more clients keep adding commits even as most attempts abort, and its peak over
+the extended sweep lies at a load the paper did not run. The ratios up to the paper's load are
+the ones to set beside its figure; those over the whole sweep say how far K2 goes here.
+
 **Why ours differs.** K2-MVTO has the highest throughput and no deadlocks, but its margins are
 about 2×, not the paper's 2.32× and 9.82×. What we found, each by the commands in the closing
 notes of issue 4: (1) Our runs are contention-bound, not CPU-bound: abort rates pass 40% for

@@ -95,3 +95,21 @@ func TestMeanOverSeedsRepeatable(t *testing.T) {
 		}
 	}
 }
+
+// Fig. 18's ratios are given over the whole (possibly extended) sweep and over the loads up to
+// the paper's 20 clients per warehouse.
+func TestTPCCRatiosWithinPaperLoad(t *testing.T) {
+	point := func(series string, clientsPerRegion int, tput float64) *Run {
+		return &Run{Series: series, X: float64(clientsPerRegion), Spec: bench.Spec{ClientsPerRegion: clientsPerRegion},
+			Params: bench.WorkloadParams{Warehouses: 10}, Result: &bench.Result{Summary: bench.Summary{Throughput: tput}}}
+	}
+	// 10 warehouses over 5 regions: 40 clients per region is 20 per warehouse.
+	runs := []*Run{point("K2-MVTO", 40, 1000), point("K2-MVTO", 80, 2000), point("MVTO-HLC", 40, 500), point("MVTO-HLC", 80, 400)}
+	body, err := tpccSweepReport(runs, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, "| K2-MVTO / MVTO-HLC | 2.32× | 4.00× | 2.00× |") {
+		t.Errorf("want 4.00× over the sweep and 2.00× within the paper's load:\n%s", body)
+	}
+}
