@@ -561,6 +561,11 @@ func (n *Node) onHeartbeat(h *Heartbeat) {
 // (coordinator failure, §3.5): "the recorder marks these transactions as aborted and promises
 // they will not be committed in the future".
 func (n *Node) recorderTick() {
+	if n.recovering || !n.ready {
+		// The coordinators' heartbeats are held unread until recovery ends and are applied
+		// before the next tick, so a silence measured now would be ours, not theirs.
+		return
+	}
 	now := n.env.Now()
 	for _, txn := range slices.Sorted(maps.Keys(n.leases)) {
 		if r, ok := n.recs.Get(txn); ok && r.Status.Final() {
