@@ -53,6 +53,13 @@ type queuedReq struct {
 	req  *wire.ClientRequest
 }
 
+// persistIncarnation makes n.inc durable, at a start or after a Renew; client requests wait
+// until then.
+func (n *Node) persistIncarnation() {
+	n.ready = false
+	n.flush([]node.Write{n.inc.Write()}, n.becomeReady)
+}
+
 // becomeReady runs once this life's incarnation is durable: transaction ids may be handed out,
 // and the client requests that came earlier are served, in arrival order.
 func (n *Node) becomeReady() {
@@ -87,6 +94,17 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 		case wire.OpCommit:
 			// We dropped it (idle timeout or abort): its writes are being rolled back.
 			txnkit.Aborted(n.env, from, req, "coordinator-timeout")
+			return
+		}
+		if n.inc.Spent() {
+			// The next id would repeat this life's first: take the next number, and wait,
+			// with every request after this one, until it is durable, as at a start.
+			if err := n.inc.Renew(); err != nil {
+				txnkit.Reply(n.env, from, req, &wire.ClientReply{Code: wire.CodeUnavailable, Error: "crdb: " + err.Error()})
+				return
+			}
+			n.persistIncarnation()
+			n.waiting = append(n.waiting, queuedReq{from, req})
 			return
 		}
 		t = n.begin(k, req)

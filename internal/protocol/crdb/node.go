@@ -130,7 +130,7 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	// Numbering from the clock repeated ids after a restart whose clock read no later than the
 	// last id handed out. No id is handed out before the incarnation is durable: a life that
 	// crashed earlier leaves its number to the next.
-	n.flush([]node.Write{n.inc.Write()}, n.becomeReady)
+	n.persistIncarnation()
 	n.vgc.Kick() // a recovered store may hold garbage already
 	n.armGCTick()
 	return n, nil

@@ -1,12 +1,15 @@
 package crdb
 
 import (
+	"encoding/binary"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -111,4 +114,109 @@ func TestTxnIDsNotReusedAcrossRestarts(t *testing.T) {
 		t.Fatalf("the request queued before the incarnation was durable sent %d reads, want 1", len(queued))
 	}
 	run(n, env, 4, queued...)
+}
+
+// TestTxnIDsRenewedWhenCounterSpent: a life that has handed out its counter's last id (2^32 of
+// them, skipped here) must not count on into its first ids, which records, intents, push floors
+// and timestamp-cache entries may still carry. It takes the next incarnation for its ids and
+// queues client requests until that is durable, as at a start; a crash before then leaves the
+// number to the next life, and a life after the renewal starts above it.
+func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := cfg.Topology
+	self, client := tp.DataNodes(0)[0], topo.NodeID(len(tp.Nodes)+1)
+	key := prototest.KeysOn(t, tp, self, "id", 1)[0]
+	disk := durable.NewMem()
+	life := func() (*Node, *nodetest.ScriptEnv) {
+		t.Helper()
+		env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: int64(time.Second), Disk: disk}
+		h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.(*Node), env
+	}
+	// ids returns the ids of the transactions whose first read went out since the last call.
+	ids := func(env *nodetest.ScriptEnv) []storage.TxnID {
+		var out []storage.TxnID
+		for _, s := range env.Take() {
+			if r, ok := s.M.(*ReadReq); ok {
+				out = append(out, r.Txn.ID)
+			}
+		}
+		return out
+	}
+	txn := uint64(0)
+	begin := func(n *Node) {
+		txn++
+		n.Handle(client, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: key})
+	}
+	seen := map[storage.TxnID]bool{}
+	check := func(got []storage.TxnID, want int, inc uint64) {
+		t.Helper()
+		if len(got) != want {
+			t.Fatalf("%d transactions got ids, want %d", len(got), want)
+		}
+		for _, id := range got {
+			if seen[id] {
+				t.Fatalf("%v handed out again", id)
+			}
+			seen[id] = true
+			if id.Seq()>>32 != inc {
+				t.Fatalf("%v: want incarnation %d", id, inc)
+			}
+		}
+	}
+
+	n, env := life()
+	env.Flush()
+	for range 3 {
+		begin(n)
+	}
+	check(ids(env), 3, 1)
+	n.inc.SpendForTest(2)
+	for range 4 {
+		begin(n)
+	}
+	// The counter's last two ids; the next two transactions wait for incarnation 2, and the
+	// node crashes before it is durable.
+	check(ids(env), 2, 1)
+	n, env = life()
+	env.Flush()
+	begin(n)
+	check(ids(env), 1, 2) // the next life takes number 2: none of its ids was handed out
+
+	n.inc.SpendForTest(1)
+	begin(n)
+	begin(n)
+	check(ids(env), 1, 2)
+	env.Flush()
+	check(ids(env), 1, 3)
+	n, env = life()
+	env.Flush()
+	if n.inc.N != 4 {
+		t.Fatalf("the life after a renewal to incarnation 3 started as %d", n.inc.N)
+	}
+
+	// Past the last incarnation the id space is used up: the client hears so, in one line.
+	if err := disk.Apply([]node.Write{{Key: incarnationKey, Value: binary.BigEndian.AppendUint64(nil, txnkit.MaxIncarnation-2)}}); err != nil {
+		t.Fatal(err)
+	}
+	n, env = life()
+	env.Flush()
+	n.inc.SpendForTest(0)
+	txn++
+	n.Handle(client, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: key})
+	var refused *wire.ClientReply
+	for _, s := range env.Take() {
+		if r, ok := s.M.(*wire.ClientReply); ok && s.To == client {
+			refused = r
+		}
+	}
+	if refused == nil || refused.Code != wire.CodeUnavailable || !strings.Contains(refused.Error, "exhausted") || strings.Contains(refused.Error, "\n") {
+		t.Fatalf("a transaction past the last incarnation got %+v, want unavailable: id space exhausted", refused)
+	}
 }

@@ -177,6 +177,19 @@ func (n *Node) pumpTS() {
 			n.tsQueue = n.tsQueue[1:]
 			continue
 		}
+		if n.inc.Spent() {
+			// The next id would repeat this life's first: take the next number first, and
+			// hand out nothing until it is durable. Checked before Take, so that no
+			// timestamp ages while the flush runs.
+			if err := n.inc.Renew(); err != nil {
+				n.tsQueue = n.tsQueue[1:]
+				n.reply(t, &wire.ClientReply{Code: wire.CodeUnavailable, Error: "k2: " + err.Error()})
+				n.finish(t)
+				continue
+			}
+			n.persistIncarnation()
+			return
+		}
 		stamp, cw, ok := n.batcher.Take(t.arrivedLocal, now)
 		if !ok {
 			// Marked here rather than judged by the clock at Take: the real runtime's clock

@@ -312,13 +312,20 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 		n.askRecoverFloor()
 		n.announceRestart()
 	}
-	env.Persist([]node.Write{n.inc.Write()}, func() {
+	n.persistIncarnation()
+	n.armTick()
+	return n, nil
+}
+
+// persistIncarnation makes n.inc durable, at a start or after a Renew, and until then hands out
+// no transaction id and serves no read or write.
+func (n *Node) persistIncarnation() {
+	n.ready = false
+	n.env.Persist([]node.Write{n.inc.Write()}, func() {
 		n.ready = true
 		n.serveHeld()
 		n.pumpTS()
 	})
-	n.armTick()
-	return n, nil
 }
 
 // Metrics implements protocol.MetricsSource.

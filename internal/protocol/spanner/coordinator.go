@@ -124,9 +124,16 @@ func (c *Coordinator) recover() {
 	}
 }
 
+// ready runs once the incarnation a life starts with is durable.
 func (c *Coordinator) ready() {
-	c.isReady = true
 	c.armKeepAlive()
+	c.resume()
+}
+
+// resume hands out ids again once the incarnation is durable, serving the requests queued
+// meanwhile in arrival order.
+func (c *Coordinator) resume() {
+	c.isReady = true
 	q := c.queued
 	c.queued = nil
 	for _, r := range q {
@@ -158,6 +165,18 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 		}
 		if m.Op == wire.OpCommit || m.Op == wire.OpAbort {
 			txnkit.OK(c.env, from, m)
+			return
+		}
+		if c.inc.Spent() {
+			// The next id would repeat this life's first: take the next number, and queue
+			// this request and every later one until it is durable, as at a start.
+			if err := c.inc.Renew(); err != nil {
+				txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeUnavailable, Error: "spanner: " + err.Error()})
+				return
+			}
+			c.isReady = false
+			c.env.Persist([]node.Write{c.inc.Write()}, c.resume)
+			c.Request(from, m)
 			return
 		}
 		t = c.begin(key, m)

@@ -17,21 +17,33 @@ import (
 // The caller persists Write() as the life starts and hands out no id before that persist
 // completes: a life that crashes earlier hands out none, so the next one may take its number.
 // Each protocol keeps its own key, so that stores written before this helper still recover.
+//
+// A busy life spends its 2^32 counters (a day at 50k transactions a second): the next id
+// would repeat its first, and inherit whatever of that transaction is still about. So before
+// each id the caller asks Spent, and if so Renews and persists Write() again, handing out no
+// id until that completes, as at a start. The ids then carry the next number; N, the life's
+// number that peers compare to tell a restart, stays.
 type Incarnation struct {
 	key []byte
-	// N is this life's number, from 1; N-1 is the one the previous life persisted (0 if none).
-	N   uint64
-	seq uint64 // ids handed out in this life
+	// N is this life's number, from 1, above every number an earlier life persisted.
+	N uint64
+	// ids is the number the ids handed out now carry: N, plus one for each Renew. Write
+	// persists it, so the next life starts above every number this one used.
+	ids uint64
+	seq uint64 // ids handed out under ids
 }
 
-// MaxIncarnation is the first life a node refuses to start: an id keeps 48 bits beside the
+// MaxIncarnation is the first number a node refuses to use: an id keeps 48 bits beside the
 // node's, the low 32 of which count a life's transactions.
 const MaxIncarnation = 1 << 16
+
+// maxTxnCounter is the last counter an id takes under one number.
+const maxTxnCounter = 1<<32 - 1
 
 // StartIncarnation reads the number the node's previous life persisted under key in d (none
 // if d is nil or holds nothing there) and returns the next life.
 func StartIncarnation(d node.Durable, key []byte) (Incarnation, error) {
-	inc := Incarnation{key: key, N: 1}
+	inc := Incarnation{key: key, N: 1, ids: 1}
 	if d == nil {
 		return inc, nil
 	}
@@ -53,17 +65,36 @@ func StartIncarnation(d node.Durable, key []byte) (Incarnation, error) {
 	if prev >= MaxIncarnation-1 {
 		return inc, fmt.Errorf("restarted %d times: transaction id space exhausted", prev)
 	}
-	inc.N = prev + 1
+	inc.N, inc.ids = prev+1, prev+1
 	return inc, nil
 }
 
-// Write is what makes this life's number durable.
+// Write is what makes this life's number, or the one Renew took since, durable.
 func (i *Incarnation) Write() node.Write {
-	return node.Write{Key: i.key, Value: binary.BigEndian.AppendUint64(nil, i.N)}
+	return node.Write{Key: i.key, Value: binary.BigEndian.AppendUint64(nil, i.ids)}
 }
 
-// NextTxnID hands out the next transaction id of this life for coordinator self.
+// Spent reports whether the counter is used up: the caller must Renew, and persist Write(),
+// before the next id.
+func (i *Incarnation) Spent() bool { return i.seq >= maxTxnCounter }
+
+// Renew takes the next number for the ids to come. It fails once the id space is used up, for
+// good: the node can hand out no more ids.
+func (i *Incarnation) Renew() error {
+	if i.ids+1 >= MaxIncarnation {
+		return fmt.Errorf("transaction id space exhausted after %d incarnations", i.ids)
+	}
+	i.ids++
+	i.seq = 0
+	return nil
+}
+
+// NextTxnID hands out the next transaction id of this life for coordinator self. Called once
+// Spent, it panics rather than hand out an id again.
 func (i *Incarnation) NextTxnID(self topo.NodeID) storage.TxnID {
+	if i.Spent() {
+		panic(fmt.Sprintf("txnkit: node %d handed out every id of incarnation %d without Renew", self, i.ids))
+	}
 	i.seq++
-	return storage.MakeTxnID(int32(self), i.N<<32|i.seq&(1<<32-1))
+	return storage.MakeTxnID(int32(self), i.ids<<32|i.seq)
 }

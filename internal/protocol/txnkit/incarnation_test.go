@@ -83,3 +83,51 @@ func mustGet(t *testing.T, d *durable.Mem, key []byte) []byte {
 	}
 	return val
 }
+
+// A life whose counter is spent takes the next number for its ids (Renew) instead of counting
+// on into its first ids again; its own number, which peers compare to tell a restart, stays,
+// and the next life starts above the number the renewal persisted. Past the last number Renew
+// refuses, and an id asked for anyway is a panic, never a repeat.
+func TestIncarnationRenewsWhenSpent(t *testing.T) {
+	key := []byte("x/incarnation")
+	disk := durable.NewMem()
+	inc, err := StartIncarnation(disk, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := inc.NextTxnID(7)
+	inc.SpendForTest(2)
+	last := inc.NextTxnID(7)
+	inc.NextTxnID(7)
+	if !inc.Spent() {
+		t.Fatal("not spent after the counter's last id")
+	}
+	if err := inc.Renew(); err != nil {
+		t.Fatal(err)
+	}
+	if inc.Spent() || inc.N != 1 {
+		t.Fatalf("after Renew: spent %v, life %d (want 1: the life goes on)", inc.Spent(), inc.N)
+	}
+	next := inc.NextTxnID(7)
+	if next == first || next <= last || next.Seq()>>32 != 2 {
+		t.Fatalf("renewed id %v after %v (first %v): want a new one under incarnation 2", next, last, first)
+	}
+	if err := disk.Apply([]node.Write{inc.Write()}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := StartIncarnation(disk, key); err != nil || again.N != 3 {
+		t.Fatalf("the life after a renewal to 2 starts as %d, %v; want 3", again.N, err)
+	}
+
+	end := Incarnation{key: key, N: MaxIncarnation - 1, ids: MaxIncarnation - 1}
+	end.SpendForTest(0)
+	if err := end.Renew(); err == nil || !strings.Contains(err.Error(), "exhausted") {
+		t.Fatalf("Renew past the last incarnation: %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("an id handed out once spent")
+		}
+	}()
+	end.NextTxnID(7)
+}
