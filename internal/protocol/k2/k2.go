@@ -313,6 +313,9 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 		n.announceRestart()
 	}
 	n.persistIncarnation()
+	// A recovered store may hold garbage already, and nothing else arms the collector until
+	// the next write: the incarnation's persist and an idle tick's empty one do not.
+	n.vgc.Kick()
 	n.armTick()
 	return n, nil
 }
@@ -506,5 +509,7 @@ func (n *Node) Preload(rows []wire.KV) error {
 			return err
 		}
 	}
+	// Rows installed again under a restarted node's recovered versions are garbage.
+	n.vgc.Kick()
 	return nil
 }

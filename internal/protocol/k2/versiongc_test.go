@@ -8,10 +8,16 @@ import (
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/check"
+	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/sim"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/durable"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // TestVersionGCHistories runs contended histories with a short gc-ttl, so that data nodes
@@ -139,6 +145,71 @@ func TestReadBelowGCHorizonRefused(t *testing.T) {
 			got, err := gcScenario(t, c.between)
 			if !errors.Is(err, client.ErrNotFound) {
 				t.Fatalf("without the refusal the read returned %q, %v; want the wrong answer (nothing), which shows the refusal matters", got, err)
+			}
+		})
+	}
+}
+
+// TestVersionGCAfterRestartWithoutWrites: a restarted data node collects the garbage it
+// recovered, and the garbage that reinstalling its preloaded rows leaves under recovered
+// versions, although nothing is written to it again. Only a write's persist armed the
+// collector: the incarnation's persist and an idle tick's empty batch do not, so the garbage
+// stayed until the next write, for ever on a node that gets none.
+func TestVersionGCAfterRestartWithoutWrites(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		versions int  // committed versions of the key written before the crash
+		preload  bool // the restarted node gets its preloaded row back, below them
+	}{
+		{"recovered", 3, false},
+		{"preloaded", 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts, err := parseConfig(100*time.Microsecond, map[string]string{txnkit.GCTTLOption: "200ms"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tp := cfg.Topology
+			self := tp.DataNodes(0)[0]
+			k := prototest.KeysOn(t, tp, self, "gc", 1)[0]
+			disk := durable.NewMem()
+			life := func(clock int64) (*Node, *nodetest.ScriptEnv) {
+				t.Helper()
+				env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: clock, Epsilon: 100 * time.Microsecond, Disk: disk}
+				n, err := newNode(env, disk, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				env.Flush()
+				return n, env
+			}
+			n, env := life(int64(time.Second))
+			for i := range c.versions {
+				v := mvcc.Version{TS: ts.Timestamp{Wall: env.Clock + int64(i+1)*ms}, Txn: storage.MakeTxnID(9, uint64(i+1)), Value: []byte{byte(i)}}
+				if err := n.store.PutCommitted(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n.persist(n.dataWrites(), nil)
+			env.Flush()
+
+			n, env = life(env.Clock + int64(time.Second)) // the crash: the pass the first life armed never runs
+			if c.preload {
+				if err := n.Preload([]wire.KV{{Key: k, Value: []byte("row")}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			garbage := len(n.store.Versions(k)) - 1
+			if garbage == 0 {
+				t.Fatal("k has no superseded version: the scenario tests nothing")
+			}
+			env.Advance(300 * time.Millisecond)
+			if removed := n.m.Counters["gc/versions-removed"]; removed != int64(garbage) || len(n.store.Versions(k)) != 1 {
+				t.Fatalf("restarted node removed %d of %d superseded versions, %d of k left; want all but the latest gone", removed, garbage, len(n.store.Versions(k)))
 			}
 		})
 	}

@@ -297,5 +297,8 @@ func (n *Node) Preload(rows []wire.KV) error {
 			return err
 		}
 	}
+	// Rows installed again under a restarted node's recovered versions are garbage, and the
+	// kick at recovery came before them.
+	n.Part.vgc.Kick()
 	return nil
 }
