@@ -28,7 +28,9 @@ func TestEndedQueries(t *testing.T) {
 		q.Add(tp, txn)
 	}
 	env := &nodetest.ScriptEnv{}
-	asked := q.Send(env, func(txns []storage.TxnID) wire.Msg { return &wire.ClientReply{Txn: uint64(txns[0]), Seq: uint32(len(txns))} })
+	asked := q.Send(env, func(txns []storage.TxnID) wire.Msg {
+		return &wire.ClientReply{Txn: uint64(txns[0]), Seq: uint32(len(txns))}
+	})
 	sent := env.Take()
 	if asked != 3 || len(sent) != 2 || sent[0].To != min(a, b) || sent[1].To != max(a, b) {
 		t.Fatalf("asked about %d, sent %+v: want 3 transactions, one question to %d then one to %d", asked, sent, min(a, b), max(a, b))
