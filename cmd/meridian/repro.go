@@ -61,8 +61,12 @@ func init() { rootCmd.AddCommand(newReproCmd()) }
 func (c *reproCommand) run(cmd *cobra.Command, args []string) error {
 	out := cmd.OutOrStdout()
 	if c.list {
+		width := 0
 		for _, e := range repro.List() {
-			fmt.Fprintf(out, "%-12s %s\n", e.Name, e.Paper)
+			width = max(width, len(e.Name))
+		}
+		for _, e := range repro.List() {
+			fmt.Fprintf(out, "%-*s  %s\n", width, e.Name, e.Paper)
 		}
 		return nil
 	}
