@@ -131,3 +131,18 @@ func TestIncarnationRenewsWhenSpent(t *testing.T) {
 	}()
 	end.NextTxnID(7)
 }
+
+// The test hook only ever moves the counter forward: asking for more ids left than remain would
+// otherwise hand out ids again.
+func TestSpendForTestNeverRewinds(t *testing.T) {
+	inc, err := StartIncarnation(durable.NewMem(), []byte("x/incarnation"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc.SpendForTest(2)
+	first := inc.NextTxnID(1)
+	inc.SpendForTest(5)
+	if next := inc.NextTxnID(1); next <= first {
+		t.Fatalf("id %v after %v: the hook moved the counter back", next, first)
+	}
+}
