@@ -586,7 +586,7 @@ conflict without aborting: the writer's timestamp is pushed above the read (the 
 and it aborts only if refreshing its reads then fails; and a writer that meets another's intent
 waits in its queue instead of retrying, so it makes far fewer attempts. One run shows it
 (` + "`meridian sim --protocol k2|crdb --workload ycsbt --zipf 0.99 --clients 20 --warmup 500ms --duration 2s --seed 1`" + `,
-this scale's setup): K2 committed 737 transactions and aborted 705 attempts, every one a write
+the quick scale's setup): K2 committed 737 transactions and aborted 705 attempts, every one a write
 below the read watermark (554 of the 713 refusals at a watermark set by a reader still waiting
 on PUSHWS); MVTO-HLC committed 236 and aborted 29, after pushing 53 writes above a read (51
 refreshes succeeded) and waiting 406 ms per lock wait on average. So where skew is high K2's
