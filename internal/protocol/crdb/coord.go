@@ -64,6 +64,7 @@ func (n *Node) persistIncarnation() {
 // and the client requests that came earlier are served, in arrival order.
 func (n *Node) becomeReady() {
 	n.ready = true
+	n.announceRestart()
 	w := n.waiting
 	n.waiting = nil
 	for _, q := range w {

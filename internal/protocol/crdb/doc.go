@@ -112,6 +112,12 @@
 // persists its incarnation number before handing out an id (client requests wait until then),
 // so a restarted coordinator never takes an id whose records, intents, push floors or
 // timestamp-cache entries an earlier life left behind, whatever its clock reads.
+// A restarted node tells every other node (Restarted, once its incarnation is durable), and
+// each sends it again every request it still awaits an answer to: what the earlier life had
+// not answered is lost, and what came while it was down was dropped. CockroachDB's DistSender
+// retries the same way once the range is back. Without it, a transaction whose request was
+// swallowed waited for its idle timeout (5 s), its intents and live record blocking every
+// transaction behind them (TestRequestsResentAfterRestart).
 //
 // # Simplifications against CockroachDB, and why
 //
@@ -160,7 +166,7 @@
 // /pushed and /unknown, recovery/committed and /aborted, record/forgotten, record/ended-query
 // (transactions a holder asked their coordinator about), record/ended-abort (undecided records
 // aborted because the coordinator had ended the transaction), record/reresolve (resolutions
-// re-sent by a holder), gc/passes, gc/versions-removed and gc/keys-removed (version garbage
+// re-sent by a holder), rpc/resent (requests sent again to a node that restarted), gc/passes, gc/versions-removed and gc/keys-removed (version garbage
 // collection). Durations: phase/<client op> (get, put, delete,
 // commit: request to answer at the gateway), phase/refresh, phase/stage (staging to implicit
 // commit), phase/lock-wait (time a request spent queued on an intent).

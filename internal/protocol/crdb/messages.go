@@ -137,6 +137,12 @@ type Ended struct {
 	Txns []storage.TxnID
 }
 
+// Restarted tells the other nodes that the sender restarted (its Life-th life): what it had
+// not answered is lost, and they send those requests again.
+type Restarted struct {
+	Life uint64
+}
+
 // OpsReq carries several reads and writes of one client request that share a leaseholder, so a
 // batch costs one message per node rather than one per operation (as spanner's OpsReq and
 // CockroachDB's BatchRequest per range). Each sub-request keeps its own request id and is
@@ -258,11 +264,12 @@ func (*OpsResp) Kind() wire.Kind         { return 416 }
 func (*Resolved) Kind() wire.Kind        { return 417 }
 func (*EndedQuery) Kind() wire.Kind      { return 418 }
 func (*Ended) Kind() wire.Kind           { return 419 }
+func (*Restarted) Kind() wire.Kind       { return 420 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &WriteReq{}, &WriteResp{}, &RefreshReq{}, &RefreshResp{},
 		&QueryIntentReq{}, &QueryIntentResp{}, &ResolveReq{}, &PushReq{}, &PushResp{}, &HeartbeatReq{},
-		&HeartbeatResp{}, &EndTxnReq{}, &EndTxnResp{}, &OpsReq{}, &OpsResp{}, &Resolved{}, &EndedQuery{}, &Ended{}} {
+		&HeartbeatResp{}, &EndTxnReq{}, &EndTxnResp{}, &OpsReq{}, &OpsResp{}, &Resolved{}, &EndedQuery{}, &Ended{}, &Restarted{}} {
 		wire.Register(m)
 	}
 }

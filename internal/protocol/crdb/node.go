@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/clock"
@@ -114,7 +115,7 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		recState:   map[storage.TxnID]*recState{},
 		txns:       map[txnkit.ClientTxn]*coordTxn{},
 		byID:       map[storage.TxnID]*coordTxn{},
-		pending:    map[uint64]func(wire.Msg){},
+		pending:    map[uint64]*call{},
 		clientAge:  map[topo.NodeID]ts.Timestamp{},
 	}
 	n.resNotes = txnkit.NewOutbox(env, func(txns []storage.TxnID) wire.Msg { return &Resolved{Txns: txns} })
@@ -177,8 +178,18 @@ type Node struct {
 	ready     bool                         // inc is durable: transaction ids may be handed out
 	waiting   []queuedReq                  // client requests that came before ready
 
-	pending map[uint64]func(wire.Msg) // outstanding requests this node sent, by request id
+	pending map[uint64]*call // outstanding requests this node sent, by request id
 	nextReq uint64
+	// announced: this life has told its peers that it restarted (onRestarted).
+	announced bool
+}
+
+// call is an outstanding request: where it went and what it said, so that it can be sent
+// again if its destination restarts before answering (onRestarted).
+type call struct {
+	to   topo.NodeID
+	msg  wire.Msg
+	then func(wire.Msg)
 }
 
 // Metrics implements protocol.MetricsSource.
@@ -284,6 +295,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.onEndedQuery(from, m)
 	case *Ended:
 		n.onEnded(from, m)
+	case *Restarted:
+		n.onRestarted(from)
 	case *HeartbeatResp:
 		n.onHeartbeatResp(m)
 	case *ReadResp:
@@ -324,23 +337,63 @@ func (n *Node) call(to topo.NodeID, build func(req uint64) wire.Msg, then func(w
 func (n *Node) callVia(ob *outbox, to topo.NodeID, build func(req uint64) wire.Msg, then func(wire.Msg)) uint64 {
 	n.nextReq++
 	id := n.nextReq
-	n.pending[id] = then
+	m := build(id)
+	n.pending[id] = &call{to: to, msg: m, then: then}
 	if ob == nil {
-		n.env.Send(to, build(id))
+		n.env.Send(to, m)
 	} else {
-		ob.add(to, build(id))
+		ob.add(to, m)
 	}
 	return id
 }
 
 func (n *Node) complete(req uint64, clk ts.Timestamp, m wire.Msg) {
 	n.observe(clk)
-	fn, ok := n.pending[req]
+	c, ok := n.pending[req]
 	if !ok {
 		return // a late answer to a request given up on
 	}
 	delete(n.pending, req)
-	fn(m)
+	c.then(m)
+}
+
+// announceRestart tells every other data node that this node restarted, once per life after
+// the first. Nothing else would: a request lost with the previous life (or dropped while the
+// node was down) was awaited until its transaction's idle timeout (5 s), its intents blocking
+// every transaction behind them all the while (onRestarted).
+func (n *Node) announceRestart() {
+	if n.announced || n.inc.N <= 1 {
+		return
+	}
+	n.announced = true
+	for id := range n.tp.Nodes {
+		if to := topo.NodeID(id); to != n.self && n.isDataNode(to) {
+			n.env.Send(to, &Restarted{Life: n.inc.N})
+		}
+	}
+}
+
+// onRestarted sends again every request still awaiting an answer from a node that restarted:
+// its previous life lost what it had not answered, and requests that arrived while it was down
+// were dropped. CockroachDB's DistSender retries on the broken connection in the same way, once
+// the range is back. Links are FIFO, so every answer of the previous life came before the
+// notice; a request still unanswered either is lost or reached the new life, and evaluating it
+// twice is harmless: reads, refreshes and intent queries change nothing the first evaluation
+// did not, a write finds its own intent (a duplicate that moves it up costs the commit's proof,
+// an abort, never a wrong answer), staging again stages the same record, and the first answer
+// wins (complete drops the second).
+func (n *Node) onRestarted(from topo.NodeID) {
+	var ids []uint64
+	for id, c := range n.pending {
+		if c.to == from {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids) // map order must not decide the sending order
+	for _, id := range ids {
+		n.m.Add("rpc/resent", 1)
+		n.env.Send(from, n.pending[id].msg)
+	}
 }
 
 // flush persists everything the store and the record table recorded, plus extra, and returns
