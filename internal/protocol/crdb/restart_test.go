@@ -21,7 +21,7 @@ func TestRequestsResentAfterRestart(t *testing.T) {
 	const down = 300 * time.Millisecond
 	for _, tc := range []struct {
 		name string
-		// crashAt is when X crashes: before the put, or just after the client asks to commit
+		// beforePut: X crashes before the put; otherwise just after the client asks to commit
 		// (the staging and the proof are then on their way to X, a WAN away).
 		beforePut bool
 	}{{"write-while-down", true}, {"commit-in-flight", false}} {
