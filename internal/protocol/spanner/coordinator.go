@@ -304,29 +304,49 @@ func (c *Coordinator) armIdle(t *coordTxn) {
 // timeout, a minute in the simulator, although its coordinator never failed.
 func (c *Coordinator) armKeepAlive() {
 	c.env.After(c.cfg.IdleTimeout/3, func() {
-		for _, id := range slices.Sorted(maps.Keys(c.byID)) {
-			t := c.byID[id]
-			if t.phase == phaseCommitted {
-				continue
-			}
-			if t.readOnly {
-				if t.run != nil {
-					for _, g := range t.run.groups {
-						if !g.done {
-							c.env.Send(g.node, &KeepAlive{Txn: id, Seq: t.pending.Seq, Snap: true})
-						}
-					}
-				}
-				continue
-			}
-			for _, p := range t.parts {
-				if t.phase == phaseActive || !p.voted {
-					c.env.Send(p.node, &KeepAlive{Txn: id})
-				}
-			}
-		}
+		c.sendKeepAlives(func(node.ID) bool { return true })
 		c.armKeepAlive()
 	})
+}
+
+// sendKeepAlives sends the keep-alives of every executing transaction to the participants to
+// accepts (see armKeepAlive).
+func (c *Coordinator) sendKeepAlives(to func(node.ID) bool) {
+	for _, id := range slices.Sorted(maps.Keys(c.byID)) {
+		t := c.byID[id]
+		if t.phase == phaseCommitted {
+			continue
+		}
+		if t.readOnly {
+			if t.run != nil {
+				for _, g := range t.run.groups {
+					if !g.done && to(g.node) {
+						c.env.Send(g.node, &KeepAlive{Txn: id, Seq: t.pending.Seq, Snap: true})
+					}
+				}
+			}
+			continue
+		}
+		for _, p := range t.parts {
+			if (t.phase == phaseActive || !p.voted) && to(p.node) {
+				c.env.Send(p.node, &KeepAlive{Txn: id})
+			}
+		}
+	}
+}
+
+// onRestarted runs the keep-alive round for a participant that restarted now, rather than at
+// the next period (up to a third of the idle timeout away): whatever its earlier life held for
+// a transaction that had not voted there (locks, pending writes, a parked request) is gone, and
+// so is every request sent to it while it was down. The participant knows exactly which of the
+// transactions it lost — those it does not know, or whose snapshot read it does not hold — and
+// refuses those (WoundReq participant-lost-locks, SnapReadResp participant-lost-read), so the
+// transactions abort and free their locks elsewhere; one whose first request reached the new
+// life goes on. Sending the lost requests again instead, as crdb does, would save only
+// transactions that held nothing there yet: any lock taken at the earlier life was lost, and
+// a request that counts it (Seen) is refused anyway.
+func (c *Coordinator) onRestarted(from node.ID) {
+	c.sendKeepAlives(func(n node.ID) bool { return n == from })
 }
 
 func (c *Coordinator) part(t *coordTxn, n node.ID) *participant {

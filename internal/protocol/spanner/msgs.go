@@ -184,6 +184,15 @@ type KeepAlive struct {
 	Snap bool   `cbor:",omitempty"`
 }
 
+// Restarted tells the other data nodes that the sender restarted, as its Life-th incarnation:
+// every lock, pending write and parked read its earlier lives held for an unprepared
+// transaction is gone, and so is every transaction its coordinator ran (only commit decisions
+// and prepared state are durable). Each peer then settles at once what it would otherwise learn
+// from a keep-alive or an idle timeout (Participant.onRestarted, Coordinator.onRestarted).
+type Restarted struct {
+	Life uint64
+}
+
 // StatusReq asks a coordinator for the fate of a transaction prepared at the sender.
 type StatusReq struct {
 	Txn storage.TxnID
@@ -220,11 +229,12 @@ func (*WaitGraph) Kind() wire.Kind    { return 313 }
 func (*KeepAlive) Kind() wire.Kind    { return 314 }
 func (*OpsReq) Kind() wire.Kind       { return 315 }
 func (*OpsResp) Kind() wire.Kind      { return 316 }
+func (*Restarted) Kind() wire.Kind    { return 317 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &SnapReadReq{}, &SnapReadResp{}, &PrepareReq{},
 		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitGraph{}, &KeepAlive{},
-		&OpsReq{}, &OpsResp{}} {
+		&OpsReq{}, &OpsResp{}, &Restarted{}} {
 		wire.Register(m)
 	}
 }

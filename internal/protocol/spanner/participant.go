@@ -416,6 +416,27 @@ func (p *Participant) onKeepAlive(from node.ID, m *KeepAlive) {
 	}
 }
 
+// onRestarted aborts here every unprepared transaction that an earlier life of the restarted
+// coordinator ran: that coordinator's transactions are volatile, so none of them will ever
+// prepare or send anything again, and otherwise only the idle timeout (5 s) would free their
+// locks, every transaction queued behind them stalled meanwhile. Transaction ids carry the incarnation that
+// issued them, and every one an earlier life used is below life, so a transaction of the new
+// life is never taken for a dead one whatever the order messages arrive in. A prepared one is
+// left to its poll: the coordinator may have recorded a commit.
+func (p *Participant) onRestarted(from node.ID, m *Restarted) {
+	for _, id := range slices.Sorted(maps.Keys(p.txns)) {
+		t := p.txns[id]
+		if t.state == partActive && node.ID(id.Coordinator()) == from && lifeOf(id) < m.Life {
+			p.metrics.Add("restart-aborts", 1)
+			p.abortLocal(t, causeRestarted)
+		}
+	}
+	p.drain()
+}
+
+// lifeOf is the incarnation number that issued id (txnkit.Incarnation.NextTxnID).
+func lifeOf(id storage.TxnID) uint64 { return id.Seq() >> 32 }
+
 // startWait notes that t's current request waits for a lock: it wounds younger conflicting
 // transactions under wound-wait; under detect the next wait-for report will include it; under
 // timeout the wait is given lock-timeout to end.

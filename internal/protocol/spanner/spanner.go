@@ -203,7 +203,27 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 		n.Part.sendWaits()
 	}
 	n.Coord.recover()
+	n.announceRestart(inc.N)
 	return n, nil
+}
+
+// announceRestart tells every other data node that this one restarted (life > 1), before this
+// life handles any message: what its earlier lives held for unprepared transactions, as a
+// participant and as a coordinator, is gone, and nothing else would tell the peers. A live
+// coordinator's transaction whose lock or request was lost here waited for its next keep-alive
+// round (up to a third of the idle timeout) to learn it, and a dead coordinator's transaction
+// held its locks at live participants for the whole idle timeout (5 s), everything behind them
+// queued: three 300 ms crashes in a list-append run cut its commits from 786 to 188.
+func (n *Node) announceRestart(life uint64) {
+	tp := n.env.Topology()
+	if life <= 1 || tp == nil { // nil: a hand-driven environment (nodetest.ScriptEnv) with no peers
+		return
+	}
+	for _, nd := range tp.Nodes {
+		if nd.ID != n.env.Self() && nd.Roles&topo.RoleData != 0 {
+			n.env.Send(nd.ID, &Restarted{Life: life})
+		}
+	}
 }
 
 // Metrics implements protocol.MetricsSource.
@@ -246,6 +266,9 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Part.onStatusResp(from, m)
 	case *KeepAlive:
 		n.Part.onKeepAlive(from, m)
+	case *Restarted:
+		n.Part.onRestarted(from, m)
+		n.Coord.onRestarted(from)
 	case *WaitGraph:
 		if n.Detector != nil {
 			n.Detector.onWaitGraph(from, m)
@@ -268,6 +291,7 @@ const (
 	causeLostLocks     = "participant-lost-locks"
 	causeLostRead      = "participant-lost-read"
 	causeIdle          = "idle-timeout"
+	causeRestarted     = "coordinator-restarted"
 	causeUnknownTxn    = "unknown-transaction"
 	causeClientAbort   = "client-abort"
 	causePrepareFailed = "prepare-failed"
