@@ -417,7 +417,14 @@ func lockTimeoutReport(runs []*Run, dir string) (string, error) {
 	_, by := seriesOf(runs)
 	k2 := by["K2-MVTO"]
 	k2Peak := peaks(runs, throughput)["K2-MVTO"]
-	cols := []string{"lock timeout", "d2PL-TTC peak (txn/s)", "at clients/region", "K2-MVTO peak / d2PL-TTC peak"}
+	var k2PaperLoadPeak float64
+	for _, r := range k2 {
+		if atMostPaperLoad(r) {
+			k2PaperLoadPeak = max(k2PaperLoadPeak, r.Result.Throughput)
+		}
+	}
+	cols := []string{"lock timeout", "d2PL-TTC peak (txn/s)", "at clients/region", "K2-MVTO peak / d2PL-TTC peak",
+		fmt.Sprintf("the same, K2 up to the paper's %d clients per warehouse", paperClientsPerWarehouse)}
 	for _, r := range k2 {
 		cols = append(cols, fmt.Sprintf("K2 / d2PL at %g", r.X))
 	}
@@ -433,7 +440,8 @@ func lockTimeoutReport(runs []*Run, dir string) (string, error) {
 		if best == nil {
 			continue
 		}
-		row := []any{d.String(), fmt.Sprintf("%.0f", best.Result.Throughput), best.X, ratio(k2Peak, best.Result.Throughput)}
+		row := []any{d.String(), fmt.Sprintf("%.0f", best.Result.Throughput), best.X, ratio(k2Peak, best.Result.Throughput),
+			ratio(k2PaperLoadPeak, best.Result.Throughput)}
 		atLoad := map[float64]*Run{}
 		for _, r := range rs {
 			atLoad[r.X] = r
@@ -448,7 +456,7 @@ func lockTimeoutReport(runs []*Run, dir string) (string, error) {
 		}
 		t.Add(row...)
 	}
-	return body + fmt.Sprintf("\nK2-MVTO's peak: %.0f txn/s. Paper: 9.82× at the peaks. The last columns compare the two at the same number of clients.\n\n", k2Peak) +
+	return body + fmt.Sprintf("\nK2-MVTO's peak: %.0f txn/s over the sweep, %.0f up to the paper's load. Paper: 9.82× at the peaks. The last columns compare the two at the same number of clients.\n\n", k2Peak, k2PaperLoadPeak) +
 		t.Markdown() + peakEdges(runs) + consistencyLine(runs) + whyLockTimeout, nil
 }
 

@@ -113,3 +113,21 @@ func TestTPCCRatiosWithinPaperLoad(t *testing.T) {
 		t.Errorf("want 4.00× over the sweep and 2.00× within the paper's load:\n%s", body)
 	}
 }
+
+// The lock-timeout report sets each timeout's peak beside K2's over the sweep and up to the
+// paper's load.
+func TestLockTimeoutRatiosWithinPaperLoad(t *testing.T) {
+	point := func(series string, clientsPerRegion int, tput float64) *Run {
+		return &Run{Series: series, X: float64(clientsPerRegion), Spec: bench.Spec{ClientsPerRegion: clientsPerRegion},
+			Params: bench.WorkloadParams{Warehouses: 10}, Result: &bench.Result{Summary: bench.Summary{Throughput: tput}}}
+	}
+	label := d2plTimeoutLabel(lockTimeouts[0])
+	runs := []*Run{point("K2-MVTO", 40, 1000), point("K2-MVTO", 80, 2000), point(label, 40, 500), point(label, 80, 400)}
+	body, err := lockTimeoutReport(runs, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, "| "+lockTimeouts[0].String()+" | 500 | 40.000 | 4.00× | 2.00× | 2.00× | 5.00× |") {
+		t.Errorf("want 4.00× over the sweep, 2.00× up to the paper's load, then 2.00× and 5.00× load by load:\n%s", body)
+	}
+}
