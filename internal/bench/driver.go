@@ -32,9 +32,15 @@ const (
 // After a transaction whose outcome is unknown the client continues under a new process id, as
 // Jepsen clients do: the unknown transaction may still take effect later, so it must not be
 // ordered before the client's next transaction by session order.
+//
+// A client whose coordinator is unreachable (ErrUnavailable: its connection lost, or a dial
+// refused while the node is down) backs off before its next transaction as it does between
+// retries, so that while its node is down it neither spins (a refused dial costs one round trip
+// inside a region) nor waits past the node's restart by more than the longest backoff.
 func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Window, m *Metrics, rec *history.Recorder) {
 	t := db.Transport()
 	histProcess := process
+	unavailable := 0 // transactions in a row that found the coordinator unreachable
 	for t.Now() < w.End {
 		txn := gen.Next()
 		start := t.Now()
@@ -87,9 +93,27 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 					m.Failed(txn.Type, errors.As(err, &u))
 				}
 			}
+			if errors.Is(err, client.ErrUnavailable) {
+				unavailable++
+			} else {
+				unavailable = 0
+			}
 			break
 		}
+		if unavailable > 0 {
+			t.Sleep(jittered(unavailableBackoff(unavailable), process, unavailable))
+		}
 	}
+}
+
+// unavailableBackoff is the pause after n transactions in a row found the coordinator
+// unreachable: minBackoff doubling up to maxBackoff.
+func unavailableBackoff(n int) time.Duration {
+	d := minBackoff
+	for i := 1; i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
 }
 
 // processStride separates the history process ids a client takes after unknown outcomes from

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 
@@ -18,6 +19,14 @@ var errTimeout = errors.New("sim: request timed out")
 
 // Client is one simulated client endpoint: a coroutine running ordinary blocking Go code
 // against a coordinator node of its region.
+//
+// It holds a connection to its coordinator as client.NetTransport holds a TCP connection, and
+// loses it the same way: when the coordinator crashes, the request waiting on it fails as soon
+// as the reset reaches the client (client.DB reports a commit's outcome unknown and any other
+// request unavailable), later requests of the same transaction fail at once without being sent,
+// and the first request of a new transaction dials again. A dial costs a round trip to the
+// node's host, refused if the node is down, and then the handshake's round trip. Clients start
+// connected (a run without crashes never dials), unless added while their coordinator is down.
 type Client struct {
 	sim    *Sim
 	id     int32 // endpoint id (after all node ids)
@@ -33,7 +42,11 @@ type Client struct {
 	waitToken uint64 // the wake-up this client is blocked on (0: none)
 	want      *wire.ClientRequest
 	reply     *wire.ClientReply
-	timedOut  bool
+	failure   error // why the request in flight got no reply (nil: it got one)
+	// cause is the failure the wake-up ending the request in flight reports: errTimeout, or
+	// the reset of a crashed coordinator's connection.
+	cause     error
+	connected bool // the connection to coord is up (it may still be dead and not know it)
 	finished  bool
 	timeout   time.Duration
 }
@@ -44,7 +57,10 @@ func (c *Client) SetTimeout(d time.Duration) { c.timeout = d }
 // AddClient registers a client in a region, attached to coordinator coord, starting at virtual
 // time start. body runs as a coroutine; it returns when its work is done.
 func (s *Sim) AddClient(region topo.RegionID, coord topo.NodeID, start int64, body func(db *client.DB)) *Client {
-	c := &Client{sim: s, id: int32(len(s.nodes) + len(s.cls)), region: region, coord: coord, body: body, timeout: s.cfg.ClientTimeout}
+	c := &Client{sim: s, id: int32(len(s.nodes) + len(s.cls)), region: region, coord: coord, body: body,
+		timeout: s.cfg.ClientTimeout}
+	// A client added while its coordinator is down dials when it first sends.
+	c.connected = int(coord) >= len(s.nodes) || !s.nodes[coord].down
 	c.db = client.Open(c)
 	s.cls = append(s.cls, c)
 	s.schedule(event{at: start, kind: evClientStart, to: c.id})
@@ -118,17 +134,65 @@ func (c *Client) wake(token uint64) {
 	c.waitToken = 0
 	if c.want != nil {
 		c.want = nil
-		c.timedOut = true
+		c.failure = c.cause
 	}
 	c.resume()
 }
 
-func (c *Client) sleepToken(d time.Duration) uint64 {
+func (c *Client) sleepToken(d time.Duration) uint64 { return c.wakeAt(c.sim.now + int64(d)) }
+
+// wakeAt makes the client's next wake-up the one at virtual time at.
+func (c *Client) wakeAt(at int64) uint64 {
 	c.sim.seq++
 	tok := c.sim.seq
 	c.waitToken = tok
-	c.sim.schedule(event{at: c.sim.now + int64(d), kind: evClientWake, to: c.id, token: tok})
+	c.sim.schedule(event{at: at, kind: evClientWake, to: c.id, token: tok})
 	return tok
+}
+
+// coordCrashed drops the client's connection to its crashed coordinator. A request in flight
+// fails when the reset arrives: one way from the node, after whatever the node sent before it
+// died (TCP delivers in order). A partition keeps the reset from arriving, and the request
+// then waits out its timeout.
+func (c *Client) coordCrashed() {
+	c.connected = false
+	if c.want == nil {
+		return
+	}
+	s, from := c.sim, int32(c.coord)
+	if s.blocked(from, c.id) {
+		return
+	}
+	at := s.now + int64(s.cfg.Topology.OneWay(s.nodes[c.coord].region, c.region))
+	at = max(at, s.linkLast[linkKey(from, c.id)])
+	c.cause = fmt.Errorf("connection to node %d lost: node crashed", c.coord)
+	s.noteStale() // the request's timeout
+	c.wakeAt(at)
+}
+
+// dial connects to the coordinator again, as client.NetTransport does for the first request
+// after it lost its connection.
+func (c *Client) dial() error {
+	s := c.sim
+	n := s.nodes[c.coord]
+	if s.blocked(c.id, int32(c.coord)) || s.blocked(int32(c.coord), c.id) {
+		c.Sleep(c.timeout)
+		return fmt.Errorf("dial node %d: no answer within %v", c.coord, c.timeout)
+	}
+	// At least a microsecond even without network delay: a client that retries refused dials
+	// without pausing must still let virtual time reach the node's restart.
+	rtt := max(2*s.cfg.Topology.OneWay(c.region, n.region), time.Microsecond)
+	c.Sleep(rtt)
+	if n.down {
+		return fmt.Errorf("dial node %d: connection refused", c.coord)
+	}
+	inc := n.inc
+	c.Sleep(rtt) // hello and welcome
+	if n.down || n.inc != inc {
+		return fmt.Errorf("handshake with node %d: connection lost: node crashed", c.coord)
+	}
+	c.connected = true
+	return nil
 }
 
 // RoundTrip implements client.Transport.
@@ -136,14 +200,24 @@ func (c *Client) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
 	if c.sim.stopping {
 		panic(errStopped)
 	}
+	if !c.connected {
+		if req.Seq > 0 {
+			// The transaction began on the lost connection: the node's new life never knew it.
+			return nil, fmt.Errorf("connection to node %d lost during the transaction", c.coord)
+		}
+		if err := c.dial(); err != nil {
+			return nil, err
+		}
+	}
 	c.want = req
 	c.reply = nil
-	c.timedOut = false
+	c.failure = nil
+	c.cause = errTimeout
 	c.sim.send(c.id, int32(c.coord), req, c.sim.now)
 	c.sleepToken(c.timeout)
 	c.block()
-	if c.timedOut {
-		return nil, errTimeout
+	if c.failure != nil {
+		return nil, c.failure
 	}
 	return c.reply, nil
 }

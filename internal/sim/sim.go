@@ -250,7 +250,14 @@ func (s *Sim) step() {
 	switch e.kind {
 	case evDeliver:
 		if int(e.to) < len(s.nodes) {
-			s.nodes[e.to].enqueue(work{from: topo.NodeID(e.from), msg: e.msg})
+			n := s.nodes[e.to]
+			if int(e.from) >= len(s.nodes) && e.inc != n.inc {
+				// Sent by a client over its connection to the node's previous life, which died
+				// with it: the new life never reads it.
+				s.stats.Dropped++
+				return
+			}
+			n.enqueue(work{from: topo.NodeID(e.from), msg: e.msg})
 		} else {
 			s.cls[int(e.to)-len(s.nodes)].deliver(e.msg)
 		}
@@ -320,13 +327,23 @@ func (s *Sim) send(from, to int32, m wire.Msg, depart int64) {
 		}
 		s.linkLast[lk] = at
 	}
-	s.schedule(event{at: at, kind: evDeliver, to: to, from: from, msg: m})
+	// A client's message rides its connection to one life of the node (see Client).
+	var inc uint32
+	if int(to) < len(s.nodes) && int(from) >= len(s.nodes) {
+		inc = s.nodes[to].inc
+	}
+	s.schedule(event{at: at, kind: evDeliver, to: to, from: from, msg: m, inc: inc})
 	if s.dup > 0 && from != to && s.rng.Float64() < s.dup {
-		s.schedule(event{at: at + 1, kind: evDeliver, to: to, from: from, msg: m})
+		s.schedule(event{at: at + 1, kind: evDeliver, to: to, from: from, msg: m, inc: inc})
 		if !s.cfg.Reorder {
 			s.linkLast[linkKey(from, to)] = at + 1
 		}
 	}
+}
+
+// blocked reports whether a partition stops messages from one endpoint to another.
+func (s *Sim) blocked(from, to int32) bool {
+	return s.cutReg[s.regionOf(from)][s.regionOf(to)] || s.cut[linkKey(from, to)]
 }
 
 // SetLoss sets the probability that any message is dropped.
@@ -358,8 +375,18 @@ func (s *Sim) Heal() {
 }
 
 // Crash stops a node: it loses its queued work, timers and unflushed writes; what it persisted
-// survives for Restart.
-func (s *Sim) Crash(id topo.NodeID) { s.nodes[id].crash() }
+// survives for Restart. Its clients lose their connections to it (see Client).
+func (s *Sim) Crash(id topo.NodeID) {
+	if s.nodes[id].down {
+		return
+	}
+	s.nodes[id].crash()
+	for _, c := range s.cls {
+		if c.coord == id && c.connected && !c.finished {
+			c.coordCrashed()
+		}
+	}
+}
 
 // Restart brings a crashed node back with a fresh handler built from its durable state.
 func (s *Sim) Restart(id topo.NodeID) error {
