@@ -34,7 +34,7 @@ func printResult(w io.Writer, r *bench.Result) {
 		fmt.Fprintf(tw, "type %s\t%d committed, p50 %.2f p90 %.2f p99 %.2f ms\n", t, s.Committed, s.Latency.P50, s.Latency.P90, s.Latency.P99)
 	}
 	if r.Failed > 0 {
-		fmt.Fprintf(tw, "failed\t%d (%d with unknown outcome)\n", r.Failed, r.Unknown)
+		fmt.Fprintf(tw, "failed\t%d (%d with unknown outcome, %d finding the coordinator unreachable)\n", r.Failed, r.Unknown, r.Unavailable)
 	}
 	if r.Consistency != "" {
 		fmt.Fprintf(tw, "consistency\t%s\n", r.Consistency)

@@ -90,7 +90,7 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 			default:
 				if measured {
 					var u *client.UnknownError
-					m.Failed(txn.Type, errors.As(err, &u))
+					m.Failed(txn.Type, errors.As(err, &u), errors.Is(err, client.ErrUnavailable))
 				}
 			}
 			if errors.Is(err, client.ErrUnavailable) {

@@ -70,6 +70,7 @@ func MeanResult(rs []*Result) (*Result, error) {
 	s.FirstTry = meanI(func(r *Result) int64 { return r.FirstTry })
 	s.Failed = meanI(func(r *Result) int64 { return r.Failed })
 	s.Unknown = meanI(func(r *Result) int64 { return r.Unknown })
+	s.Unavailable = meanI(func(r *Result) int64 { return r.Unavailable })
 	s.RolledBack = meanI(func(r *Result) int64 { return r.RolledBack })
 	s.Throughput = meanF(func(r *Result) float64 { return r.Throughput })
 	s.Latency = meanLatency(rs, func(r *Result) (Latency, bool) { return r.Latency, r.Committed > 0 })

@@ -33,18 +33,19 @@ type TypeStats struct {
 // Metrics accumulates a run's measurements. Safe for concurrent use (real clients); in the
 // simulator the lock is never contended.
 type Metrics struct {
-	mu         sync.Mutex
-	all        *hdrhistogram.Histogram
-	perType    map[string]*typeAcc
-	committed  int64
-	aborted    int64 // aborted attempts (each retry counts)
-	firstTry   int64 // transactions committed on their first attempt
-	retries    int64
-	unknown    int64
-	failed     int64 // transactions that gave up (non-retryable error or window end)
-	rolledBack int64
-	causes     map[string]int64
-	timeline   map[int64]int64 // commits per second of the window
+	mu          sync.Mutex
+	all         *hdrhistogram.Histogram
+	perType     map[string]*typeAcc
+	committed   int64
+	aborted     int64 // aborted attempts (each retry counts)
+	firstTry    int64 // transactions committed on their first attempt
+	retries     int64
+	unknown     int64
+	unavailable int64
+	failed      int64 // transactions that gave up (non-retryable error or window end)
+	rolledBack  int64
+	causes      map[string]int64
+	timeline    map[int64]int64 // commits per second of the window
 }
 
 type typeAcc struct {
@@ -115,13 +116,17 @@ func (m *Metrics) RolledBack(typ string) {
 	m.typ(typ).rolled++
 }
 
-// Failed counts a transaction that ended without committing (not retryable).
-func (m *Metrics) Failed(typ string, unknown bool) {
+// Failed counts a transaction that ended without committing (not retryable): with an unknown
+// outcome, or because its coordinator was unreachable (a crashed gateway), or otherwise.
+func (m *Metrics) Failed(typ string, unknown, unavailable bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.failed++
 	if unknown {
 		m.unknown++
+	}
+	if unavailable {
+		m.unavailable++
 	}
 	m.typ(typ).failed++
 }
@@ -149,6 +154,7 @@ type Summary struct {
 	FirstTry      int64                `json:"committed_first_try"`
 	Failed        int64                `json:"failed"`
 	Unknown       int64                `json:"unknown_outcome"`
+	Unavailable   int64                `json:"unavailable"` // of Failed: the coordinator was unreachable
 	RolledBack    int64                `json:"rolled_back"`
 	Throughput    float64              `json:"throughput_tps"`
 	Latency       Latency              `json:"latency_ms"`
@@ -163,7 +169,7 @@ func (m *Metrics) Summarize(windowSeconds float64) Summary {
 	defer m.mu.Unlock()
 	s := Summary{
 		Committed: m.committed, Aborted: m.aborted, Retries: m.retries, FirstTry: m.firstTry,
-		Failed: m.failed, Unknown: m.unknown, RolledBack: m.rolledBack,
+		Failed: m.failed, Unknown: m.unknown, Unavailable: m.unavailable, RolledBack: m.rolledBack,
 		Latency: latencyOf(m.all), AbortsByCause: map[string]int64{}, PerType: map[string]TypeStats{},
 	}
 	if attempts := m.committed + m.aborted; attempts > 0 {

@@ -333,8 +333,12 @@ func crossRegionRun(t *testing.T, faults func(*sim.Sim, bench.Window)) (*bench.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Committed < 500 || res.Failed > 0 {
-		t.Fatalf("committed %d, failed %d", res.Committed, res.Failed)
+	// A client of a crashed node loses the commit it had out there (outcome unknown) and finds
+	// the node unreachable until it restarts, as over a reset connection; any other failure (a
+	// timeout) is a transaction the protocol left hanging.
+	if res.Committed < 500 || res.Failed > res.Unavailable+res.Unknown {
+		t.Fatalf("committed %d, failed %d (%d finding the coordinator unreachable, %d with unknown outcome)",
+			res.Committed, res.Failed, res.Unavailable, res.Unknown)
 	}
 	return res, sent, len(dataNodes(cfg.Topology))
 }

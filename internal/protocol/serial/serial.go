@@ -59,7 +59,7 @@ func parseOptions(opts map[string]string) (idle time.Duration, mutant string, er
 	if o.Err == nil && idle == 0 {
 		return 0, "", &protocol.OptionError{Protocol: "serial", Key: "idle-timeout", Value: opts["idle-timeout"], Want: "a positive duration"}
 	}
-	mutant = o.Enum("mutant", "", "no-lock")
+	mutant = o.Enum("mutant", "", "", "no-lock") // "" (an empty --opt mutant=) is no mutant
 	return idle, mutant, o.Err
 }
 
