@@ -277,8 +277,9 @@ func (n *Node) anchorRecord(t *coordTxn, key string) {
 }
 
 // sendWrite lays t's intent on key at t.writeTS; then runs once it is acknowledged, with
-// writeTS raised to where the intent landed. An aborted answer aborts t ("push-abort"). With an
-// outbox the request waits there (see sendOutbox).
+// writeTS raised to where the intent landed. An aborted answer aborts t ("push-abort"), and so
+// does a WriteTooOld refusal of a key t read ("write-too-old"). With an outbox the request waits
+// there (see sendOutbox).
 func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, ob *outbox, then func()) {
 	create := t.createRecord
 	t.createRecord = false
@@ -287,9 +288,13 @@ func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, 
 		t.wrote[key] = true
 		t.writeKeys = append(t.writeKeys, key)
 	}
+	var readAt ts.Timestamp
+	if t.read[key] && !n.set.noRefresh {
+		readAt = t.readTS
+	}
 	n.callFor(t, ob, n.tp.PrimaryOf(key), func(r uint64) wire.Msg {
 		return &WriteReq{Req: r, Txn: t.meta, Key: key, Value: value, Tombstone: tombstone,
-			WriteTS: t.writeTS, CreateRecord: create}
+			WriteTS: t.writeTS, CreateRecord: create, ReadAt: readAt}
 	}, func(m wire.Msg) {
 		resp := m.(*WriteResp)
 		if !n.live(t) {
@@ -301,6 +306,10 @@ func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, 
 		}
 		if resp.Aborted {
 			n.abort(t, "push-abort")
+			return
+		}
+		if resp.WriteTooOld {
+			n.abort(t, "write-too-old")
 			return
 		}
 		if t.writeTS.Less(resp.WrittenTS) {

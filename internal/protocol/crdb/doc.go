@@ -30,7 +30,11 @@
 //   - Write k (leaseholder). One intent per key. The intent goes at
 //     max(writeTS, tscache(k).Next(), newest committed version.Next()) — a write below a later
 //     read, or below a newer value (WriteTooOld), is pushed. The timestamp cache remembers which
-//     transaction set each entry so that a transaction is not pushed by its own read. The first
+//     transaction set each entry so that a transaction is not pushed by its own read. A write
+//     of a key the transaction read, where another transaction has since committed a value
+//     above its readTS, is refused instead (cause "write-too-old"): the commit's refresh of
+//     that read could only fail, and CockroachDB too fails the refresh there (WriteTooOldError)
+//     rather than lay an intent that holds the key until the commit finds out. The first
 //     write also creates the PENDING transaction record on its leaseholder; the coordinator
 //     then heartbeats the record. With write pipelining (default) the leaseholder answers as
 //     soon as the intent is in memory; its persistence runs in the background and commit
@@ -160,7 +164,7 @@
 //
 // # Metrics (protocol.MetricsSource)
 //
-// Counters: abort/<cause> (push-abort, refresh-failed, uncertainty, write-lost,
+// Counters: abort/<cause> (push-abort, refresh-failed, write-too-old, uncertainty, write-lost,
 // coordinator-timeout, too-old), refresh/ok and refresh/failed, uncertainty/hit, /refreshed and
 // /restart, push/abort, /timestamp, /wait and /expired, write/pushed, commit/ok, /read-only,
 // /pushed and /unknown, recovery/committed and /aborted, record/forgotten, record/ended-query

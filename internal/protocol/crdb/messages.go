@@ -51,6 +51,10 @@ type WriteReq struct {
 	Tombstone    bool
 	WriteTS      ts.Timestamp
 	CreateRecord bool // this leaseholder holds the record: create it (PENDING) with the write
+	// ReadAt, if set, is the transaction's read timestamp, sent because it read Key there: a
+	// committed value of Key above ReadAt fails every refresh the commit can make, so the
+	// write is refused (WriteTooOld) instead of laying an intent that can only be rolled back.
+	ReadAt ts.Timestamp `cbor:",omitempty"`
 }
 
 // WriteResp answers WriteReq. WrittenTS > the request's WriteTS means the write was pushed (the
@@ -63,6 +67,9 @@ type WriteResp struct {
 	// TooOld: WriteTS is below the leaseholder's GC horizon; refused, the transaction aborts
 	// (cause too-old).
 	TooOld bool `cbor:",omitempty"`
+	// WriteTooOld: another transaction committed Key above the request's ReadAt; refused, the
+	// transaction aborts (cause write-too-old).
+	WriteTooOld bool `cbor:",omitempty"`
 }
 
 // RefreshReq re-validates reads: no other transaction wrote Keys in (From, To].

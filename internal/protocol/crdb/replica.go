@@ -192,6 +192,15 @@ func (n *Node) evalWrite(req *WriteReq, since int64, respond func(*WriteResp)) {
 			return
 		}
 	}
+	if latest, ok := n.store.Latest(req.Key); ok && !req.ReadAt.IsZero() && req.ReadAt.Less(latest.TS) {
+		// A read-modify-write that lost the race: the commit would have to refresh the read of
+		// Key past latest, which fails. CockroachDB answers WriteTooOldError at once, and its
+		// refresh fails there; laying the intent instead held the key against every reader and
+		// writer until the commit found out, and on a hot key most intents were such doomed
+		// ones (TestWriteTooOldAbortsAtOnce).
+		reply(&WriteResp{WriteTooOld: true})
+		return
+	}
 	vs := n.store.Versions(req.Key)
 	var own *mvcc.Version
 	for i := len(vs) - 1; i >= 0; i-- {
