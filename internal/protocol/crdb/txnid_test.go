@@ -2,7 +2,6 @@ package crdb
 
 import (
 	"encoding/binary"
-	"strings"
 	"testing"
 	"time"
 
@@ -154,20 +153,14 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 		txn++
 		n.Handle(client, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: key})
 	}
-	seen := map[storage.TxnID]bool{}
+	var ledger prototest.IDLedger
 	check := func(got []storage.TxnID, want int, inc uint64) {
 		t.Helper()
 		if len(got) != want {
 			t.Fatalf("%d transactions got ids, want %d", len(got), want)
 		}
 		for _, id := range got {
-			if seen[id] {
-				t.Fatalf("%v handed out again", id)
-			}
-			seen[id] = true
-			if id.Seq()>>32 != inc {
-				t.Fatalf("%v: want incarnation %d", id, inc)
-			}
+			ledger.Add(t, id, inc)
 		}
 	}
 
@@ -210,13 +203,5 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 	n.inc.SpendForTest(0)
 	txn++
 	n.Handle(client, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: key})
-	var refused *wire.ClientReply
-	for _, s := range env.Take() {
-		if r, ok := s.M.(*wire.ClientReply); ok && s.To == client {
-			refused = r
-		}
-	}
-	if refused == nil || refused.Code != wire.CodeUnavailable || !strings.Contains(refused.Error, "exhausted") || strings.Contains(refused.Error, "\n") {
-		t.Fatalf("a transaction past the last incarnation got %+v, want unavailable: id space exhausted", refused)
-	}
+	prototest.RequireIDSpaceExhausted(t, env.Take(), client)
 }

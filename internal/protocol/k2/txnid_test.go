@@ -2,7 +2,6 @@ package k2
 
 import (
 	"encoding/binary"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/protocol/txnkit"
-	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/wire"
@@ -77,7 +75,7 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 		env.Flush()
 		answer(n, env)
 	}
-	seen := map[storage.TxnID]bool{}
+	var ledger prototest.IDLedger
 	// check takes the ids of the begun transactions that have one, in order: want of them,
 	// under incarnation inc.
 	check := func(n *Node, want int, inc uint64) {
@@ -90,13 +88,7 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 			}
 			begun = begun[1:]
 			got++
-			if seen[ct.id] {
-				t.Fatalf("%v handed out again", ct.id)
-			}
-			seen[ct.id] = true
-			if ct.id.Seq()>>32 != inc {
-				t.Fatalf("%v: want incarnation %d", ct.id, inc)
-			}
+			ledger.Add(t, ct.id, inc)
 		}
 		if got != want {
 			t.Fatalf("%d transactions got ids, want %d", got, want)
@@ -139,13 +131,5 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 	n.inc.SpendForTest(0)
 	txn++
 	n.Handle(client, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: key})
-	var refused *wire.ClientReply
-	for _, s := range env.Take() {
-		if r, ok := s.M.(*wire.ClientReply); ok && s.To == client {
-			refused = r
-		}
-	}
-	if refused == nil || refused.Code != wire.CodeUnavailable || !strings.Contains(refused.Error, "exhausted") || strings.Contains(refused.Error, "\n") {
-		t.Fatalf("a transaction past the last incarnation got %+v, want unavailable: id space exhausted", refused)
-	}
+	prototest.RequireIDSpaceExhausted(t, env.Take(), client)
 }

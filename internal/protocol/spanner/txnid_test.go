@@ -2,14 +2,13 @@ package spanner
 
 import (
 	"encoding/binary"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/node/nodetest"
+	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/protocol/txnkit"
-	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -46,7 +45,7 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 		begun = append(begun, txn)
 		n.Coord.Request(client, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: topo.PinnedKey(0, "id")})
 	}
-	seen := map[storage.TxnID]bool{}
+	var ledger prototest.IDLedger
 	// check takes the ids of the begun transactions that have one, in order: want of them,
 	// under incarnation inc.
 	check := func(n *Node, want int, inc uint64) {
@@ -59,13 +58,7 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 			}
 			begun = begun[1:]
 			got++
-			if seen[ct.id] {
-				t.Fatalf("%v handed out again", ct.id)
-			}
-			seen[ct.id] = true
-			if ct.id.Seq()>>32 != inc {
-				t.Fatalf("%v: want incarnation %d", ct.id, inc)
-			}
+			ledger.Add(t, ct.id, inc)
 		}
 		if got != want {
 			t.Fatalf("%d transactions got ids, want %d", got, want)
@@ -114,13 +107,5 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 	n.Coord.inc.SpendForTest(0)
 	txn++
 	n.Coord.Request(client, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: topo.PinnedKey(0, "id")})
-	var refused *wire.ClientReply
-	for _, s := range env.Take() {
-		if r, ok := s.M.(*wire.ClientReply); ok && s.To == client {
-			refused = r
-		}
-	}
-	if refused == nil || refused.Code != wire.CodeUnavailable || !strings.Contains(refused.Error, "exhausted") || strings.Contains(refused.Error, "\n") {
-		t.Fatalf("a transaction past the last incarnation got %+v, want unavailable: id space exhausted", refused)
-	}
+	prototest.RequireIDSpaceExhausted(t, env.Take(), client)
 }
