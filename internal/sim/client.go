@@ -27,9 +27,15 @@ var errTimeout = errors.New("sim: request timed out")
 // and the first request of a new transaction dials again. A dial costs a round trip to the
 // node's host, refused if the node is down, and then the handshake's round trip. Clients start
 // connected (a run without crashes never dials), unless added while their coordinator is down.
+//
+// Each connection is a new endpoint, as each of client.NetTransport's gets a new id from the
+// server's welcome: nodes key a client's transactions, its retries' age and their duplicate
+// checks by endpoint, and a node must never take a request on the new connection for one of
+// the old. A message addressed to an earlier endpoint is dropped, as a real server drops what
+// it would send on a closed connection.
 type Client struct {
 	sim    *Sim
-	id     int32 // endpoint id (after all node ids)
+	id     int32 // endpoint id of the current connection (after all node ids)
 	region topo.RegionID
 	coord  topo.NodeID
 	body   func(db *client.DB)
@@ -57,8 +63,8 @@ func (c *Client) SetTimeout(d time.Duration) { c.timeout = d }
 // AddClient registers a client in a region, attached to coordinator coord, starting at virtual
 // time start. body runs as a coroutine; it returns when its work is done.
 func (s *Sim) AddClient(region topo.RegionID, coord topo.NodeID, start int64, body func(db *client.DB)) *Client {
-	c := &Client{sim: s, id: int32(len(s.nodes) + len(s.cls)), region: region, coord: coord, body: body,
-		timeout: s.cfg.ClientTimeout}
+	c := &Client{sim: s, region: region, coord: coord, body: body, timeout: s.cfg.ClientTimeout}
+	c.id = s.newEndpoint(c)
 	// A client added while its coordinator is down dials when it first sends.
 	c.connected = int(coord) >= len(s.nodes) || !s.nodes[coord].down
 	c.db = client.Open(c)
@@ -67,7 +73,14 @@ func (s *Sim) AddClient(region topo.RegionID, coord topo.NodeID, start int64, bo
 	return c
 }
 
-// ID returns the client's endpoint id.
+// newEndpoint hands out the next client endpoint id, for c's next connection.
+func (s *Sim) newEndpoint(c *Client) int32 {
+	s.eps = append(s.eps, c)
+	return int32(len(s.nodes) + len(s.eps) - 1)
+}
+
+// ID returns the endpoint id of the client's current connection (it changes when the client
+// connects again, see Client).
 func (c *Client) ID() int32 { return c.id }
 
 // Region returns the client's region.
@@ -191,6 +204,7 @@ func (c *Client) dial() error {
 	if n.down || n.inc != inc {
 		return fmt.Errorf("handshake with node %d: connection lost: node crashed", c.coord)
 	}
+	c.id = s.newEndpoint(c)
 	c.connected = true
 	return nil
 }

@@ -13,26 +13,34 @@ import (
 )
 
 // gatewayProto is a test protocol whose nodes answer every client request themselves, the
-// operations in slow after a delay (a commit wait, a lock wait), the rest at once.
-type gatewayProto struct{ slow map[wire.Op]time.Duration }
+// operations in slow after a delay (a commit wait, a lock wait), the rest at once. onRequest,
+// if set, sees every request first.
+type gatewayProto struct {
+	slow      map[wire.Op]time.Duration
+	onRequest func(from node.ID, req *wire.ClientRequest)
+}
 
 func (gatewayProto) Name() string                     { return "gateway-test" }
 func (gatewayProto) Model() string                    { return "" }
 func (gatewayProto) Options() map[string]string       { return nil }
 func (gatewayProto) Layout(l topo.Layout) topo.Layout { return l }
 func (p gatewayProto) NewNode(cfg node.Config) (node.Handler, error) {
-	return &gatewayNode{env: cfg.Env, slow: p.slow}, nil
+	return &gatewayNode{env: cfg.Env, slow: p.slow, onRequest: p.onRequest}, nil
 }
 
 type gatewayNode struct {
-	env  node.Env
-	slow map[wire.Op]time.Duration
+	env       node.Env
+	slow      map[wire.Op]time.Duration
+	onRequest func(from node.ID, req *wire.ClientRequest)
 }
 
 func (g *gatewayNode) Handle(from node.ID, m wire.Msg) {
 	req, ok := m.(*wire.ClientRequest)
 	if !ok {
 		return
+	}
+	if g.onRequest != nil {
+		g.onRequest(from, req)
 	}
 	rep := &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeOK}
 	if d := g.slow[req.Op]; d > 0 {
@@ -44,12 +52,17 @@ func (g *gatewayNode) Handle(from node.ID, m wire.Msg) {
 
 func newGateway(t *testing.T, slow map[wire.Op]time.Duration) *Sim {
 	t.Helper()
+	return newGatewayProto(t, gatewayProto{slow: slow})
+}
+
+func newGatewayProto(t *testing.T, p gatewayProto) *Sim {
+	t.Helper()
 	tp, err := topo.FromPreset("k2-5region", topo.DefaultLayout())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	cfg.Topology, cfg.Protocol = tp, gatewayProto{slow: slow}
+	cfg.Topology, cfg.Protocol = tp, p
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -172,4 +185,88 @@ func TestClientsCommitAgainAfterCoordinatorRestart(t *testing.T) {
 		t.Error("no client saw its connection fail")
 	}
 	t.Logf("%d commits' outcomes unknown, %d transactions unavailable", unknown, unavailable)
+}
+
+// TestReconnectIsNewEndpoint crashes a client's coordinator under a request and restarts it: the
+// client's next connection must reach the node's new life as a new endpoint, as
+// client.NetTransport's does (the server's welcome names it), since nodes key transactions,
+// retry ages and duplicate checks by endpoint. A reply addressed to the old endpoint, even one
+// naming the request now in flight, must not reach the new connection.
+func TestReconnectIsNewEndpoint(t *testing.T) {
+	const (
+		crashAt   = 10 * time.Millisecond
+		restartAt = 20 * time.Millisecond
+	)
+	var s *Sim
+	var gw topo.NodeID
+	var froms []node.ID // the endpoint of every request, in arrival order
+	var forged int
+	p := gatewayProto{slow: map[wire.Op]time.Duration{wire.OpPut: 50 * time.Millisecond}}
+	p.onRequest = func(from node.ID, req *wire.ClientRequest) {
+		froms = append(froms, from)
+		if first := froms[0]; from != first && req.Op == wire.OpPut {
+			// Answer the put on the new connection through the old one, as a node holding a
+			// stale endpoint would; the real reply comes 50 ms later.
+			s.send(int32(gw), int32(first), &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeAborted, Cause: "stale"}, s.Now())
+			forged++
+		}
+	}
+	s = newGatewayProto(t, p)
+	gw = s.Topology().DataNodes(0)[0]
+	var before, after int32
+	var lost, committed error
+	c := s.AddClient(0, gw, 0, func(db *client.DB) {
+		before = db.Transport().(*Client).ID()
+		tx := db.Begin(client.TxnOptions{})
+		if lost = tx.Put("k", []byte("v")); lost == nil {
+			t.Error("put in flight at the crash succeeded")
+		}
+		_ = tx.Abort()
+		for range 100 {
+			tx = db.Begin(client.TxnOptions{})
+			committed = tx.Put("k", []byte("w"))
+			if errors.Is(committed, client.ErrUnavailable) {
+				_ = tx.Abort()
+				db.Transport().Sleep(time.Millisecond) // refused until the restart
+				continue
+			}
+			if committed == nil {
+				committed = tx.Commit()
+			}
+			break
+		}
+		after = db.Transport().(*Client).ID()
+	})
+	s.At(int64(crashAt), func() { s.Crash(gw) })
+	s.At(int64(restartAt), func() {
+		if err := s.Restart(gw); err != nil {
+			t.Error(err)
+		}
+	})
+	s.RunFor(time.Second)
+	s.Stop()
+
+	if !c.Finished() {
+		t.Fatal("client did not finish")
+	}
+	if !errors.Is(lost, client.ErrUnavailable) {
+		t.Fatalf("put in flight at the crash: %v, want unavailable", lost)
+	}
+	if committed != nil {
+		t.Fatalf("transaction after the restart: %v, want committed (a reply to the old endpoint reached the new connection?)", committed)
+	}
+	if len(froms) < 3 || froms[0] != node.ID(before) {
+		t.Fatalf("requests came from endpoints %v, want the first from %d and a put and a commit after the restart", froms, before)
+	}
+	for _, f := range froms[1:] {
+		if f == node.ID(before) {
+			t.Fatalf("requests came from endpoints %v: the connection after the restart kept endpoint %d", froms, before)
+		}
+		if f != node.ID(after) {
+			t.Fatalf("requests came from endpoints %v after the restart, want all from the client's new endpoint %d", froms, after)
+		}
+	}
+	if forged != 1 {
+		t.Fatalf("%d replies sent to the old endpoint, want 1", forged)
+	}
 }

@@ -23,7 +23,8 @@
 //   - Faults: crash a node (it loses its CPU queue, timers and unflushed writes; its durable state
 //     survives) and restart it (a fresh Handler rebuilt from durable state). A crash also resets
 //     the connections of the node's clients, as a real server's death resets their TCP
-//     connections: what they were waiting for fails at once, and they dial the node again.
+//     connections: what they were waiting for fails at once, and they dial the node again, each
+//     new connection a new endpoint as a real server's welcome makes it.
 //   - Clients: ordinary blocking Go code (client.DB) run as coroutines (iter.Pull). Exactly one
 //     runs at a time, resumed by the scheduler when its reply or wake-up event fires, so client code
 //     is as deterministic as the nodes.

@@ -94,6 +94,10 @@ type Sim struct {
 	digest uint64
 	stats  Stats
 
+	// eps maps each client endpoint id ever handed out (less len(nodes)) to its client; a
+	// client that connected again has several, and only its current one (Client.id) is live.
+	eps []*Client
+
 	linkLast  map[uint64]int64 // last delivery time per directed link (FIFO)
 	cut       map[uint64]bool  // blocked directed node pairs
 	cutReg    [][]bool         // blocked region pairs
@@ -199,7 +203,7 @@ func (s *Sim) live(e *event) bool {
 		_, ok := n.timers[node.TimerID(e.token)]
 		return ok
 	case evClientWake:
-		return s.cls[int(e.to)-len(s.nodes)].waitToken == e.token
+		return s.eps[int(e.to)-len(s.nodes)].waitToken == e.token
 	}
 	return true
 }
@@ -258,8 +262,11 @@ func (s *Sim) step() {
 				return
 			}
 			n.enqueue(work{from: topo.NodeID(e.from), msg: e.msg})
+		} else if c := s.eps[int(e.to)-len(s.nodes)]; c.id == e.to {
+			c.deliver(e.msg)
 		} else {
-			s.cls[int(e.to)-len(s.nodes)].deliver(e.msg)
+			// Addressed to a connection the client has since replaced: it went nowhere.
+			s.stats.Dropped++
 		}
 	case evCoreFree:
 		s.nodes[e.to].coreFree(int(e.token), e.inc)
@@ -277,9 +284,9 @@ func (s *Sim) step() {
 	case evFlushDone:
 		s.nodes[e.to].flushDone(e.inc)
 	case evClientWake:
-		s.cls[int(e.to)-len(s.nodes)].wake(e.token)
+		s.eps[int(e.to)-len(s.nodes)].wake(e.token)
 	case evClientStart:
-		s.cls[int(e.to)-len(s.nodes)].begin()
+		s.eps[int(e.to)-len(s.nodes)].begin()
 	case evFunc:
 		e.fn()
 	}
@@ -291,12 +298,12 @@ func (s *Sim) regionOf(ep int32) topo.RegionID {
 	if int(ep) < len(s.nodes) {
 		return s.nodes[ep].region
 	}
-	return s.cls[int(ep)-len(s.nodes)].region
+	return s.eps[int(ep)-len(s.nodes)].region
 }
 
 // send moves a message from one endpoint to another, departing at time depart.
 func (s *Sim) send(from, to int32, m wire.Msg, depart int64) {
-	if to < 0 || int(to) >= len(s.nodes)+len(s.cls) {
+	if to < 0 || int(to) >= len(s.nodes)+len(s.eps) {
 		s.stats.Dropped++
 		return
 	}
@@ -358,7 +365,8 @@ func (s *Sim) PartitionRegions(a, b topo.RegionID) {
 	s.cutReg[b][a] = true
 }
 
-// PartitionNodes stops traffic between two endpoints (both directions).
+// PartitionNodes stops traffic between two endpoints (both directions). A client endpoint is one
+// connection: the client's next one (see Client) is not cut.
 func (s *Sim) PartitionNodes(a, b topo.NodeID) {
 	s.cut[linkKey(int32(a), int32(b))] = true
 	s.cut[linkKey(int32(b), int32(a))] = true
