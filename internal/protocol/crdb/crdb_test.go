@@ -130,8 +130,9 @@ func TestBadOptions(t *testing.T) {
 			t.Errorf("options %v passed the option check", opts)
 		}
 	}
+	// 10ms, the shortest gc-ttl, needs a max-offset of at most half of it (checkGCTTL).
 	for _, ttl := range []string{"10ms", "10s", "1000h"} {
-		if err := (proto{}).CheckOptionValues(map[string]string{"gc-ttl": ttl}); err != nil {
+		if err := (proto{}).CheckOptionValues(map[string]string{"gc-ttl": ttl, "max-offset": "5ms"}); err != nil {
 			t.Errorf("gc-ttl=%s refused: %v", ttl, err)
 		}
 	}

@@ -102,9 +102,11 @@
 // cause "too-old", as CockroachDB refuses a batch below its GC threshold; read-only
 // transactions too. A refresh from below the horizon to above it is still answered correctly
 // (the version GC keeps at the horizon stands in for every conflict it removed; onRefresh). A
-// transaction therefore has gc-ttl to get its reads and writes in; committing and resolving
-// are never refused. The horizon is persisted ahead of the deletes it allows, so a restarted
-// leaseholder keeps refusing (versiongc.go).
+// transaction therefore has gc-ttl, less however far its gateway's clock lags the
+// leaseholder's, to get its reads and writes in; committing and resolving are never refused.
+// gc-ttl must be at least 2×max-offset, so that a gateway lagging by max-offset still leaves
+// its transactions max-offset (checkGCTTL). The horizon is persisted ahead of the deletes it
+// allows, so a restarted leaseholder keeps refusing (versiongc.go).
 //
 // # Crashes
 //
@@ -157,8 +159,9 @@
 //	                        a commit that hangs this long answers "unknown"
 //	write-pipelining=on     acknowledge writes before their intents are durable
 //	parallel-commits=on     STAGING record in parallel with proving the writes
-//	gc-ttl=10s              keep superseded versions this long (10ms to 1000h); refuse a
-//	                        transaction older than that (cause too-old)
+//	gc-ttl=10s              keep superseded versions this long (10ms to 1000h, at least
+//	                        2×max-offset: checkGCTTL); refuse a transaction older than that
+//	                        (cause too-old)
 //	mutant=no-refresh       commit at a pushed timestamp without refreshing the reads (caught
 //	                        by the serializable checker as lost updates / G0 / G2)
 //

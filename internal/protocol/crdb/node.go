@@ -34,7 +34,7 @@ func (proto) Options() map[string]string {
 		"idle-timeout":       "abort a transaction whose client sends nothing (or whose operation hangs) this long (default 5s)",
 		"write-pipelining":   "acknowledge writes before their intents are durable, proving them at commit (default on)",
 		"parallel-commits":   "persist a STAGING record in parallel with proving the writes (default on)",
-		txnkit.GCTTLOption:   "a leaseholder keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s, from 10ms to 1000h)",
+		txnkit.GCTTLOption:   "a leaseholder keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s, from 10ms to 1000h, and at least twice max-offset)",
 		"mutant":             "break a rule on purpose: 'no-refresh' commits at a pushed timestamp without read refresh",
 	}
 }
@@ -90,9 +90,41 @@ func parseSettings(opts map[string]string) (settings, error) {
 	if s.idle <= 0 {
 		return s, &protocol.OptionError{Protocol: name, Key: "idle-timeout", Value: opts["idle-timeout"], Want: "a positive duration"}
 	}
+	if err := checkGCTTL(s, opts); err != nil {
+		return s, err
+	}
 	s.expiry = 5 * s.heartbeat
 	s.pollPeriod = s.heartbeat
 	return s, nil
+}
+
+// checkGCTTL refuses a gc-ttl below 2×max-offset.
+//
+// A leaseholder's GC horizon is its physical clock minus gc-ttl. A transaction's timestamps
+// start at its gateway's HLC reading at begin, at least the gateway's clock, and never go
+// lower: an uncertain value moves readTS up to it (to the top of the interval at most), a push
+// or the timestamp cache moves writeTS up, and a refresh is refused only when its target, above
+// readTS, is below the horizon. So uncertainty and pushes cost nothing here, and a transaction
+// has gc-ttl, less however far its gateway's clock lags the leaseholder's, before everything it
+// sends there is refused (cause too-old), however fast it runs. max-offset bounds that lag (the
+// uncertainty interval is sized for clocks max-offset apart), but gc-ttl = max-offset is not
+// enough: the most lagging gateway would start its transactions at the horizon, and every one
+// that needs a message to that leaseholder would abort. 2×max-offset leaves it max-offset, the
+// margin the uncertainty interval grants clock error; and if clocks are only within max-offset
+// of true time, as recover assumes for the timestamp-cache floor (two of them then up to
+// 2×max-offset apart), no transaction starts below a horizon.
+func checkGCTTL(s settings, opts map[string]string) error {
+	if s.gcTTL >= 2*s.maxOffset {
+		return nil
+	}
+	const why = "a gateway whose clock lags by max-offset must leave its transactions max-offset before they fall below a leaseholder's GC horizon (cause too-old)"
+	if _, set := opts[txnkit.GCTTLOption]; !set {
+		// Only max-offset was given: name the option the user set.
+		return &protocol.OptionError{Protocol: name, Key: "max-offset", Value: opts["max-offset"],
+			Want: fmt.Sprintf("at most half of gc-ttl (default %v): %s", s.gcTTL, why)}
+	}
+	return &protocol.OptionError{Protocol: name, Key: txnkit.GCTTLOption, Value: opts[txnkit.GCTTLOption],
+		Want: fmt.Sprintf("at least twice max-offset (%v): %s", s.maxOffset, why)}
 }
 
 func (proto) NewNode(cfg node.Config) (node.Handler, error) {
