@@ -18,7 +18,10 @@
 //   - Begin. The coordinator takes ts = HLC.Now() (the HLC is fed by env.Now and updated with
 //     every timestamp a message carries). readTS = writeTS = ts; the global uncertainty limit is
 //     ts + max-offset. The transaction's priority (age) is the begin timestamp of the client's
-//     first attempt, kept across retries so old transactions win eventually.
+//     first attempt, kept across retries so old transactions win eventually. The gateway keeps
+//     an age between an abort and the client's next begin only, and for an idle timeout at
+//     most, so what it holds is bounded by the clients recently aborted, not by all it has
+//     seen (coord.go, begin).
 //   - Read k at readTS (leaseholder). The transaction's own intent wins. Another transaction's
 //     intent at or below readTS is a conflict (see Conflicts). A committed value in
 //     (readTS, limit] is uncertain: the coordinator moves the transaction up to the value's

@@ -218,10 +218,11 @@ func (n *Node) reresolve(txn storage.TxnID, r txnrec.Record, rs *recState) {
 	}
 }
 
-// armGCTick runs gcTick every heartbeat interval.
+// armGCTick runs gcTick, and expireRetryAges, every heartbeat interval.
 func (n *Node) armGCTick() {
 	n.env.After(n.set.heartbeat, func() {
 		n.gcTick()
+		n.expireRetryAges()
 		n.armGCTick()
 	})
 }
