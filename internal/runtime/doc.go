@@ -31,7 +31,9 @@
 // Clients connect to a data node of their region and get an endpoint id that names the node
 // hosting the connection (frame.ClientID), so a protocol can answer a client from any node: the
 // reply is sent to the hosting node, which relays it down the client's connection. The same
-// endpoints serve gRPC streams (grpc.go) so that other languages can use the client API.
+// endpoints serve gRPC streams (grpc.go) so that other languages can use the client API. A node
+// numbers its connections by a sequence persisted in its store (endpoint.go), so the clients of
+// its new life never get the ids of its last, which other nodes may still address.
 //
 // Oracle nodes (topo.RoleOracle) answer K2-TB's clock.TSBatchRequest with an
 // internal/clock.OracleHandler over the wall clock and the configured ε, whatever protocol

@@ -90,7 +90,11 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 		s.log.Warn("gRPC client expecting another cluster refused", "differs", differs)
 		return status.Error(codes.FailedPrecondition, differs)
 	}
-	id := frame.ClientID(s.id, s.nextClient.Add(1))
+	id, err := s.newClientID()
+	if err != nil {
+		s.log.Error("gRPC session refused", "err", err)
+		return status.Error(codes.Unavailable, err.Error())
+	}
 	sink := &streamSink{q: make(chan []byte, linkQueueLen), done: make(chan struct{})}
 	s.addClient(id, sink)
 	defer s.removeClient(id, sink)

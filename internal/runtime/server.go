@@ -83,13 +83,13 @@ type Server struct {
 	timers map[node.TimerID]*time.Timer
 	nextTm node.TimerID
 
-	setup      []frame.Setting // cfg.Setup(), which every peer's and client's Hello is held to
-	peers      []*link         // by node id; nil for self
-	clientsMu  sync.Mutex
-	clients    map[topo.NodeID]clientSink
-	nextClient atomic.Uint32
-	connsMu    sync.Mutex
-	conns      map[net.Conn]struct{}
+	setup     []frame.Setting // cfg.Setup(), which every peer's and client's Hello is held to
+	peers     []*link         // by node id; nil for self
+	clientsMu sync.Mutex
+	clients   map[topo.NodeID]clientSink
+	endpoints endpointSeq // numbers client connections over all the node's lives (endpoint.go)
+	connsMu   sync.Mutex
+	conns     map[net.Conn]struct{}
 
 	received, sent, decodeErrs, dropped atomic.Uint64
 	clientCount                         atomic.Int64
@@ -134,6 +134,11 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 	} else if s.store, err = durable.OpenPebble(me.DataDir); err != nil {
 		return nil, fmt.Errorf("node %s: %w", me.Name, err)
 	}
+	if s.endpoints.next, err = loadEndpointSeq(s.store); err != nil {
+		s.closeEarly()
+		return nil, fmt.Errorf("node %s: %w", me.Name, err)
+	}
+	s.endpoints.limit = s.endpoints.next
 	// A handler may persist, send and set timers while it is being built (k2 persists its
 	// incarnation), so the committer and the links to peers exist first.
 	s.committer = durable.NewCommitter(s.store, 0)
@@ -389,7 +394,11 @@ func (s *Server) serveConn(c net.Conn) {
 			_ = frame.WriteMsg(c, 0, &frame.Welcome{Node: s.id, Error: "node " + s.me.Name + " is not a data node; clients connect to data nodes"})
 			return
 		}
-		from = frame.ClientID(s.id, s.nextClient.Add(1))
+		if from, err = s.newClientID(); err != nil {
+			s.log.Error("client connection refused", "remote", c.RemoteAddr().String(), "err", err)
+			_ = frame.WriteMsg(c, 0, &frame.Welcome{Node: s.id, Error: err.Error()})
+			return
+		}
 		cl = s.newLink(from, "", s.cfg.delay(s.me.Region, s.me.Region), c)
 		s.addClient(from, cl)
 		defer s.removeClient(from, cl)

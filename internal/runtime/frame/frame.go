@@ -90,17 +90,21 @@ func WriteMsg(w io.Writer, dest topo.NodeID, m wire.Msg) error {
 }
 
 // Client endpoint ids live above every node id: bit 30 set, the hosting node in the next
-// hostBits bits, and a per-host counter in the low counterBits bits (wrapping; a connection lives
-// far shorter than it takes to hand out 2^18 others).
+// hostBits bits, and a per-host counter in the low counterBits bits. The host numbers its
+// connections over all its lives (internal/runtime's endpoint sequence), so a counter comes back
+// only after every other one has been handed out since, and never to two open connections.
 const (
 	clientFlag  = 1 << 30
 	counterBits = 18
 	hostBits    = 12
 	// MaxHostNodes is the largest node count whose nodes can host clients.
 	MaxHostNodes = 1 << hostBits
+	// ClientCounters is how many distinct client endpoint ids one host has.
+	ClientCounters = 1 << counterBits
 )
 
-// ClientID returns the endpoint id of the n-th client connection hosted by node host.
+// ClientID returns the endpoint id of the n-th client connection hosted by node host (n modulo
+// ClientCounters).
 func ClientID(host topo.NodeID, n uint32) topo.NodeID {
 	return topo.NodeID(clientFlag | (int32(host)&(MaxHostNodes-1))<<counterBits | int32(n&(1<<counterBits-1)))
 }
