@@ -99,11 +99,34 @@ type twrite struct {
 	durable bool
 }
 
-func (n *Node) nextReqID(t *ctxn) uint64 {
+// reqIDsLeft is how many request ids may still be minted under their current number. The last
+// one is number<<reqSeqBits | reqSeqMask: one more would be the next number's first, which a
+// later life mints too (reqSeqBits).
+func (n *Node) reqIDsLeft() uint64 { return reqSeqMask - n.reqSeq&reqSeqMask }
+
+// reqIDsLow reports whether request ids (or oracle request ids) should move to a new number
+// before they run out.
+func (n *Node) reqIDsLow() bool {
+	return n.reqSeq&reqSeqMask >= reqRenewAt || n.oracleSeq&reqSeqMask >= reqRenewAt
+}
+
+// newReqID mints a request id; the caller has made sure reqIDsLeft is not 0.
+func (n *Node) newReqID() uint64 {
+	if n.reqIDsLeft() == 0 {
+		panic("k2: request id minted past its number's last")
+	}
 	n.reqSeq++
-	t.reqID = n.reqSeq
+	return n.reqSeq
+}
+
+// nextReqID mints t's commit or finalization request id; ok is false when none is left.
+func (n *Node) nextReqID(t *ctxn) (id uint64, ok bool) {
+	if n.reqIDsLeft() == 0 {
+		return 0, false
+	}
+	t.reqID = n.newReqID()
 	n.byReq[t.reqID] = t
-	return t.reqID
+	return t.reqID, true
 }
 
 func (n *Node) clearReq(t *ctxn) {
@@ -158,10 +181,17 @@ func (n *Node) onClient(from node.ID, req *wire.ClientRequest) {
 	n.exec(t, *req)
 }
 
-// requestTimestamps asks the region's oracle for a batch (one timestamp without batching).
-func (n *Node) requestTimestamps(now int64) {
+// requestTimestamps asks the region's oracle for a batch (one timestamp without batching). It
+// asks nothing, and says so, once the oracle request ids are used up (reqSeqBits); pumpTS
+// renews them long before.
+func (n *Node) requestTimestamps(now int64) bool {
+	if n.oracleSeq&reqSeqMask == reqSeqMask {
+		return false
+	}
+	n.oracleSeq++
 	n.m.Add("ts.oracle-requests", 1)
 	n.env.Send(n.oracle, n.batcher.StartRequest(now))
+	return true
 }
 
 // pumpTS hands timestamps to queued transactions in arrival order and keeps exactly one oracle
@@ -177,9 +207,10 @@ func (n *Node) pumpTS() {
 			n.tsQueue = n.tsQueue[1:]
 			continue
 		}
-		if n.inc.Spent() {
-			// The next id would repeat this life's first: take the next number first, and
-			// hand out nothing until it is durable. Checked before Take, so that no
+		if n.inc.Spent() || n.reqIDsLow() {
+			// The next transaction id would repeat this life's first, or the request ids
+			// are half spent: take the next number first, and hand out nothing until it is
+			// durable (request ids move to it then). Checked before Take, so that no
 			// timestamp ages while the flush runs.
 			if err := n.inc.Renew(); err != nil {
 				n.tsQueue = n.tsQueue[1:]
@@ -187,6 +218,7 @@ func (n *Node) pumpTS() {
 				n.finish(t)
 				continue
 			}
+			n.idsNum++
 			n.persistIncarnation()
 			return
 		}
@@ -222,7 +254,9 @@ func (n *Node) pumpTS() {
 		return
 	}
 	for n.batcher.NeedRequest(now, len(n.tsQueue)) {
-		n.requestTimestamps(now)
+		if !n.requestTimestamps(now) {
+			break
+		}
 	}
 	if !n.tsTimer {
 		n.tsTimer = true
@@ -255,6 +289,11 @@ func (n *Node) exec(t *ctxn, req wire.ClientRequest) {
 // K2's TPC-C issues a New-Order's independent reads and writes concurrently. The request is
 // answered when the last of them is; any refusal aborts the transaction.
 func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
+	if n.reqIDsLeft() < uint64(len(ops)) {
+		// The next number is not durable yet (pumpTS took it at reqRenewAt); nothing is sent.
+		n.abort(t, reqIDsSpent, true)
+		return
+	}
 	t.state = stBusy
 	t.sentLocal = n.env.Now()
 	t.results = make([]wire.BatchResult, len(ops))
@@ -273,8 +312,7 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 	}
 	for i, op := range ops {
 		to := n.tp.PrimaryOf(op.Key)
-		n.reqSeq++
-		id := n.reqSeq
+		id := n.newReqID()
 		n.byReq[id] = t
 		if op.Op == wire.OpGet {
 			t.hasReads = true
@@ -352,12 +390,11 @@ func (n *Node) onRestarted(from topo.NodeID) {
 		}
 	}
 	delete(n.probes, from)
-	if len(ops) == 0 {
-		return
+	if len(ops) == 0 || n.reqIDsLeft() == 0 {
+		return // without a probe, what the crash lost costs op-timeout
 	}
 	slices.Sort(ops) // map order must not reach the message
-	n.reqSeq++
-	id := n.reqSeq
+	id := n.newReqID()
 	n.probes[from] = outProbe{id: id, ops: ops}
 	n.m.Add("probe", 1)
 	n.env.Send(from, &OpsProbe{ReqID: id, Ops: ops})
@@ -632,7 +669,16 @@ func (n *Node) commitNow(t *ctxn) {
 
 func (n *Node) sendCommit(t *ctxn) {
 	n.clearReq(t)
-	id := n.nextReqID(t)
+	id, ok := n.nextReqID(t)
+	if !ok {
+		if t.tries == 0 {
+			// No commit was sent: the recorder has decided nothing, and the abort settles it.
+			n.abort(t, reqIDsSpent, true)
+		} else {
+			n.commitUnknown(t)
+		}
+		return
+	}
 	n.env.Send(t.recorder, &CommitReq{ReqID: id, Txn: t.id, TS: t.ts, Participants: t.participants})
 	t.timer = n.env.After(n.cfg.opTimeout, func() {
 		if t.reqID != id || t.state != stCommitting {
@@ -644,10 +690,14 @@ func (n *Node) sendCommit(t *ctxn) {
 			n.sendCommit(t)
 			return
 		}
-		n.m.Add("commit.unknown", 1)
-		n.reply(t, &wire.ClientReply{Code: wire.CodeUnknown, Error: "recorder did not answer the commit"})
-		n.finish(t)
+		n.commitUnknown(t)
 	})
+}
+
+func (n *Node) commitUnknown(t *ctxn) {
+	n.m.Add("commit.unknown", 1)
+	n.reply(t, &wire.ClientReply{Code: wire.CodeUnknown, Error: "recorder did not answer the commit"})
+	n.finish(t)
 }
 
 func (n *Node) onCommitResp(r *CommitResp) {
@@ -670,7 +720,13 @@ func (n *Node) onCommitResp(r *CommitResp) {
 	}
 	// Ablation: the client hears of the commit only once every participant has installed it.
 	t.state = stFinalizing
-	id := n.nextReqID(t)
+	id, ok := n.nextReqID(t)
+	if !ok {
+		// The decision is durable; the participants finalize without acknowledging.
+		n.finalize(t, true, 0)
+		n.finishCommit(t)
+		return
+	}
 	n.finalize(t, true, id)
 	t.timer = n.env.After(n.cfg.opTimeout, func() {
 		if t.reqID == id && t.state == stFinalizing {

@@ -96,7 +96,11 @@
 //     Origin and a per-coordinator guard bumps Logical when batches overlap (clock.Batcher).
 //   - Transaction ids are (coordinator, incarnation, counter); the incarnation is persisted at
 //     start-up, so a restarted coordinator never reuses an id its previous life left in a write
-//     stream. The paper does not discuss ids apart from timestamps.
+//     stream. The paper does not discuss ids apart from timestamps. Request ids, by which
+//     answers are matched, carry a durable number the same way (2^40 requests under one, a new
+//     number taken when half are spent), so that an answer to an earlier life's request never
+//     passes for one of this life's; a transaction needing one when none is left aborts
+//     (cause "request-ids-spent").
 //   - Recorder placement (notes §3.5): the primary of the transaction's first written key; the
 //     record is created by that write, which carries the recorder's address to every intent.
 //   - PUSHWS before the record exists (notes §3.5): the recorder creates an IN_PROGRESS

@@ -176,8 +176,27 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 // engine's prefixes ('v', 't').
 var incarnationKey = []byte("k2/incarnation")
 
-// reqSeqBits is how many low bits of a request id count requests within one incarnation.
-const reqSeqBits = 40
+// A request id is (number, counter): reqSeqBits low bits count the requests minted under a
+// number taken from the incarnation record. Replies are matched to requests by id alone, so an
+// id must never name two requests that can both be answered: a data node may answer a request
+// of an earlier life after the restart (a read parked on PUSHWS across the crash), and an
+// oracle may answer an earlier life's timestamp request. Ids therefore carry a number the
+// incarnation record holds durably, which every later life starts above (txnkit.Incarnation),
+// and the counter never runs into the next number: at reqRenewAt the coordinator takes a new
+// one (txnkit's Renew, durable before it is used, as for transaction ids) and, should the
+// counter still reach its end before that is durable, refuses to mint (cause reqIDsSpent)
+// rather than count on into ids a later life will mint too.
+const (
+	reqSeqBits = 40
+	reqSeqMask = 1<<reqSeqBits - 1
+	// reqRenewAt leaves half the counter for the requests minted while the renewal flushes:
+	// transactions already running go on sending.
+	reqRenewAt = 1 << (reqSeqBits - 1)
+)
+
+// reqIDsSpent is the abort cause of a transaction that needed a request id when its number had
+// none left and the next was not yet durable.
+const reqIDsSpent = "request-ids-spent"
 
 // recoverReqID marks the oracle request a restarted data node makes to raise its read floor; the
 // Batcher numbers its own requests from 1, far below it.
@@ -197,7 +216,14 @@ type Node struct {
 	oracle  topo.NodeID
 	inc     txnkit.Incarnation // this life's number (inc.N), and its transaction ids
 	ready   bool               // the incarnation is durable: transaction ids may be handed out
-	reqSeq  uint64
+	// idsNum is the number inc's transaction ids carry now: inc.N plus one per Renew. Request
+	// ids take it once it is durable.
+	idsNum uint64
+	// reqSeq is the last request id minted, oracleSeq the last oracle request's (the Batcher
+	// numbers them; k2 keeps count to know when its counter runs low). Both carry the same
+	// number in their high bits.
+	reqSeq, oracleSeq uint64
+
 	txns    map[txnkit.ClientTxn]*ctxn
 	byID    map[storage.TxnID]*ctxn // transactions that hold an id, for WriteDurable
 	byReq   map[uint64]*ctxn
@@ -288,11 +314,13 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("k2: node %d: %w", self, err)
 	}
-	// Request ids, too, are numbered per life: a data node may answer a request of the previous
-	// life (a read parked on PUSHWS across the crash) after the restart, and that answer must
-	// not match a request of this one.
+	// Request ids, too, are numbered per life (reqSeqBits says why). None is minted before the
+	// incarnation is durable: a coordinator has no operation out before it hands out a
+	// transaction id, and asks its oracle only then.
+	n.idsNum = n.inc.N
 	n.reqSeq = n.inc.N << reqSeqBits
-	n.batcher.NumberRequestsFrom(n.inc.N << reqSeqBits) // and so are its oracle requests
+	n.oracleSeq = n.reqSeq
+	n.batcher.NumberRequestsFrom(n.oracleSeq)
 	now := env.Now()
 	n.recs.Records(func(r txnrec.Record) bool {
 		if !r.Status.Final() {
@@ -324,8 +352,16 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 // no transaction id and serves no read or write.
 func (n *Node) persistIncarnation() {
 	n.ready = false
+	num := n.idsNum
 	n.env.Persist([]node.Write{n.inc.Write()}, func() {
 		n.ready = true
+		if num > n.reqSeq>>reqSeqBits {
+			// Durable now, so every later life starts above it: request ids may carry it.
+			// Requests out under the earlier number keep their ids, all below these.
+			n.reqSeq = num << reqSeqBits
+			n.oracleSeq = n.reqSeq
+			n.batcher.NumberRequestsFrom(n.oracleSeq)
+		}
 		n.serveHeld()
 		n.pumpTS()
 	})
