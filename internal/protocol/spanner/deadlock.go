@@ -25,11 +25,12 @@ import (
 // exactly what the lock tables said, whatever the order reports arrive in: no edge can be
 // missed (an upgrade that goes ahead of queued requests simply shows in the next report), a
 // late report cannot resurrect a finished wait, and a participant's restart replaces its old
-// edges. After each report the detector searches for cycles through the report's waiters and
-// aborts the youngest transaction of each cycle (a WoundReq with cause "deadlock" to its
-// coordinator, which ignores it if it already decided to commit: the edge was stale). A victim's
-// edges are ignored until no report lists it as waiting, so a doomed transaction cannot get
-// others killed. Reports from other regions reach the detector a WAN delay later, so a
+// edges. A life reports waits only once its incarnation is durable, so that the number orders
+// lives (Participant.lifeDurable). After each report the detector searches for cycles through
+// the report's waiters and aborts the youngest transaction of each cycle (a WoundReq with cause
+// "deadlock" to its coordinator, which ignores it if it already decided to commit: the edge
+// was stale). A victim's edges are ignored until no report lists it as waiting, so a doomed
+// transaction cannot get others killed. Reports from other regions reach the detector a WAN delay later, so a
 // cross-region deadlock costs about one round trip to the detector's region. If the detector
 // restarts it learns the graph again from the periodic reports.
 

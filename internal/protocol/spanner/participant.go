@@ -111,6 +111,7 @@ type Participant struct {
 	// not empty, so a lost message or a restarted detector cannot hide a deadlock for long).
 	detector     node.ID
 	incarnation  uint64
+	reporting    bool // the incarnation is durable: reports beyond the life's first may go (lifeDurable)
 	waitSeq      uint64
 	waitsDirty   bool
 	lastWaits    []Wait
@@ -472,7 +473,7 @@ func (p *Participant) armWaitTimeout(t *partTxn) {
 // table, if they changed since the last report. The node calls it after every message it
 // handles; timers that release locks call it too.
 func (p *Participant) reportWaits() {
-	if !p.cfg.DetectDeadlocks || !p.waitsDirty {
+	if !p.cfg.DetectDeadlocks || !p.waitsDirty || !p.reporting {
 		return
 	}
 	p.waitsDirty = false
@@ -487,6 +488,23 @@ func (p *Participant) reportWaits() {
 	}
 	p.lastWaits = waits
 	p.sendWaits()
+}
+
+// lifeDurable runs once the incarnation this life reports under is durable, and sends the waits
+// held back until then. The detector keeps a participant's newest report by (incarnation,
+// sequence number), the sequence counted from 1 in each life, and a life that crashes before its
+// incarnation is durable leaves the number to the next. Had such a lost life reported waits
+// (reports 2, 3, ...), the detector would keep them, edges whose locks died with it, and drop
+// the next life's reports until their sequence passed the lost life's: a deadlock through this
+// participant would go unseen for as many decision-timeouts as the lost life sent reports, its
+// transactions blocked meanwhile, and the dead edges could close false cycles and kill live
+// transactions. A life therefore sends only its first report before the number is durable,
+// empty (NewNode), the same for every life of that number; it replaces the reports of the
+// lives before, whose locks are gone. The waits held back cost detection one flush.
+func (p *Participant) lifeDurable() {
+	p.reporting = true
+	p.waitsDirty = true
+	p.reportWaits()
 }
 
 func (p *Participant) sendWaits() {

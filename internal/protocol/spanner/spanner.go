@@ -192,14 +192,19 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	}
 	n.Coord = newCoordinator(env, c, n.metrics, recs, inc)
 	// Transaction ids embed the incarnation, so ids never repeat across restarts; until the new
-	// incarnation is durable the coordinator queues client requests.
-	env.Persist([]node.Write{inc.Write()}, n.Coord.ready)
+	// incarnation is durable the coordinator queues client requests, and the participant sends
+	// the deadlock detector no waits (Participant.lifeDurable).
+	env.Persist([]node.Write{inc.Write()}, func() {
+		n.Coord.ready()
+		n.Part.lifeDurable()
+	})
 	if err := n.Part.recover(d); err != nil {
 		return nil, err
 	}
 	if c.DetectDeadlocks {
 		// A first, empty report under the new incarnation replaces whatever the detector still
-		// holds from this participant's previous life.
+		// holds from this participant's previous life. It goes before the incarnation is
+		// durable: a later life that takes the same number sends the same report.
 		n.Part.sendWaits()
 	}
 	n.Coord.recover()
