@@ -16,10 +16,6 @@ func TestClientsRefusedByAClusterConfiguredOtherwise(t *testing.T) {
 	dir := t.TempDir()
 	config := freeClusterConfig(t, dir)
 	data := filepath.Join(dir, "data")
-	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
-		t.Fatalf("cluster start: exit %d\n%s%s", code, out, errs)
-	}
-	t.Cleanup(func() { _, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--config", config, "--data-dir", data) })
 	raw, err := os.ReadFile(config)
 	if err != nil {
 		t.Fatal(err)
@@ -29,17 +25,32 @@ func TestClientsRefusedByAClusterConfiguredOtherwise(t *testing.T) {
 	if i < 0 {
 		t.Fatal("no oracle node in the default configuration")
 	}
+	// K2 hands out no timestamp until an oracle reply arrives within ttl of its request
+	// (default 500µs). Between these processes a request and its reply each wait out the
+	// emulated 100µs of the region in a Go timer, which fires after about 1ms once the process
+	// idles, and later on a busy machine: nearly every batch arrived expired (15,506 of 15,512
+	// in six puts while other runs loaded both cores), and the put below waited out the
+	// client's 10s. This test is about handshakes, so its cluster's batches live long enough.
+	k2 := strings.Replace(text, "[options]", "[options]\nttl = \"50ms\"", 1)
+	if k2 == text {
+		t.Fatal("no [options] table in the default configuration")
+	}
 	writeFiles(t, dir, map[string]string{
-		"crdb.toml": strings.Replace(text[:i], `protocol = "k2"`, `protocol = "crdb"`, 1),
-		"ttl.toml":  strings.Replace(text, "[options]", "[options]\nttl = \"2ms\"", 1),
+		"cluster.toml": k2,
+		"crdb.toml":    strings.Replace(text[:i], `protocol = "k2"`, `protocol = "crdb"`, 1),
+		"ttl.toml":     strings.Replace(k2, `ttl = "50ms"`, `ttl = "2ms"`, 1),
 	})
+	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
+		t.Fatalf("cluster start: exit %d\n%s%s", code, out, errs)
+	}
+	t.Cleanup(func() { _, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--config", config, "--data-dir", data) })
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"bench", "--config", filepath.Join(dir, "crdb.toml"), "--duration", "1s"}, "node sh-1 runs protocol k2 but the client's configuration has crdb"},
 		{[]string{"kv", "get", "k", "--config", filepath.Join(dir, "crdb.toml")}, "node sh-1 runs protocol k2 but the client's configuration has crdb"},
-		{[]string{"bench", "--config", filepath.Join(dir, "ttl.toml"), "--duration", "1s"}, "node sh-1 has option ttl (unset) but the client's configuration has 2ms"},
+		{[]string{"bench", "--config", filepath.Join(dir, "ttl.toml"), "--duration", "1s"}, "node sh-1 has option ttl 50ms but the client's configuration has 2ms"},
 	} {
 		out, errs, code := runFor(t, 60*time.Second, c.args...)
 		line := strings.TrimSpace(errs)
