@@ -131,7 +131,7 @@ func (g *gcScript) start() {
 	g.n = n
 	g.env.Flush()
 	if n.recovering {
-		n.Handle(n.oracle, &clock.TSBatchReply{ReqID: recoverReqID, Low: g.env.Clock, Up: g.env.Clock})
+		n.Handle(n.oracle, &clock.TSBatchReply{ReqID: n.recoverID, Low: g.env.Clock, Up: g.env.Clock})
 	}
 	g.env.Take()
 }

@@ -198,8 +198,12 @@ const (
 // none left and the next was not yet durable.
 const reqIDsSpent = "request-ids-spent"
 
-// recoverReqID marks the oracle request a restarted data node makes to raise its read floor; the
-// Batcher numbers its own requests from 1, far below it.
+// recoverReqID marks the oracle requests a restarted data node makes to raise its read floor,
+// above the Batcher's ids (whose numbers stay below 2^16, so below 2^56). The low bits carry the
+// life's number: an answer to an earlier life's request, held up on the way (a slow link, resent
+// requests) and arriving after a later crash, was read before that life served its readers, so
+// it bounds none of their timestamps. A life that crashed before its number was durable served
+// nothing, so the next life, which takes the same number, may use its answers.
 const recoverReqID = 1 << 63
 
 // Node is a K2 data node: coordinator of its clients' transactions, primary of its shards, and
@@ -255,7 +259,8 @@ type Node struct {
 	// writes it refuses can be counted apart (write-refused.read-watermark/waiting-reader).
 	// It holds one timestamp per key that ever had such a read, and is volatile.
 	waitedReads map[string]ts.Timestamp
-	recovering  bool // waiting for the oracle before serving reads and writes (read floor)
+	recovering  bool   // waiting for the oracle before serving reads and writes (read floor)
+	recoverID   uint64 // id of this life's read-floor requests to the oracle (recoverReqID)
 	held        []heldMsg
 	// serving holds the reads and writes received and not answered yet because they wait (a
 	// read parked on PUSHWS, a write waiting for its flush, an OpsReq's answers held for its
@@ -333,6 +338,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 		n.trackDecided(r.Txn, r, false)
 		return true
 	})
+	n.recoverID = recoverReqID | n.inc.N
 	if n.inc.N > 1 { // a restart
 		// Read watermarks are not persisted; until a fresh oracle reading bounds every timestamp
 		// a pre-crash reader could have used, no read or write is served (notes/k2.md §3.5).
@@ -376,8 +382,10 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 	case *wire.ClientRequest:
 		n.onClient(from, m)
 	case *clock.TSBatchReply:
-		if m.ReqID == recoverReqID {
-			n.onRecoverFloor(m)
+		if m.ReqID&recoverReqID != 0 {
+			if m.ReqID == n.recoverID {
+				n.onRecoverFloor(m)
+			}
 			return
 		}
 		n.batcher.OnReply(n.env.Now(), m)
@@ -477,7 +485,7 @@ func (n *Node) announceRestart() {
 }
 
 func (n *Node) askRecoverFloor() {
-	n.env.Send(n.oracle, &clock.TSBatchRequest{ReqID: recoverReqID})
+	n.env.Send(n.oracle, &clock.TSBatchRequest{ReqID: n.recoverID})
 	n.env.After(10*time.Millisecond, func() {
 		if n.recovering {
 			n.askRecoverFloor()

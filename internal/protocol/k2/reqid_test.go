@@ -224,3 +224,51 @@ func TestOracleRequestIDsRenewed(t *testing.T) {
 		t.Fatal("life 2 asked its oracle nothing")
 	}
 }
+
+// TestRecoverFloorOnlyFromThisLife: a restarted data node serves nothing until an oracle reading
+// taken after its restart bounds every timestamp a reader of its earlier lives could have
+// used, and raises its read floor above that. An answer to the recovery request of an earlier
+// life, held up on the way (a slow link, resent requests) and arriving after a later crash, was
+// read before that life served its readers: taken for this life's, it would set the floor
+// below their timestamps, and a write below a read they made would be accepted.
+func TestRecoverFloorOnlyFromThisLife(t *testing.T) {
+	s := newReqIDScript(t)
+	// restart starts the next life and returns its recovery request's id, unanswered.
+	restart := func() uint64 {
+		t.Helper()
+		s.env = &nodetest.ScriptEnv{ID: s.self, Topo: s.tp, Clock: s.env.Clock, Epsilon: 100 * time.Microsecond, Disk: s.disk}
+		n, err := newNode(s.env, s.disk, s.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.n = n
+		s.env.Flush()
+		var id uint64
+		for _, m := range s.env.Take() {
+			if r, ok := m.M.(*clock.TSBatchRequest); ok && r.ReqID&recoverReqID != 0 {
+				id = r.ReqID
+			}
+		}
+		if !n.recovering || id == 0 {
+			t.Fatalf("a restarted node is recovering %v, asked its oracle %#x", n.recovering, id)
+		}
+		return id
+	}
+	lost := restart() // life 2's answer is held up; it recovers from a resent request's
+	readAt := s.env.Clock
+	s.n.Handle(s.tp.Oracle(0), &clock.TSBatchReply{ReqID: lost, Low: readAt, Up: readAt})
+	if s.n.recovering {
+		t.Fatal("life 2 did not recover from its oracle's answer")
+	}
+	s.env.Advance(time.Second) // life 2 serves readers meanwhile, then crashes
+	own := restart()
+	s.n.Handle(s.tp.Oracle(0), &clock.TSBatchReply{ReqID: lost, Low: readAt, Up: readAt})
+	if !s.n.recovering {
+		t.Fatalf("life 3 took life 2's recovery answer (read at %d, a second before its restart) for its own: read floor %v", readAt, s.n.store.ReadFloor())
+	}
+	now := s.env.Clock
+	s.n.Handle(s.tp.Oracle(0), &clock.TSBatchReply{ReqID: own, Low: now, Up: now})
+	if s.n.recovering || s.n.store.ReadFloor().Wall <= now {
+		t.Fatalf("life 3 recovering %v with read floor %v after its own answer, read at %d", s.n.recovering, s.n.store.ReadFloor(), now)
+	}
+}
