@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/topo"
 )
 
 type simCommand struct {
@@ -25,6 +27,7 @@ type simCommand struct {
 	cpuProf  string
 	memProf  string
 	verify   bool
+	crashes  []string
 }
 
 func newSimCmd() *cobra.Command {
@@ -34,7 +37,13 @@ func newSimCmd() *cobra.Command {
 		Short: "Run one deterministic simulation of a protocol under a workload",
 		Long: `Run one deterministic simulation: a whole multi-region deployment, its network, clocks,
 disks and closed-loop clients, in virtual time. The same seed always gives the same trace
-(compare trace_digest). Durations are virtual time.`,
+(compare trace_digest). Durations are virtual time.
+
+--crash NODE@AT/FOR crashes a data node AT after the clients start (the warm-up counts, loading
+does not) and restarts it FOR later from what it had persisted; its clients' connections reset.
+NODE is a node id of the topology (data nodes are numbered region by region from 0, oracles
+after them) or a name as in cluster configurations, region and place in it from 1: sh-1 is
+region SH's first data node. The result lists the crashes it ran under.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
@@ -47,6 +56,7 @@ disks and closed-loop clients, in virtual time. The same seed always gives the s
 	cmd.Flags().StringVar(&c.check, "check", "auto", "check the history: auto (the protocol's promised model), a model name, or none")
 	cmd.Flags().BoolVar(&c.json, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions)")
+	cmd.Flags().StringArrayVar(&c.crashes, "crash", nil, "crash data node NODE at virtual time AT (from the clients' start, warm-up included) for FOR, as NODE@AT/FOR, e.g. 0@1s/300ms or sh-1@1s/300ms (repeatable)")
 	cmd.Flags().StringVar(&c.cpuProf, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	cmd.Flags().StringVar(&c.memProf, "memprofile", "", "write a Go heap profile, taken as the measured window ends, to this file")
 	return cmd
@@ -62,6 +72,10 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		return err
 	}
 	cfg, err := c.sf.config()
+	if err != nil {
+		return err
+	}
+	crashes, err := parseCrashes(c.crashes, cfg.Topology, c.warmup+c.duration)
 	if err != nil {
 		return err
 	}
@@ -104,7 +118,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	var profErr error
 	res, err := bench.SimRun(cfg, bench.Spec{
 		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp,
+		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes,
 		Progress: bar.running, AtWindowEnd: func() {
 			if c.memProf != "" {
 				profErr = writeHeapProfile(c.memProf)
@@ -133,7 +147,27 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		return writeJSON(out, res)
 	}
 	printResult(out, res)
+	for _, cr := range res.Crashes {
+		fmt.Fprintf(out, "crash: node %d (%s) at %s for %s\n", cr.Node, cr.Name, cr.At, cr.For)
+	}
 	return nil
+}
+
+// parseCrashes reads the --crash flags, and checks them as a schedule for a run of runLength
+// before loading starts, which can take minutes.
+func parseCrashes(texts []string, tp *topo.Topology, runLength time.Duration) ([]bench.Crash, error) {
+	var crashes []bench.Crash
+	for _, text := range texts {
+		c, err := bench.ParseCrash(tp, text)
+		if err != nil {
+			return nil, fmt.Errorf("--crash %s: %w", text, err)
+		}
+		crashes = append(crashes, c)
+	}
+	if err := bench.CheckCrashes(tp, crashes, runLength); err != nil {
+		return nil, fmt.Errorf("--crash: %w", err)
+	}
+	return crashes, nil
 }
 
 // writeHeapProfile writes the heap as of the last garbage collection, which ran while the

@@ -34,6 +34,9 @@ type Spec struct {
 	// Faults, if set, is called once the load is done and the window is known, before any
 	// client starts: it scripts crashes, restarts, clock skew or partitions with s.At.
 	Faults func(s *sim.Sim, w Window)
+	// Crashes are outages of data nodes, timed from the clients' start (see CheckCrashes). Unlike
+	// Faults they are data, so a result can say what it ran under.
+	Crashes []Crash
 }
 
 // Validate rejects specs that cannot run.
@@ -108,11 +111,15 @@ func everyNth(rows []row, i, n int) []row {
 
 // Result is one run's report. The JSON shape is shared by `meridian sim` and `meridian bench`.
 type Result struct {
-	Protocol       string  `json:"protocol"`
-	Workload       string  `json:"workload"`
-	Topology       string  `json:"topology"`
-	Seed           uint64  `json:"seed"`
-	Clients        int     `json:"clients"`
+	Protocol string `json:"protocol"`
+	Workload string `json:"workload"`
+	Topology string `json:"topology"`
+	Seed     uint64 `json:"seed"`
+	Clients  int    `json:"clients"`
+
+	// Crashes is the outage schedule the run was given, by time.
+	Crashes []CrashRecord `json:"crashes,omitempty"`
+
 	VirtualSeconds float64 `json:"virtual_seconds,omitempty"`
 	WallSeconds    float64 `json:"wall_seconds"`
 	Events         uint64  `json:"events,omitempty"`
@@ -143,10 +150,16 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	}
 	defer s.Stop()
 	tp := s.Topology()
+	if err := CheckCrashes(tp, spec.Crashes, spec.Warmup+spec.Duration); err != nil {
+		return nil, err
+	}
 	m := NewMetrics()
 	rec := newRecorder(spec)
 	res := &Result{Protocol: cfg.Protocol.Name(), Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
 		Clients: spec.ClientsPerRegion * len(tp.Regions)}
+	for _, c := range sortedCrashes(spec.Crashes) {
+		res.Crashes = append(res.Crashes, c.record(tp))
+	}
 
 	var (
 		windowMetrics *protocol.Metrics
@@ -156,6 +169,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		loaded        bool
 		loadErr       error
 		reloadErr     error // a restarted node's preloaded rows could not be reinstalled
+		restartErr    error // a scheduled crash's node could not be restarted
 		running       int
 	)
 	startClients := func(now int64) {
@@ -165,6 +179,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		// Node metrics are read when the window closes, before the drain and the workload's
 		// verification add work that is not part of the measurement.
 		s.At(window.End, func() { windowMetrics = mergeNodeMetrics(s); atEnd = s.Stats() })
+		scheduleCrashes(s, tp, spec.Crashes, now, &restartErr)
 		if spec.Faults != nil {
 			spec.Faults(s, window)
 		}
@@ -279,6 +294,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	}
 	if reloadErr != nil {
 		return nil, reloadErr
+	}
+	if restartErr != nil {
+		return nil, restartErr
 	}
 	if v, ok := spec.Workload.(Verifier); ok && !spec.SkipVerify {
 		done := false

@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/sim"
+	"github.com/meridiandb/meridian/internal/topo"
+)
+
+// Crash is one scripted outage of a data node in a simulated run: the node crashes At after the
+// clients start (warm-up included, loading not) and restarts For later from what it had
+// persisted, as a killed server process would be restarted.
+type Crash struct {
+	Node topo.NodeID
+	At   time.Duration
+	For  time.Duration
+}
+
+// CrashRecord is a Crash as a result file reports it: the node by id and by name, times as
+// duration text (the form --crash takes them in).
+type CrashRecord struct {
+	Node int    `json:"node"`
+	Name string `json:"name"`
+	At   string `json:"at"`
+	For  string `json:"for"`
+}
+
+// NodeName names a node as cluster configurations do: its region's name in lower case and its
+// place among the region's data nodes counted from 1 (sh-1), or region-oracle for an oracle.
+func NodeName(tp *topo.Topology, id topo.NodeID) string {
+	n := tp.Nodes[id]
+	region := strings.ToLower(tp.Regions[n.Region].Name)
+	if n.Roles&topo.RoleData == 0 {
+		return region + "-oracle"
+	}
+	return region + "-" + strconv.Itoa(slices.Index(tp.DataNodes(n.Region), id)+1)
+}
+
+// ResolveNode finds the data node that text names: a topology node id (0, 7) or a name as
+// NodeName gives it (sh-1, region names in any case).
+func ResolveNode(tp *topo.Topology, text string) (topo.NodeID, error) {
+	if id, err := strconv.Atoi(text); err == nil {
+		if id < 0 || id >= len(tp.Nodes) {
+			return 0, fmt.Errorf("no node %d in topology %s: its servers are 0..%d (higher ids are clients)", id, tp.Name, len(tp.Nodes)-1)
+		}
+		if tp.Nodes[id].Roles&topo.RoleData == 0 {
+			return 0, fmt.Errorf("node %d (%s) is a TrueTime oracle, not a data node", id, NodeName(tp, topo.NodeID(id)))
+		}
+		return topo.NodeID(id), nil
+	}
+	dash := strings.LastIndexByte(text, '-')
+	r, known := tp.RegionByName(text[:max(dash, 0)])
+	if dash <= 0 || !known {
+		return 0, fmt.Errorf("no node %q in topology %s: give a node id or a name such as %s", text, tp.Name, NodeName(tp, tp.DataNodes(0)[0]))
+	}
+	place, data := text[dash+1:], tp.DataNodes(r)
+	if strings.EqualFold(place, "oracle") && tp.Oracle(r) >= 0 {
+		return 0, fmt.Errorf("node %d (%s) is a TrueTime oracle, not a data node", tp.Oracle(r), text)
+	}
+	n, err := strconv.Atoi(place)
+	if err != nil || n < 1 || n > len(data) {
+		return 0, fmt.Errorf("no node %q in topology %s: region %s's data nodes are %s to %s", text, tp.Name, tp.Regions[r].Name,
+			NodeName(tp, data[0]), NodeName(tp, data[len(data)-1]))
+	}
+	return data[n-1], nil
+}
+
+// ParseCrash parses NODE@AT/FOR (0@1s/300ms, sh-1@2.5s/1s).
+func ParseCrash(tp *topo.Topology, text string) (Crash, error) {
+	const form = "want NODE@AT/FOR, e.g. 0@1s/300ms"
+	name, times, ok := strings.Cut(text, "@")
+	if !ok || name == "" {
+		return Crash{}, fmt.Errorf("%s", form)
+	}
+	at, down, ok := strings.Cut(times, "/")
+	if !ok {
+		return Crash{}, fmt.Errorf("no outage length: %s", form)
+	}
+	id, err := ResolveNode(tp, name)
+	if err != nil {
+		return Crash{}, err
+	}
+	c := Crash{Node: id}
+	if c.At, err = time.ParseDuration(at); err != nil {
+		return Crash{}, fmt.Errorf("crash time %q is not a duration: %s", at, form)
+	}
+	if c.For, err = time.ParseDuration(down); err != nil {
+		return Crash{}, fmt.Errorf("outage length %q is not a duration: %s", down, form)
+	}
+	return c, nil
+}
+
+// CheckCrashes validates a crash schedule for a run of runLength (warm-up plus measured time).
+// Every outage must end before the run does, so that the drain and the workload's own
+// verification find every node up.
+func CheckCrashes(tp *topo.Topology, crashes []Crash, runLength time.Duration) error {
+	for _, c := range crashes {
+		if int(c.Node) < 0 || int(c.Node) >= len(tp.Nodes) || tp.Nodes[c.Node].Roles&topo.RoleData == 0 {
+			return fmt.Errorf("crash of node %d: not a data node of topology %s", c.Node, tp.Name)
+		}
+		switch {
+		case c.At < 0:
+			return fmt.Errorf("%s: the crash time must not be negative", c.describe(tp))
+		case c.For <= 0:
+			return fmt.Errorf("%s: the outage must last a positive time", c.describe(tp))
+		case c.At >= runLength:
+			return fmt.Errorf("%s: the run ends at %s (warm-up plus duration)", c.describe(tp), runLength)
+		case c.For > runLength-c.At:
+			return fmt.Errorf("%s: the node must be back by the end of the run at %s (warm-up plus duration)", c.describe(tp), runLength)
+		}
+	}
+	latest := map[topo.NodeID]Crash{} // each node's latest outage so far
+	for _, c := range sortedCrashes(crashes) {
+		if prev, seen := latest[c.Node]; seen && c.At <= prev.At+prev.For {
+			return fmt.Errorf("%s: the node is down until %s (%s); one node's outages must not overlap or touch", c.describe(tp), prev.At+prev.For, prev.describe(tp))
+		}
+		latest[c.Node] = c
+	}
+	return nil
+}
+
+// sortedCrashes orders a schedule by time and node, so that a run does not depend on the order
+// crashes were given in: two crashes at one instant would otherwise run in either order.
+func sortedCrashes(crashes []Crash) []Crash {
+	out := slices.Clone(crashes)
+	slices.SortFunc(out, func(a, b Crash) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Node, b.Node))
+	})
+	return out
+}
+
+func (c Crash) describe(tp *topo.Topology) string {
+	return fmt.Sprintf("crash of %s at %s for %s", NodeName(tp, c.Node), c.At, c.For)
+}
+
+func (c Crash) record(tp *topo.Topology) CrashRecord {
+	return CrashRecord{Node: int(c.Node), Name: NodeName(tp, c.Node), At: c.At.String(), For: c.For.String()}
+}
+
+// scheduleCrashes scripts each outage into s relative to the clients' start. A restart that
+// fails (the node's durable state could not be read back) is kept in *restartErr: it happens
+// inside the simulation, where nothing can return an error, and fails the run after it.
+func scheduleCrashes(s *sim.Sim, tp *topo.Topology, crashes []Crash, start int64, restartErr *error) {
+	for _, c := range sortedCrashes(crashes) {
+		s.At(start+int64(c.At), func() { s.Crash(c.Node) })
+		s.At(start+int64(c.At+c.For), func() {
+			if err := s.Restart(c.Node); err != nil && *restartErr == nil {
+				*restartErr = fmt.Errorf("%s: restart: %w", c.describe(tp), err)
+			}
+		})
+	}
+}
