@@ -45,6 +45,9 @@ type coordTxn struct {
 	hbTimer      node.TimerID
 }
 
+// causeUnknownTxn answers a request of a transaction the coordinator does not hold (onClient).
+const causeUnknownTxn = "unknown-transaction"
+
 // maxWaitingBeforeReady bounds the client requests held while the incarnation is persisted.
 const maxWaitingBeforeReady = 10000
 
@@ -88,13 +91,19 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
 	t := n.txns[k]
 	if t == nil {
-		switch req.Op {
-		case wire.OpAbort:
-			txnkit.OK(n.env, from, req)
+		if req.Seq != 0 {
+			// Not the transaction's first request, so it began here and is gone: the idle
+			// timeout dropped it while its client was silent (its writes are being rolled
+			// back), or an earlier life held it. Beginning it afresh would commit only the
+			// requests from this one on, and the client would take that commit for all of
+			// them. The abort is retryable, as spanner's for the same cause.
+			n.m.Add("abort/"+causeUnknownTxn, 1)
+			txnkit.Aborted(n.env, from, req, causeUnknownTxn)
 			return
-		case wire.OpCommit:
-			// We dropped it (idle timeout or abort): its writes are being rolled back.
-			txnkit.Aborted(n.env, from, req, "coordinator-timeout")
+		}
+		if req.Op == wire.OpCommit || req.Op == wire.OpAbort {
+			// A transaction that did nothing: nothing to commit or roll back.
+			txnkit.OK(n.env, from, req)
 			return
 		}
 		if n.inc.Spent() {

@@ -120,7 +120,10 @@
 // Transaction ids are (coordinator, incarnation, counter), as K2's and Spanner's: each life
 // persists its incarnation number before handing out an id (client requests wait until then),
 // so a restarted coordinator never takes an id whose records, intents, push floors or
-// timestamp-cache entries an earlier life left behind, whatever its clock reads.
+// timestamp-cache entries an earlier life left behind, whatever its clock reads. A client
+// request other than a transaction's first (Seq > 0) for a transaction the coordinator does not
+// hold, an earlier life's or one the idle timeout dropped, aborts it (unknown-transaction):
+// begun afresh, it would commit only the writes from that request on.
 // A restarted node tells every other node (Restarted, once its incarnation is durable), and
 // each sends it again every request it still awaits an answer to: what the earlier life had
 // not answered is lost, and what came while it was down was dropped. CockroachDB's DistSender
@@ -159,7 +162,9 @@
 //	max-offset=500ms        maximum clock offset the uncertainty interval covers
 //	heartbeat-interval=200ms coordinator heartbeat; records expire after 5 intervals
 //	idle-timeout=5s         abort a transaction whose client (or operation) hangs this long;
-//	                        a commit that hangs this long answers "unknown"
+//	                        a commit that hangs this long answers "unknown"; a client that
+//	                        comes back after it gets cause "unknown-transaction", never a
+//	                        fresh transaction under the old one's name
 //	write-pipelining=on     acknowledge writes before their intents are durable
 //	parallel-commits=on     STAGING record in parallel with proving the writes
 //	gc-ttl=10s              keep superseded versions this long (10ms to 1000h, at least
@@ -171,13 +176,14 @@
 // # Metrics (protocol.MetricsSource)
 //
 // Counters: abort/<cause> (push-abort, refresh-failed, write-too-old, uncertainty, write-lost,
-// coordinator-timeout, too-old), refresh/ok and refresh/failed, uncertainty/hit, /refreshed and
-// /restart, push/abort, /timestamp, /wait and /expired, write/pushed, commit/ok, /read-only,
-// /pushed and /unknown, recovery/committed and /aborted, record/forgotten, record/ended-query
-// (transactions a holder asked their coordinator about), record/ended-abort (undecided records
-// aborted because the coordinator had ended the transaction), record/reresolve (resolutions
-// re-sent by a holder), rpc/resent (requests sent again to a node that restarted), gc/passes, gc/versions-removed and gc/keys-removed (version garbage
-// collection). Durations: phase/<client op> (get, put, delete,
-// commit: request to answer at the gateway), phase/refresh, phase/stage (staging to implicit
-// commit), phase/lock-wait (time a request spent queued on an intent).
+// coordinator-timeout, too-old, unknown-transaction), refresh/ok and refresh/failed,
+// uncertainty/hit, /refreshed and /restart, push/abort, /timestamp, /wait and /expired,
+// write/pushed, commit/ok, /read-only, /pushed and /unknown, recovery/committed and /aborted,
+// record/forgotten, record/ended-query (transactions a holder asked their coordinator about),
+// record/ended-abort (undecided records aborted because the coordinator had ended the transaction),
+// record/reresolve (resolutions re-sent by a holder), rpc/resent (requests sent again to a node
+// that restarted), gc/passes, gc/versions-removed and gc/keys-removed (version garbage collection).
+// Durations: phase/<client op> (get, put, delete, commit: request to answer at the gateway),
+// phase/refresh, phase/stage (staging to implicit commit), phase/lock-wait (time a request spent
+// queued on an intent).
 package crdb
