@@ -82,7 +82,7 @@ func TestBadInputTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, edit := range map[string][2]string{
-		"ttl.toml":   {"[options]", "[options]\nttl = \"2000000h\""},
+		"ttl.toml":   {`ttl = "5ms"`, `ttl = "2000000h"`},
 		"eps.toml":   {`epsilon = "1ms"`, `epsilon = "2000000h"`},
 		"scale.toml": {"scale = 1.0", "scale = nan"},
 	} {
@@ -252,7 +252,7 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"server", "--node", "sh-1", "--log-level", "loud"}, `--log-level "loud"`, 0},
 		{[]string{"kv", "get", "k", "--config", f("ttl.toml")}, "ttl.toml:11: protocol k2: option ttl=2000000h: want a duration from 0 to 1000h", 0},
 		{[]string{"kv", "get", "k", "--config", f("eps.toml")}, `eps.toml:9: epsilon "2000000h": want a duration from 0 to 100s`, 0},
-		{[]string{"kv", "get", "k", "--config", f("scale.toml")}, "scale.toml:19: latency scale NaN: want 0..100", 0},
+		{[]string{"kv", "get", "k", "--config", f("scale.toml")}, "scale.toml:26: latency scale NaN: want 0..100", 0},
 		// The command tree.
 		{[]string{"nope"}, "unknown command", 0},
 		{[]string{"help", "nope"}, `help: unknown command "nope"`, 0},

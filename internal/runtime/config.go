@@ -56,12 +56,12 @@ type NodeConfig struct {
 }
 
 type fileConfig struct {
-	Name      string            `toml:"name"`
-	Protocol  string            `toml:"protocol"`
-	Topology  string            `toml:"topology"`
-	DataDir   string            `toml:"data_dir"`
-	Epsilon   string            `toml:"epsilon"`
-	Options   map[string]string `toml:"options"`
+	Name      string         `toml:"name"`
+	Protocol  string         `toml:"protocol"`
+	Topology  string         `toml:"topology"`
+	DataDir   string         `toml:"data_dir"`
+	Epsilon   string         `toml:"epsilon"`
+	Options   map[string]any `toml:"options"` // strings, and [options.<protocol>] tables of strings
 	Placement struct {
 		ShardsPerNode int    `toml:"shards_per_node"`
 		Replication   string `toml:"replication"`
@@ -132,22 +132,24 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		}
 		return nil, fail(0, "%v", err)
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		k := und[0]
+	for _, k := range md.Undecoded() {
+		if k[0] == "options" { // its tables are decoded as any; effectiveOptions judges them
+			continue
+		}
 		return nil, fail(lineOfKey(text, k[len(k)-1]), "unknown setting %q", k.String())
 	}
-	c := &Config{Name: f.Name, Source: source, Text: text, Options: f.Options, EmulateLatency: true, LatencyScale: 1}
+	c := &Config{Name: f.Name, Source: source, Text: text, EmulateLatency: true, LatencyScale: 1}
 	if c.Name == "" {
 		c.Name = "meridian"
-	}
-	if c.Options == nil {
-		c.Options = map[string]string{}
 	}
 	if f.Protocol == "" {
 		return nil, fail(0, "protocol is required (known: %s)", strings.Join(protocol.Names(), ", "))
 	}
 	if c.Protocol, err = protocol.Lookup(f.Protocol); err != nil {
 		return nil, fail(lineOfKey(text, "protocol"), "%v", err)
+	}
+	if c.Options, err = effectiveOptions(f.Options, f.Protocol); err != nil {
+		return nil, fail(lineOfKey(text, "options"), "%v", err)
 	}
 	if err := protocol.CheckOptions(c.Protocol, c.Options); err != nil {
 		return nil, fail(lineOfKey(text, "options"), "%v", err)
@@ -359,6 +361,52 @@ func checkAddr(a string) error {
 }
 
 // lineOfKey returns the first line that assigns key (or opens table [key]), or 0.
+// effectiveOptions are the options the cluster's protocol runs with: the [options] table's
+// strings and those of its [options.<protocol>] table. A table for another protocol is ignored, so
+// one file can carry what each protocol needs (the shipped default sets K2's ttl there) and
+// switching the protocol line is enough to run another. A key set both ways is refused rather
+// than one silently winning.
+func effectiveOptions(raw map[string]any, protocolName string) (map[string]string, error) {
+	opts := map[string]string{}
+	var scoped map[string]any
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch v := raw[k].(type) {
+		case string:
+			opts[k] = v
+		case map[string]any:
+			if _, err := protocol.Lookup(k); err != nil {
+				return nil, fmt.Errorf("[options.%s]: %v", k, err)
+			}
+			if k == protocolName {
+				scoped = v
+			}
+		default:
+			return nil, fmt.Errorf("option %s: want a quoted string (or a table [options.<protocol>])", k)
+		}
+	}
+	skeys := make([]string, 0, len(scoped))
+	for k := range scoped {
+		skeys = append(skeys, k)
+	}
+	sort.Strings(skeys)
+	for _, k := range skeys {
+		v, ok := scoped[k].(string)
+		if !ok {
+			return nil, fmt.Errorf("option %s in [options.%s]: want a quoted string", k, protocolName)
+		}
+		if _, dup := opts[k]; dup {
+			return nil, fmt.Errorf("option %s is set both in [options] and in [options.%s]: keep one", k, protocolName)
+		}
+		opts[k] = v
+	}
+	return opts, nil
+}
+
 func lineOfKey(text, key string) int {
 	for i, l := range strings.Split(text, "\n") {
 		t := strings.TrimSpace(l)
