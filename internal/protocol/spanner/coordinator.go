@@ -65,11 +65,6 @@ type coordTxn struct {
 	idleTimer node.TimerID
 }
 
-// firstAttempt remembers a client's current logical transaction so that retries keep its age.
-type firstAttempt struct {
-	age locks.Age
-}
-
 // Coordinator is the transaction-manager half of a data node: it runs the transactions of the
 // clients attached to it, buffers their writes, drives two-phase commit with commit timestamps
 // from TrueTime, and keeps the durable commit decisions (a presumed-abort 2PC log in txnrec).
@@ -85,7 +80,7 @@ type Coordinator struct {
 
 	txns   map[txnkit.ClientTxn]*coordTxn
 	byID   map[storage.TxnID]*coordTxn
-	ages   map[node.ID]firstAttempt
+	ages   txnkit.RetryAges // an aborted transaction's age, for its client's retry (begin)
 	lastTS ts.Timestamp
 	// unacked holds committed decisions whose participants have not all acknowledged.
 	unacked map[storage.TxnID][]*participant
@@ -101,7 +96,7 @@ const maxQueuedBeforeReady = 10000
 
 func newCoordinator(env node.Env, c Config, m *protocol.Metrics, recs *txnrec.Table, inc txnkit.Incarnation) *Coordinator {
 	return &Coordinator{env: env, cfg: c, metrics: m, recs: recs, self: uint32(env.Self()), inc: inc,
-		txns: map[txnkit.ClientTxn]*coordTxn{}, byID: map[storage.TxnID]*coordTxn{}, ages: map[node.ID]firstAttempt{},
+		txns: map[txnkit.ClientTxn]*coordTxn{}, byID: map[storage.TxnID]*coordTxn{},
 		unacked: map[storage.TxnID][]*participant{}}
 }
 
@@ -253,16 +248,12 @@ func writes(m *wire.ClientRequest) bool {
 }
 
 // begin starts a transaction. Its lock age is the TrueTime start of the client's first attempt
-// of the same logical transaction, so a retried transaction grows older and cannot starve.
+// of the same logical transaction, so a retried transaction grows older and cannot starve: a
+// retry (Attempt > 0) takes the age its aborted attempt left (abort).
 func (c *Coordinator) begin(key txnkit.ClientTxn, m *wire.ClientRequest) *coordTxn {
 	id := c.inc.NextTxnID(topo.NodeID(c.self))
 	tt := c.env.TrueTime()
-	age := ts.Timestamp{Wall: tt.Earliest, Origin: c.self}
-	if fa, ok := c.ages[key.Client]; ok && m.Attempt > 0 {
-		age = fa.age
-	} else {
-		c.ages[key.Client] = firstAttempt{age: age}
-	}
+	age := c.ages.Begin(key.Client, m.Attempt, ts.Timestamp{Wall: tt.Earliest, Origin: c.self})
 	t := &coordTxn{key: key, id: id, age: age,
 		readOnly: m.ReadOnly, phase: phaseActive, writes: map[string]Write{}, start: c.env.Now()}
 	if t.readOnly {
@@ -305,6 +296,8 @@ func (c *Coordinator) armIdle(t *coordTxn) {
 func (c *Coordinator) armKeepAlive() {
 	c.env.After(c.cfg.IdleTimeout/3, func() {
 		c.sendKeepAlives(func(node.ID) bool { return true })
+		// The same period bounds how long past the idle timeout an unclaimed age stays.
+		c.ages.Expire(c.env.Now(), c.cfg.IdleTimeout)
 		c.armKeepAlive()
 	})
 }
@@ -835,6 +828,8 @@ func (c *Coordinator) abort(t *coordTxn, cause string) {
 		c.env.Send(p.node, &DecideReq{Txn: t.id, Commit: false})
 	}
 	t.parts = nil
+	// Kept before the client can hear of the abort, so that its retry finds it.
+	c.ages.Aborted(t.key.Client, t.age, c.env.Now())
 	if cause != causeClientAbort && cause != causeIdle {
 		c.metrics.Add("aborts/"+cause, 1)
 		if isLockPolicyCause(cause) {

@@ -129,11 +129,14 @@
 // after a change of client seeding; TestWoundAfterReadOnlyVote replays it).
 //
 // A transaction's age is the TrueTime (earliest) at the coordinator when the client's first
-// attempt of the logical transaction began; the coordinator remembers it per client endpoint
-// and reuses it while ClientRequest.Attempt > 0, so a retried transaction keeps its priority
-// and old transactions are not starved. We chose this over a client-carried priority because
-// the wire protocol already carries Attempt and a client always talks to one coordinator; after
-// a coordinator restart a retry simply gets a fresh age.
+// attempt of the logical transaction began; the coordinator keeps an aborted transaction's age
+// for its client endpoint and the retry (ClientRequest.Attempt > 0) takes it, so a retried
+// transaction keeps its priority and old transactions are not starved. We chose this over a
+// client-carried priority because the wire protocol already carries Attempt and a client always
+// talks to one coordinator. An age is kept only from the abort to the client's next begin, and
+// for an idle timeout at most (txnkit.RetryAges): no session end reaches the coordinator, and
+// keeping one per endpoint ever seen grew without bound. A retry later than that, or after a
+// coordinator restart, simply gets a fresh age.
 //
 // "deadlocks" under protocol_metrics counts transactions aborted by the lock policy — causes
 // no-wait, wait-die, wound-wait, deadlock and lock-timeout, each victim once, counted at its
