@@ -46,7 +46,7 @@ type coordTxn struct {
 }
 
 // causeUnknownTxn answers a request of a transaction the coordinator does not hold (onClient).
-const causeUnknownTxn = "unknown-transaction"
+const causeUnknownTxn = txnkit.CauseUnknownTxn
 
 // maxWaitingBeforeReady bounds the client requests held while the incarnation is persisted.
 const maxWaitingBeforeReady = 10000
@@ -91,19 +91,12 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
 	t := n.txns[k]
 	if t == nil {
-		if req.Seq != 0 {
-			// Not the transaction's first request, so it began here and is gone: the idle
-			// timeout dropped it while its client was silent (its writes are being rolled
-			// back), or an earlier life held it. Beginning it afresh would commit only the
-			// requests from this one on, and the client would take that commit for all of
-			// them. The abort is retryable, as spanner's for the same cause.
-			n.m.Add("abort/"+causeUnknownTxn, 1)
-			txnkit.Aborted(n.env, from, req, causeUnknownTxn)
-			return
-		}
-		if req.Op == wire.OpCommit || req.Op == wire.OpAbort {
-			// A transaction that did nothing: nothing to commit or roll back.
-			txnkit.OK(n.env, from, req)
+		// A later request of a transaction the idle timeout dropped (its writes are being
+		// rolled back) or an earlier life held is refused, never begun afresh.
+		if answered, refused := txnkit.AnswerUnheld(n.env, from, req); answered {
+			if refused {
+				n.m.Add("abort/"+causeUnknownTxn, 1)
+			}
 			return
 		}
 		if n.inc.Spent() {

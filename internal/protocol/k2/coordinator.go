@@ -159,13 +159,13 @@ func (n *Node) onClient(from node.ID, req *wire.ClientRequest) {
 	now := n.env.Now()
 	t := n.txns[k]
 	if t == nil {
-		switch req.Op {
-		case wire.OpCommit:
-			// Aborted already (idle timeout) or never began here.
-			txnkit.Aborted(n.env, from, req, "unknown-transaction")
-			return
-		case wire.OpAbort:
-			txnkit.OK(n.env, from, req)
+		// A later request of a transaction the tick dropped at its idle timeout (silently:
+		// its client was not waiting for anything), or that an earlier life held, is refused:
+		// begun afresh here, it would commit without the writes made before.
+		if answered, refused := txnkit.AnswerUnheld(n.env, from, req); answered {
+			if refused {
+				n.m.Add("abort."+txnkit.CauseUnknownTxn, 1)
+			}
 			return
 		}
 		t = &ctxn{key: k, readOnly: req.ReadOnly, state: stWaitTS, arrivedLocal: now, lastClientLocal: now, req: *req, label: req.Label}

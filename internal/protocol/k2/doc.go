@@ -109,6 +109,13 @@
 //     placeholder as soon as the coordinator says it no longer runs the transaction.
 //   - Coordinator failure: coordinators heartbeat, to each recorder, the transactions they still
 //     run (every lease/4); a recorder aborts an undecided transaction not heard of for a lease.
+//   - A coordinator aborts a transaction whose client has sent nothing for idle-timeout
+//     (default 5 s), telling no one: the client waits for no answer. The client's next request
+//     of it (Seq > 0), like one of a transaction an earlier life held, aborts (cause
+//     "unknown-transaction", retryable) instead of beginning a fresh transaction under its
+//     name, which would commit only the writes from that request on while the client took the
+//     commit for all of them (txnkit.AnswerUnheld). A first request that commits or aborts
+//     (nothing was done) is answered OK.
 //   - Records are forgotten (the paper keeps them in shared storage and says nothing of their
 //     end): a committed one once every participant has acknowledged that its finalization is
 //     durable (Finalized), an aborted one once its coordinator has ended the transaction. A
@@ -186,7 +193,8 @@
 // # Metrics
 //
 // Counters: commit, commit.read-only, commit.unknown, abort.<cause> (write-lost: a crash lost an
-// acknowledged intent), pushws (PUSHWS sent), write-duplicate (a data node received a write
+// acknowledged intent; unknown-transaction: a request of a transaction the coordinator no
+// longer holds), pushws (PUSHWS sent), write-duplicate (a data node received a write
 // of a transaction it already has, or an older one, on the key: a duplicated message),
 // probe (OpsProbe sent, after a restart notice), abort.op-lost (a data node's crash lost an
 // operation), recorder.lease-abort, recorder.ended-abort (an undecided transaction aborted because

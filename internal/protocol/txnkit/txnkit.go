@@ -117,6 +117,29 @@ func Aborted(env node.Env, to topo.NodeID, req *wire.ClientRequest, cause string
 	Reply(env, to, req, &wire.ClientReply{Code: wire.CodeAborted, Cause: cause})
 }
 
+// CauseUnknownTxn is the abort cause AnswerUnheld answers a transaction's later request with.
+const CauseUnknownTxn = "unknown-transaction"
+
+// AnswerUnheld handles req, a request of a transaction its coordinator does not hold. A first
+// request (Seq 0) begins the transaction unless it commits or aborts: answered is false then,
+// nothing was sent, and the caller begins it; a first commit or abort did nothing and is
+// answered OK. A later request (Seq > 0) belongs to a transaction that began at this
+// coordinator and is gone: an idle timeout ended it while its client was silent, or an earlier
+// life held it. Begun afresh, it would commit only the requests from this one on, and the client
+// would take that commit for all of them (put k1, silence, put k2, commit: both OK, k1 lost). So
+// it aborts, retryably, and refused says so, for the caller to count.
+func AnswerUnheld(env node.Env, to topo.NodeID, req *wire.ClientRequest) (answered, refused bool) {
+	switch {
+	case req.Seq != 0:
+		Aborted(env, to, req, CauseUnknownTxn)
+		return true, true
+	case req.Op == wire.OpCommit || req.Op == wire.OpAbort:
+		OK(env, to, req)
+		return true, false
+	}
+	return false, false
+}
+
 // Options reads typed protocol options, remembering the first error.
 type Options struct {
 	Protocol string

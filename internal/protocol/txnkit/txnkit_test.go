@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/wire"
 )
@@ -73,5 +74,53 @@ func TestValidateRefusesNonUTF8(t *testing.T) {
 	}
 	if rep := Validate(&wire.ClientRequest{Op: wire.OpPut, Key: "clé", Label: "café", Value: []byte{0xff}}); rep != nil {
 		t.Fatalf("valid UTF-8 key refused: %+v", rep)
+	}
+}
+
+// A request of a transaction its coordinator does not hold begins one only if it is the first
+// (Seq 0) and neither commits nor aborts; a first commit or abort did nothing and is answered
+// OK; any later request is refused, retryably, since the transaction it belongs to is gone.
+func TestAnswerUnheld(t *testing.T) {
+	for _, tc := range []struct {
+		op                wire.Op
+		seq               uint32
+		answered, refused bool
+		code              wire.Code
+	}{
+		{op: wire.OpPut, seq: 0},
+		{op: wire.OpGet, seq: 0},
+		{op: wire.OpBatch, seq: 0},
+		{op: wire.OpCommit, seq: 0, answered: true, code: wire.CodeOK},
+		{op: wire.OpAbort, seq: 0, answered: true, code: wire.CodeOK},
+		{op: wire.OpPut, seq: 1, answered: true, refused: true, code: wire.CodeAborted},
+		{op: wire.OpGet, seq: 3, answered: true, refused: true, code: wire.CodeAborted},
+		{op: wire.OpCommit, seq: 2, answered: true, refused: true, code: wire.CodeAborted},
+		{op: wire.OpAbort, seq: 2, answered: true, refused: true, code: wire.CodeAborted},
+	} {
+		env := &nodetest.ScriptEnv{}
+		req := &wire.ClientRequest{Txn: 7, Seq: tc.seq, Op: tc.op, Key: "k"}
+		answered, refused := AnswerUnheld(env, 9, req)
+		sent := env.Take()
+		if answered != tc.answered || refused != tc.refused {
+			t.Errorf("%v seq %d: answered %v, refused %v; want %v, %v", tc.op, tc.seq, answered, refused, tc.answered, tc.refused)
+			continue
+		}
+		if !tc.answered {
+			if len(sent) != 0 {
+				t.Errorf("%v seq %d begins a transaction but sent %+v", tc.op, tc.seq, sent)
+			}
+			continue
+		}
+		if len(sent) != 1 {
+			t.Fatalf("%v seq %d: %d sent, want one answer", tc.op, tc.seq, len(sent))
+		}
+		r := sent[0].M.(*wire.ClientReply)
+		wantCause := ""
+		if tc.refused {
+			wantCause = CauseUnknownTxn
+		}
+		if sent[0].To != 9 || r.Txn != 7 || r.Seq != tc.seq || r.Code != tc.code || r.Cause != wantCause {
+			t.Errorf("%v seq %d: sent %+v to %d, want code %v cause %q", tc.op, tc.seq, r, sent[0].To, tc.code, wantCause)
+		}
 	}
 }
