@@ -4,7 +4,18 @@
 // It is strictly serializable by construction (a transaction holds the only lock from its first
 // operation until its commit is durable), so it is the "ideal" line in comparisons and the
 // protocol that exercises the substrate end to end. Other nodes are only coordinators: they
-// forward client requests to the serial node, which answers the client directly.
+// check client requests (txnkit.Validate) and forward them to the serial node, which answers the
+// client directly.
+//
+// A transaction lives only in the serial node's memory, and ends, its writes discarded, when its
+// client sends nothing for idle-timeout (no one is told: the client waits for no answer) or when
+// the node restarts. A later request of it (Seq > 0) then aborts (cause "unknown-transaction",
+// retryable) rather than begin a fresh transaction under its name, which would commit only the
+// writes from that request on while the client took the commit for all of them. Requests are
+// numbered per transaction, and one numbered below the last taken, or any while the commit is
+// being persisted, is a duplicate (the network may deliver a message twice) and is dropped:
+// applied again, a stale write could overwrite a later one, and a second answer to a commit
+// could reach the client before the first.
 package serial
 
 import (
@@ -93,11 +104,13 @@ type txnKey struct {
 }
 
 type txn struct {
-	key      txnKey
-	writes   map[string][]byte // nil value: delete
-	order    []string          // write keys in first-write order, for deterministic batches
-	lastSeen int64
-	timer    node.TimerID
+	key        txnKey
+	writes     map[string][]byte // nil value: delete
+	order      []string          // write keys in first-write order, for deterministic batches
+	lastSeen   int64
+	timer      node.TimerID
+	nextSeq    uint32 // requests numbered below it were taken already
+	committing bool   // the commit's writes are being persisted
 }
 
 type queued struct {
@@ -123,15 +136,25 @@ type Node struct {
 func (n *Node) Handle(from node.ID, m wire.Msg) {
 	switch m := m.(type) {
 	case *wire.ClientRequest:
+		if bad := txnkit.Validate(m); bad != nil {
+			n.env.Send(from, bad)
+			return
+		}
 		if n.env.Self() != n.server {
 			n.env.Send(n.server, &Forward{Client: from, Req: *m})
 			return
 		}
 		n.request(from, *m)
 	case *Forward:
-		if n.env.Self() == n.server {
-			n.request(m.Client, m.Req)
+		if n.env.Self() != n.server {
+			return
 		}
+		// Checked by the coordinator already, unless the frame was not from one.
+		if bad := txnkit.Validate(&m.Req); bad != nil {
+			n.env.Send(m.Client, bad)
+			return
+		}
+		n.request(m.Client, m.Req)
 	}
 }
 
@@ -144,9 +167,9 @@ func (n *Node) request(client topo.NodeID, req wire.ClientRequest) {
 	k := txnKey{client, req.Txn}
 	t := n.txns[k]
 	if t == nil {
-		if req.Op == wire.OpAbort || req.Op == wire.OpCommit {
-			// Finished or aborted (e.g. by the idle timeout) already.
-			n.reply(client, req, &wire.ClientReply{Code: wire.CodeAborted, Cause: "unknown-transaction"})
+		// Refused at once, not queued for the lock: a later request of a transaction that
+		// ended (idle timeout, restart) must not begin one.
+		if answered, _ := txnkit.AnswerUnheld(n.env, client, &req); answered {
 			return
 		}
 		if n.holder != nil && !n.noLock {
@@ -159,6 +182,10 @@ func (n *Node) request(client topo.NodeID, req wire.ClientRequest) {
 			n.holder = t
 		}
 	}
+	if t.committing || req.Seq < t.nextSeq {
+		return // a duplicate
+	}
+	t.nextSeq = req.Seq + 1
 	t.lastSeen = n.env.Now()
 	n.armIdle(t)
 	switch req.Op {
@@ -250,9 +277,12 @@ func (n *Node) commit(client topo.NodeID, req wire.ClientRequest, t *txn) {
 		v := t.writes[k]
 		batch = append(batch, node.Write{Key: []byte(dataPrefix + k), Value: v, Delete: v == nil})
 	}
-	// The lock is held until the write is durable, so no one can read what might be lost.
-	delete(n.txns, t.key)
+	// The lock is held until the write is durable, so no one can read what might be lost. The
+	// transaction stays known meanwhile, so that a duplicate of its commit is dropped instead of
+	// answered "unknown" ahead of the commit's own answer.
+	t.committing = true
 	n.env.Persist(batch, func() {
+		delete(n.txns, t.key)
 		for _, k := range t.order {
 			if v := t.writes[k]; v != nil {
 				n.data[k] = v

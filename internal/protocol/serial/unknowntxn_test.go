@@ -1,0 +1,286 @@
+package serial
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/check"
+	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/node/nodetest"
+	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
+	"github.com/meridiandb/meridian/internal/storage/durable"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// TestSilentClientTxnNotBegunAgain: a client puts k1, stays silent past the idle timeout (the
+// serial node ends the transaction, telling no one, and discards the buffered put), then goes
+// on: a put of k2, a get of k2, or the commit. The node must refuse with a retryable abort
+// (unknown-transaction), never begin a fresh transaction under the old one's name: that one
+// committed k2 (or nothing) and the client, told its commit succeeded, had lost its put of k1
+// (before: k1 not found, k2 = 2). The client's view is checked as a list-append history (k1 and
+// k2 as lists, a later transaction reading both): after a put of k2 the checker sees the lost
+// write as a cycle (G-single). The client is attached to another node, which forwards its
+// requests. A commit was refused before too, with the same cause.
+func TestSilentClientTxnNotBegunAgain(t *testing.T) {
+	const idle = 5 * time.Second // idle-timeout's default
+	for _, second := range []string{"put", "get", "commit"} {
+		t.Run(second, func(t *testing.T) {
+			s := prototest.NewSim(t, prototest.Case{Protocol: "serial", Seed: 1})
+			t.Cleanup(s.Stop)
+			tp := s.Topology()
+			coord := tp.DataNodes(1)[0] // forwards to the serial node, DataNodes(0)[0]
+			keys := []string{"silent/1", "silent/2"}
+			rec := history.NewRecorder()
+			list := func(found bool, v int64) history.Value {
+				if found {
+					return history.ListValue([]int64{v})
+				}
+				return history.ListValue([]int64{})
+			}
+			var failures []string
+			fail := func(format string, args ...any) {
+				failures = append(failures, fmt.Sprintf(format, args...))
+			}
+			done := false
+			s.AddClient(1, coord, int64(100*time.Millisecond), func(db *client.DB) {
+				defer func() { done = true }()
+				now := db.Transport().Now
+				ops := []history.MicroOp{{F: history.FAppend, Key: 1, Value: history.IntValue(1)}}
+				switch second {
+				case "put":
+					ops = append(ops, history.MicroOp{F: history.FAppend, Key: 2, Value: history.IntValue(2)})
+				case "get":
+					ops = append(ops, history.MicroOp{F: history.FRead, Key: 2})
+				}
+				rec.Invoke(0, 0, now(), ops)
+				tx := db.Begin(client.TxnOptions{})
+				if err := tx.Put(keys[0], []byte("1")); err != nil {
+					fail("put k1: %v", err)
+					return
+				}
+				db.Transport().Sleep(idle + time.Second)
+				var err error
+				switch second {
+				case "put":
+					err = tx.Put(keys[1], []byte("2"))
+				case "get":
+					_, err = tx.Get(keys[1])
+					if found := err == nil; found || errors.Is(err, client.ErrNotFound) {
+						ops[1].Value, err = list(found, 2), nil
+					}
+				}
+				if err == nil {
+					err = tx.Commit()
+				}
+				if err == nil {
+					rec.Complete(history.OK, 0, 0, now(), ops, "")
+					fail("the transaction committed after the serial node had ended it at its idle timeout")
+				} else {
+					rec.Complete(history.Fail, 0, 0, now(), ops, err.Error())
+					if !client.IsRetryable(err) || client.AbortCause(err) != txnkit.CauseUnknownTxn {
+						fail("the %s after the idle timeout failed with %v, want a retryable abort, cause %s", second, err, txnkit.CauseUnknownTxn)
+					}
+				}
+
+				reads := []history.MicroOp{{F: history.FRead, Key: 1}, {F: history.FRead, Key: 2}}
+				rec.Invoke(0, 0, now(), reads)
+				if err := client.RunTxn(db, client.TxnOptions{ReadOnly: true}, func(tx *client.Txn) error {
+					for i, k := range keys {
+						_, err := tx.Get(k)
+						if err != nil && !errors.Is(err, client.ErrNotFound) {
+							return err
+						}
+						reads[i].Value = list(err == nil, int64(i+1))
+					}
+					return nil
+				}); err != nil {
+					fail("read back: %v", err)
+					return
+				}
+				rec.Complete(history.OK, 0, 0, now(), reads, "")
+				t.Logf("%s after %v of silence: %v; then read k1 %v, k2 %v", second, idle+time.Second, err, reads[0].Value.List, reads[1].Value.List)
+			})
+			s.RunUntil(int64(20 * time.Second))
+			for _, f := range failures {
+				t.Error(f)
+			}
+			if !done {
+				t.Fatal("the client did not finish in 20 virtual seconds")
+			}
+			rep, err := check.Check(rec.Ops(), "strict-serializable")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Verdict != check.Valid {
+				t.Errorf("the client's history is %s:\n%v", rep.Verdict, rep)
+			}
+		})
+	}
+}
+
+// script drives the serial node's lives on one disk by hand.
+type script struct {
+	t           *testing.T
+	tp          *topo.Topology
+	disk        *durable.Mem
+	n           *Node
+	env         *nodetest.ScriptEnv
+	client, bob topo.NodeID
+}
+
+func newScript(t *testing.T) *script {
+	t.Helper()
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "serial", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := cfg.Topology
+	s := &script{t: t, tp: tp, disk: durable.NewMem(), client: topo.NodeID(len(tp.Nodes) + 1), bob: topo.NodeID(len(tp.Nodes) + 2)}
+	s.life()
+	return s
+}
+
+// life starts the serial node's next life (the previous one, if any, crashed).
+func (s *script) life() {
+	s.t.Helper()
+	s.env = &nodetest.ScriptEnv{ID: s.tp.DataNodes(0)[0], Topo: s.tp, Clock: int64(time.Second), Disk: s.disk}
+	h, err := proto{}.NewNode(node.Config{Env: s.env, Durable: s.disk})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.n = h.(*Node)
+}
+
+// send hands the node a request of from, completes every persist, and returns the replies.
+func (s *script) send(from topo.NodeID, req *wire.ClientRequest) []*wire.ClientReply {
+	s.t.Helper()
+	s.n.Handle(from, req)
+	s.env.Flush()
+	return s.replies(from)
+}
+
+// replies returns the replies sent to to since the last call (and forgets everything sent).
+func (s *script) replies(to topo.NodeID) []*wire.ClientReply {
+	var out []*wire.ClientReply
+	for _, m := range s.env.Take() {
+		if r, ok := m.M.(*wire.ClientReply); ok && m.To == to {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// one checks that rs is a single reply to txn's request seq with code and cause.
+func (s *script) one(what string, rs []*wire.ClientReply, txn uint64, seq uint32, code wire.Code, cause string) {
+	s.t.Helper()
+	if len(rs) != 1 {
+		s.t.Fatalf("%s: %d replies, want 1", what, len(rs))
+	}
+	if r := rs[0]; r.Txn != txn || r.Seq != seq || r.Code != code || r.Cause != cause {
+		s.t.Errorf("%s answered %+v, want txn %d seq %d code %v cause %q", what, r, txn, seq, code, cause)
+	}
+}
+
+// TestRestartedNodeRefusesEarlierTxn: the serial node crashes after a client's first put (its
+// transaction, and the put, were only in memory) and comes back. The client's next requests of
+// that transaction, one arriving while another client's transaction holds the lock and then
+// the commit, are refused at once (retryable, unknown-transaction): before, the put waited for
+// the lock and then began a fresh transaction under the old one's name, which would commit
+// without the first put. Nothing of the transaction is persisted, and the client's next
+// transaction begins.
+func TestRestartedNodeRefusesEarlierTxn(t *testing.T) {
+	s := newScript(t)
+	put := func(txn uint64, seq uint32, key, v string) *wire.ClientRequest {
+		return &wire.ClientRequest{Txn: txn, Seq: seq, Op: wire.OpPut, Key: key, Value: []byte(v)}
+	}
+	s.one("the first put", s.send(s.client, put(1, 0, "k1", "1")), 1, 0, wire.CodeOK, "")
+
+	s.life() // the crash
+	s.one("bob's put", s.send(s.bob, put(1, 0, "held", "bob")), 1, 0, wire.CodeOK, "")
+	s.one("the put while bob holds the lock", s.send(s.client, put(1, 1, "k2", "2")), 1, 1, wire.CodeAborted, txnkit.CauseUnknownTxn)
+	s.one("bob's commit", s.send(s.bob, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}), 1, 1, wire.CodeOK, "")
+	s.one("the commit", s.send(s.client, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}), 1, 2, wire.CodeAborted, txnkit.CauseUnknownTxn)
+	for _, k := range []string{"k1", "k2"} {
+		if v, ok := s.n.Value(k); ok {
+			t.Errorf("%s = %q committed: the restart lost the transaction's first put", k, v)
+		}
+	}
+	if v, _ := s.n.Value("held"); string(v) != "bob" {
+		t.Errorf("bob's put committed %q, want bob", v)
+	}
+	s.one("the next transaction's put", s.send(s.client, put(2, 0, "k2", "2")), 2, 0, wire.CodeOK, "")
+	// A first request that commits or aborts did nothing, and is answered OK.
+	s.one("a first commit", s.send(s.client, &wire.ClientRequest{Txn: 3, Seq: 0, Op: wire.OpCommit}), 3, 0, wire.CodeOK, "")
+}
+
+// TestDuplicateRequestsDropped: the network may deliver a request twice. A late copy of a
+// transaction's first put, arriving after a second put of the same key, used to be applied
+// again and put the first value back, which the commit then made durable; a copy of the commit
+// arriving while its writes were being persisted was answered "unknown-transaction", and that
+// answer reached the client before the commit's own: a committed transaction reported aborted.
+// Both copies are now dropped unanswered.
+func TestDuplicateRequestsDropped(t *testing.T) {
+	s := newScript(t)
+	first := &wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpPut, Key: "k", Value: []byte("first")}
+	s.one("the first put", s.send(s.client, first), 1, 0, wire.CodeOK, "")
+	s.one("the second put", s.send(s.client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpPut, Key: "k", Value: []byte("second")}), 1, 1, wire.CodeOK, "")
+	if rs := s.send(s.client, first); len(rs) != 0 {
+		t.Errorf("the first put's copy was answered %+v, want no answer", rs[0])
+	}
+	commit := &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}
+	s.n.Handle(s.client, commit)
+	s.n.Handle(s.client, commit) // the copy, while the commit's writes are being persisted
+	if rs := s.replies(s.client); len(rs) != 0 {
+		t.Errorf("answered %+v before the commit was durable", rs[0])
+	}
+	s.env.Flush()
+	s.one("the commit", s.replies(s.client), 1, 2, wire.CodeOK, "")
+	if v, _ := s.n.Value("k"); string(v) != "second" {
+		t.Errorf("k = %q committed, want second", v)
+	}
+}
+
+// TestBadRequestsRefused: a request no client library sends (an empty key, an unknown
+// operation, a write in a read-only transaction, a key that is not UTF-8) is answered with a
+// one-line bad-argument error by the node the client is attached to, and begins nothing: the
+// serial node's lock stays free for the next transaction. Before, the serial node began a
+// transaction for it and held the lock until the idle timeout, and a coordinator forwarded a
+// key that is not UTF-8, which the real runtime cannot encode, so the client heard nothing.
+func TestBadRequestsRefused(t *testing.T) {
+	s := newScript(t)
+	coord := &nodetest.ScriptEnv{ID: s.tp.DataNodes(1)[0], Topo: s.tp, Clock: int64(time.Second)}
+	h, err := proto{}.NewNode(node.Config{Env: coord, Durable: durable.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, req := range []*wire.ClientRequest{
+		{Op: wire.OpPut, Value: []byte("v")},
+		{Op: wire.Op(99), Key: "k"},
+		{Op: wire.OpPut, Key: "k", Value: []byte("v"), ReadOnly: true},
+		{Op: wire.OpGet, Key: "\xff"},
+	} {
+		req.Txn = uint64(i + 1)
+		for _, at := range []struct {
+			name string
+			n    node.Handler
+			env  *nodetest.ScriptEnv
+		}{{"serial node", s.n, s.env}, {"coordinator", h, coord}} {
+			at.n.Handle(s.client, req)
+			sent := at.env.Take()
+			if len(sent) != 1 || sent[0].To != s.client {
+				t.Fatalf("%s, request %+v: sent %+v, want one answer to the client", at.name, req, sent)
+			}
+			r, ok := sent[0].M.(*wire.ClientReply)
+			if !ok || r.Code != wire.CodeBadArgument || r.Error == "" || r.Txn != req.Txn {
+				t.Errorf("%s, request %+v: answered %+v, want a bad-argument error", at.name, req, sent[0].M)
+			}
+		}
+	}
+	s.one("bob's put", s.send(s.bob, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: "k", Value: []byte("bob")}), 1, 0, wire.CodeOK, "")
+}
