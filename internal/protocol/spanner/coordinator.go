@@ -154,12 +154,12 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 	key := txnkit.ClientTxn{Client: from, Txn: m.Txn}
 	t := c.txns[key]
 	if t == nil {
-		if m.Seq != 0 {
-			txnkit.Aborted(c.env, from, m, causeUnknownTxn)
-			return
-		}
-		if m.Op == wire.OpCommit || m.Op == wire.OpAbort {
-			txnkit.OK(c.env, from, m)
+		// A later request of a transaction an abort or idle timeout ended, or an earlier life
+		// held, is refused, never begun afresh without the requests before it.
+		if answered, refused := txnkit.AnswerUnheld(c.env, from, m); answered {
+			if refused {
+				c.metrics.Add("aborts/"+causeUnknownTxn, 1)
+			}
 			return
 		}
 		if c.inc.Spent() {

@@ -297,7 +297,7 @@ const (
 	causeLostRead      = "participant-lost-read"
 	causeIdle          = "idle-timeout"
 	causeRestarted     = "coordinator-restarted"
-	causeUnknownTxn    = "unknown-transaction"
+	causeUnknownTxn    = txnkit.CauseUnknownTxn
 	causeClientAbort   = "client-abort"
 	causePrepareFailed = "prepare-failed"
 	causeBadAnswer     = "bad-participant-answer"
