@@ -140,28 +140,12 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 	}
 }
 
-// retryAge is the age of a client's transaction that aborted here, kept for its retry.
-type retryAge struct {
-	age     ts.Timestamp
-	abortAt int64 // local clock when the transaction aborted
-}
-
 // begin starts a client's transaction. A retry (Attempt > 0) takes the age the client's
-// aborted attempt left (rollback); anything else starts a new age. Either way the entry goes:
-// the live transaction carries its age, and leaves it again only if it too aborts. So the map
-// holds only clients whose last transaction here aborted and who have not begun another,
-// whatever the number of clients that ever came: a commit, or an unknown outcome, which
-// clients do not retry, leaves nothing, and an abort nobody retries is dropped after the idle
-// timeout (expireRetryAges).
+// aborted attempt left (rollback); anything else starts a new age (txnkit.RetryAges, which
+// keeps an age only from an abort to the client's next begin, for an idle timeout at most).
 func (n *Node) begin(k txnkit.ClientTxn, req *wire.ClientRequest) *coordTxn {
 	now := n.now()
-	age := now
-	if r, ok := n.clientAge[k.Client]; ok {
-		if req.Attempt > 0 {
-			age = r.age
-		}
-		delete(n.clientAge, k.Client)
-	}
+	age := n.clientAge.Begin(k.Client, req.Attempt, now)
 	t := &coordTxn{
 		key:      k,
 		meta:     TxnMeta{ID: n.inc.NextTxnID(n.self), Age: age, RecordNode: -1, Coord: n.self},
@@ -645,26 +629,12 @@ func (n *Node) rollback(t *coordTxn, cause string) {
 		n.m.Add("abort/"+cause, 1)
 	}
 	// Kept before the client hears of the abort, so its retry finds it (begin).
-	n.clientAge[t.key.Client] = retryAge{age: t.meta.Age, abortAt: n.env.Now()}
+	n.clientAge.Aborted(t.key.Client, t.meta.Age, n.env.Now())
 	if t.meta.RecordNode >= 0 {
 		n.env.Send(t.meta.RecordNode, &EndTxnReq{Txn: t.meta.ID, Status: EndAbort})
 	}
 	n.resolveAll(t.meta.ID, t.writeKeys, false, ts.Zero, t.meta.RecordNode)
 	n.finish(t)
-}
-
-// expireRetryAges forgets the ages of clients that have not retried within the idle timeout of
-// their abort: the coordinator takes a client silent that long inside a transaction for gone,
-// and retries follow an abort by a backoff (at most 100ms in client.RunTxn, 50ms in the bench
-// driver). A client that does come back later starts with a fresh age, as after a coordinator
-// restart. No session end reaches the coordinator, so time is what tells it.
-func (n *Node) expireRetryAges() {
-	now := n.env.Now()
-	for c, r := range n.clientAge { // deleting by a test of each entry alone: order is moot
-		if now-r.abortAt > int64(n.set.idle) {
-			delete(n.clientAge, c)
-		}
-	}
 }
 
 // callFor is callVia for a request of t.

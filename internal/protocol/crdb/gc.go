@@ -218,11 +218,12 @@ func (n *Node) reresolve(txn storage.TxnID, r txnrec.Record, rs *recState) {
 	}
 }
 
-// armGCTick runs gcTick, and expireRetryAges, every heartbeat interval.
+// armGCTick runs gcTick, and expires the retry ages of clients silent for the idle timeout
+// since their abort, every heartbeat interval.
 func (n *Node) armGCTick() {
 	n.env.After(n.set.heartbeat, func() {
 		n.gcTick()
-		n.expireRetryAges()
+		n.clientAge.Expire(n.env.Now(), n.set.idle)
 		n.armGCTick()
 	})
 }

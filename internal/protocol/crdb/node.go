@@ -148,7 +148,6 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		txns:       map[txnkit.ClientTxn]*coordTxn{},
 		byID:       map[storage.TxnID]*coordTxn{},
 		pending:    map[uint64]*call{},
-		clientAge:  map[topo.NodeID]retryAge{},
 	}
 	n.resNotes = txnkit.NewOutbox(env, func(txns []storage.TxnID) wire.Msg { return &Resolved{Txns: txns} })
 	if err := n.recover(cfg.Durable); err != nil {
@@ -205,10 +204,10 @@ type Node struct {
 	// Coordinator state.
 	txns      map[txnkit.ClientTxn]*coordTxn
 	byID      map[storage.TxnID]*coordTxn
-	clientAge map[topo.NodeID]retryAge // age (priority) an aborted client's retry takes (begin)
-	inc       txnkit.Incarnation       // this life's number, and its transaction ids
-	ready     bool                     // inc is durable: transaction ids may be handed out
-	waiting   []queuedReq              // client requests that came before ready
+	clientAge txnkit.RetryAges   // age (priority) an aborted client's retry takes (begin)
+	inc       txnkit.Incarnation // this life's number, and its transaction ids
+	ready     bool               // inc is durable: transaction ids may be handed out
+	waiting   []queuedReq        // client requests that came before ready
 
 	pending map[uint64]*call // outstanding requests this node sent, by request id
 	nextReq uint64

@@ -18,10 +18,8 @@ import (
 // ids keep changing across a node's lives.
 //
 // A client whose retry comes later than that, or after a coordinator restart, starts with a
-// fresh age. The zero value is ready to use.
-type RetryAges struct {
-	kept map[topo.NodeID]retryAge
-}
+// fresh age. The zero value (a nil map) is ready to use; len gives the number of ages kept.
+type RetryAges map[topo.NodeID]retryAge
 
 type retryAge struct {
 	age     ts.Timestamp
@@ -33,11 +31,11 @@ type retryAge struct {
 // entry goes: the running transaction carries its age, and leaves it again only if it too
 // aborts. A commit, or an unknown outcome (which clients do not retry), so leaves nothing.
 func (r *RetryAges) Begin(client topo.NodeID, attempt uint32, fresh ts.Timestamp) ts.Timestamp {
-	k, ok := r.kept[client]
+	k, ok := (*r)[client]
 	if !ok {
 		return fresh
 	}
-	delete(r.kept, client)
+	delete(*r, client)
 	if attempt > 0 {
 		return k.age
 	}
@@ -47,22 +45,22 @@ func (r *RetryAges) Begin(client topo.NodeID, attempt uint32, fresh ts.Timestamp
 // Aborted keeps the age of client's transaction that aborted at now (local clock) for its
 // retry. It must run before the client can hear of the abort, so that the retry finds it.
 func (r *RetryAges) Aborted(client topo.NodeID, age ts.Timestamp, now int64) {
-	if r.kept == nil {
-		r.kept = map[topo.NodeID]retryAge{}
+	if *r == nil {
+		*r = RetryAges{}
 	}
-	r.kept[client] = retryAge{age: age, abortAt: now}
+	(*r)[client] = retryAge{age: age, abortAt: now}
 }
 
 // Expire forgets the ages of clients that have not retried within idle of their abort: a
 // coordinator takes a client silent that long inside a transaction for gone, and retries
 // follow an abort within a backoff. The caller runs it periodically.
 func (r *RetryAges) Expire(now int64, idle time.Duration) {
-	for c, k := range r.kept { // each entry is judged alone: the order is moot
+	for c, k := range *r { // each entry is judged alone: the order is moot
 		if now-k.abortAt > int64(idle) {
-			delete(r.kept, c)
+			delete(*r, c)
 		}
 	}
 }
 
 // Len is the number of ages kept.
-func (r *RetryAges) Len() int { return len(r.kept) }
+func (r RetryAges) Len() int { return len(r) }
