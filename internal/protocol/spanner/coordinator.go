@@ -269,8 +269,15 @@ func (c *Coordinator) begin(key txnkit.ClientTxn, m *wire.ClientRequest) *coordT
 func (c *Coordinator) armIdle(t *coordTxn) {
 	c.env.Cancel(t.idleTimer)
 	t.idleTimer = c.env.After(c.cfg.IdleTimeout, func() {
-		if c.byID[t.id] == t && t.phase != phaseCommitted && t.pending == nil {
+		switch {
+		case c.byID[t.id] == t && t.phase != phaseCommitted && t.pending == nil:
 			c.abort(t, causeIdle)
+			c.forget(t)
+		case t.abortedBy != "":
+			// Aborted while its client had nothing in flight, and kept for the client's next
+			// request to learn the cause; a client silent this long may never send one, and
+			// a running transaction would have ended here anyway. Its next request, if any,
+			// is refused as unknown (AnswerUnheld).
 			c.forget(t)
 		}
 	})
@@ -843,7 +850,8 @@ func (c *Coordinator) abort(t *coordTxn, cause string) {
 		txnkit.Aborted(c.env, t.key.Client, req, cause)
 		return
 	}
-	// No request in flight: the client learns of the abort at its next request.
+	// No request in flight: the client learns of the abort at its next request, if it comes
+	// before the idle timer (armed at its last one) drops the transaction.
 	t.abortedBy = cause
 	t.phase = phaseActive
 	delete(c.byID, t.id)

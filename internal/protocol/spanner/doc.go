@@ -180,6 +180,12 @@
 //     Before, such a read left the client waiting until its own timeout with its coordinator
 //     alive. A read answered just before its keep-alive arrived had its answer sent first on
 //     the same link, so the refusal finds the read done and is ignored.
+//   - A coordinator aborts a transaction whose client has sent nothing for idle-timeout. One
+//     aborted while its client had no request in flight (wounded while the client thinks) is
+//     kept for the client's next request to learn the cause, but only until that same timeout:
+//     a client that never comes back must not leave an entry behind. A later request of a
+//     transaction the coordinator does not hold is refused, cause unknown-transaction
+//     (txnkit.AnswerUnheld), never begun afresh.
 //   - Transaction ids embed a persisted incarnation number, so they never repeat after a restart.
 //   - A restarted node tells every other data node (Restarted, carrying its new incarnation),
 //     before it handles anything, and each settles at once what the crash lost rather than wait

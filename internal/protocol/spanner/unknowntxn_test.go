@@ -2,6 +2,7 @@ package spanner
 
 import (
 	"testing"
+	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/storage/locks"
@@ -37,4 +38,54 @@ func TestUnheldTxnAnswers(t *testing.T) {
 		t.Errorf("the coordinator holds %d transactions, want none", n)
 	}
 	checkQuiet(t, c)
+}
+
+// TestAbortedIdleTxnDropped: a transaction aborted while its client has no request in flight
+// (wounded while the client thinks) is kept so that the client's next request learns the
+// cause; one whose client never sends another was kept for good, an entry per such client in
+// the coordinator's table (the idle timer only ended transactions still running). The client's
+// next request within the idle timeout still gets the abort and its cause; after it the entry
+// is gone and the request is refused as of an unknown transaction.
+func TestAbortedIdleTxnDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // client silence after its put, before its next request
+		cause string
+	}{{"next-request-within-idle", time.Second, causeWoundWait}, {"next-request-after-idle", 5 * time.Second, causeUnknownTxn}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCluster(t, locks.WoundWait, true)
+			coord := c.nodes[0].Coord
+			const older, younger node.ID = 100, 101
+			k0, k2 := c.key(0, 0, "k0"), c.key(2, 0, "k2")
+			ok := func(what string, r *wire.ClientReply) {
+				t.Helper()
+				if r == nil || r.Code != wire.CodeOK {
+					t.Fatalf("%s: %+v", what, r)
+				}
+			}
+			ok("older reads k0", c.request(older, &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: k0}))
+			c.now += int64(time.Millisecond)
+			ok("younger writes k2", c.request(younger, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: k2, Value: []byte("y")}))
+			// The older wants k2: it wounds the younger, whose client has nothing in flight.
+			ok("older reads k2", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpGet, Key: k2}))
+			ok("older commits", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}))
+			if n := len(coord.txns); n != 1 {
+				t.Fatalf("the coordinator holds %d transactions after the wound, want the younger's", n)
+			}
+			c.fireTimers(tc.after)
+			if tc.after >= c.cfg.IdleTimeout {
+				if n := len(coord.txns); n != 0 {
+					t.Errorf("the coordinator holds %d transactions an idle timeout after the wounded one's last request, want none", n)
+				}
+			}
+			r := c.request(younger, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpPut, Key: k0, Value: []byte("y")})
+			if r == nil || r.Code != wire.CodeAborted || r.Cause != tc.cause {
+				t.Errorf("younger's next request %v later: %+v, want aborted, cause %s", tc.after, r, tc.cause)
+			}
+			if n := len(coord.txns); n != 0 {
+				t.Errorf("the coordinator holds %d transactions after the younger's next request, want none", n)
+			}
+			checkQuiet(t, c)
+		})
+	}
 }
