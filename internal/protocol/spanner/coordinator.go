@@ -63,6 +63,10 @@ type coordTxn struct {
 	start     int64 // local clock at the first request
 	prepStart int64
 	idleTimer node.TimerID
+
+	// idleLapsed: the idle timer fired while a request was in flight (a long lock wait), so
+	// the answer to it arms the timer again.
+	idleLapsed bool
 }
 
 // Coordinator is the transaction-manager half of a data node: it runs the transactions of the
@@ -273,6 +277,12 @@ func (c *Coordinator) armIdle(t *coordTxn) {
 		case c.byID[t.id] == t && t.phase != phaseCommitted && t.pending == nil:
 			c.abort(t, causeIdle)
 			c.forget(t)
+		case c.byID[t.id] == t && t.phase == phaseActive:
+			// A request is in flight: the client is waiting, not silent. It has the whole
+			// timeout again from the answer (groupDone); without this nothing armed the timer
+			// again, and a client that then fell silent for good had its transaction, and
+			// the locks its keep-alives hold, kept forever.
+			t.idleLapsed = true
 		case t.abortedBy != "":
 			// Aborted while its client had nothing in flight, and kept for the client's next
 			// request to learn the cause; a client silent this long may never send one, and
@@ -607,6 +617,10 @@ func (c *Coordinator) groupDone(t *coordTxn, g *opGroup) {
 	}
 	req, run := t.pending, t.run
 	t.pending, t.run = nil, nil
+	if t.idleLapsed {
+		t.idleLapsed = false
+		c.armIdle(t)
+	}
 	c.reply(t, req, run)
 }
 

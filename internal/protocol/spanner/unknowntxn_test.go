@@ -89,3 +89,58 @@ func TestAbortedIdleTxnDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleTimeoutAfterLongWait: a request that waits for a lock longer than the idle timeout
+// (its client is not silent: it waits for the answer) outlives the idle timer armed when it
+// came, which found it in flight and did nothing. Nothing armed the timer again, so if the
+// client then fell silent for good (a client process that died) the coordinator ran the
+// transaction forever and its keep-alives held its locks at the participants. The client must
+// have the idle timeout from the answer to send its next request, and no more.
+func TestIdleTimeoutAfterLongWait(t *testing.T) {
+	c := newTestCluster(t, locks.WoundWait, true)
+	coord := c.nodes[0].Coord
+	idle := c.cfg.IdleTimeout
+	const older, younger node.ID = 100, 101
+	k := c.key(1, 0, "k")
+	ok := func(what string, r *wire.ClientReply) {
+		t.Helper()
+		if r == nil || r.Code != wire.CodeOK {
+			t.Fatalf("%s: %+v", what, r)
+		}
+	}
+	ok("older writes k", c.request(older, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: k, Value: []byte("o")}))
+	c.now += int64(time.Millisecond)
+	// The younger waits for the older's lock (wound-wait: a younger requester waits).
+	if r := c.request(younger, &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: k}); r != nil {
+		t.Fatalf("younger's read answered %+v while the older holds k", r)
+	}
+	// The older's client keeps it alive past the younger's idle timeout, then commits.
+	step := idle / 4
+	for i := range 5 {
+		c.fireTimers(step)
+		ok("older reads", c.request(older, &wire.ClientRequest{Txn: 1, Seq: uint32(1 + i), Op: wire.OpGet, Key: c.key(2, 0, "other")}))
+	}
+	ok("older commits", c.request(older, &wire.ClientRequest{Txn: 1, Seq: 6, Op: wire.OpCommit}))
+	if r := c.replies[younger]; len(r) != 1 || r[0].Code != wire.CodeOK {
+		t.Fatalf("younger's read after the older's commit: %+v, want OK", r)
+	}
+	// The younger's client thinks for almost an idle timeout: its transaction stays. (The
+	// clock moves in steps, each a keep-alive's chance to reach the participants.)
+	for range 3 {
+		c.fireTimers(step)
+	}
+	if n := coord.Active(); n != 1 {
+		t.Fatalf("the coordinator runs %d transactions %v after the younger's answer, want the younger's", n, 3*step)
+	}
+	// Then it is silent for good: an idle timeout after the answer, the transaction ends.
+	for range 2 {
+		c.fireTimers(step)
+	}
+	if n := coord.Active(); n != 0 {
+		t.Errorf("the coordinator still runs %d transactions %v after the answer to a client silent since", n, 5*step)
+	}
+	if n := len(coord.txns); n != 0 {
+		t.Errorf("the coordinator still holds %d transactions", n)
+	}
+	checkQuiet(t, c)
+}
