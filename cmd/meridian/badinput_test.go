@@ -250,7 +250,7 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"server"}, "--node is required", 0},
 		{[]string{"server", "--node", "nope"}, `no node "nope"`, 0},
 		{[]string{"server", "--node", "sh-1", "--log-level", "loud"}, `--log-level "loud"`, 0},
-		{[]string{"kv", "get", "k", "--config", f("ttl.toml")}, "ttl.toml:11: protocol k2: option ttl=2000000h: want a duration from 0 to 1000h", 0},
+		{[]string{"kv", "get", "k", "--config", f("ttl.toml")}, "ttl.toml:18: protocol k2: option ttl=2000000h: want a duration from 0 to 1000h", 0},
 		{[]string{"kv", "get", "k", "--config", f("eps.toml")}, `eps.toml:9: epsilon "2000000h": want a duration from 0 to 100s`, 0},
 		{[]string{"kv", "get", "k", "--config", f("scale.toml")}, "scale.toml:26: latency scale NaN: want 0..100", 0},
 		// The command tree.

@@ -132,6 +132,11 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		}
 		return nil, fail(0, "%v", err)
 	}
+	// A map takes no error from the decoder for a value that is not a table: options = "ttl=5ms"
+	// and [[options]] decoded as no options at all, and the cluster ran on defaults.
+	if t := md.Type("options"); t != "" && t != "Hash" { // "" for a table implied by [options.k2]
+		return nil, fail(settingLine(text, "options"), "options: want a table [options] of key = \"value\" (and [options.<protocol>] tables)")
+	}
 	for _, k := range md.Undecoded() {
 		if k[0] == "options" { // its tables are decoded as any; effectiveOptions judges them
 			continue
@@ -148,11 +153,12 @@ func Parse(source, text, baseDir string) (*Config, error) {
 	if c.Protocol, err = protocol.Lookup(f.Protocol); err != nil {
 		return nil, fail(lineOfKey(text, "protocol"), "%v", err)
 	}
-	if c.Options, err = effectiveOptions(f.Options, f.Protocol); err != nil {
-		return nil, fail(lineOfKey(text, "options"), "%v", err)
+	var optionTables map[string]string // which table set each option, for errors naming its line
+	if c.Options, optionTables, err = effectiveOptions(text, f.Options, f.Protocol, fail); err != nil {
+		return nil, err
 	}
 	if err := protocol.CheckOptions(c.Protocol, c.Options); err != nil {
-		return nil, fail(lineOfKey(text, "options"), "%v", err)
+		return nil, fail(optionsErrorLine(text, c.Protocol, c.Options, optionTables, err), "%v", err)
 	}
 	if f.Epsilon != "" {
 		if c.Epsilon, err = time.ParseDuration(f.Epsilon); err != nil || c.Epsilon < 0 || c.Epsilon > MaxEpsilon {
@@ -360,53 +366,141 @@ func checkAddr(a string) error {
 	return nil
 }
 
-// lineOfKey returns the first line that assigns key (or opens table [key]), or 0.
 // effectiveOptions are the options the cluster's protocol runs with: the [options] table's
-// strings and those of its [options.<protocol>] table. A table for another protocol is ignored, so
-// one file can carry what each protocol needs (the shipped default sets K2's ttl there) and
-// switching the protocol line is enough to run another. A key set both ways is refused rather
-// than one silently winning.
-func effectiveOptions(raw map[string]any, protocolName string) (map[string]string, error) {
-	opts := map[string]string{}
+// strings and those of its [options.<protocol>] table, with the table each came from. A table
+// for another protocol does not apply, so one file can carry what each protocol needs (the
+// shipped default sets K2's ttl there) and switching the protocol line is enough to run another;
+// its keys and value types are still checked, so that a typo there is refused now rather than
+// when someone switches to it. A key set both ways is refused rather than one silently winning.
+// Each refusal names the line that set the entry.
+func effectiveOptions(text string, raw map[string]any, protocolName string, fail func(int, string, ...any) error) (opts, tables map[string]string, err error) {
+	opts, tables = map[string]string{}, map[string]string{}
 	var scoped map[string]any
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(raw) {
 		switch v := raw[k].(type) {
 		case string:
-			opts[k] = v
+			opts[k], tables[k] = v, "options"
 		case map[string]any:
-			if _, err := protocol.Lookup(k); err != nil {
-				return nil, fmt.Errorf("[options.%s]: %v", k, err)
+			table := "options." + k
+			p, err := protocol.Lookup(k)
+			if err != nil {
+				return nil, nil, fail(optionLine(text, "options", k), "[%s]: %v", table, err)
+			}
+			known := p.Options()
+			for _, name := range sortedKeys(v) {
+				if _, isString := v[name].(string); !isString {
+					return nil, nil, fail(optionLine(text, table, name), "option %s in [%s]: want a quoted string", name, table)
+				}
+				if _, isKnown := known[name]; !isKnown {
+					return nil, nil, fail(optionLine(text, table, name), "[%s]: protocol %s has no option %q (known: %s)",
+						table, k, name, strings.Join(sortedKeys(known), ", "))
+				}
 			}
 			if k == protocolName {
 				scoped = v
 			}
 		default:
-			return nil, fmt.Errorf("option %s: want a quoted string (or a table [options.<protocol>])", k)
+			return nil, nil, fail(optionLine(text, "options", k), "option %s: want a quoted string (or a table [options.<protocol>])", k)
 		}
 	}
-	skeys := make([]string, 0, len(scoped))
-	for k := range scoped {
-		skeys = append(skeys, k)
-	}
-	sort.Strings(skeys)
-	for _, k := range skeys {
-		v, ok := scoped[k].(string)
-		if !ok {
-			return nil, fmt.Errorf("option %s in [options.%s]: want a quoted string", k, protocolName)
-		}
+	for _, k := range sortedKeys(scoped) {
 		if _, dup := opts[k]; dup {
-			return nil, fmt.Errorf("option %s is set both in [options] and in [options.%s]: keep one", k, protocolName)
+			return nil, nil, fail(optionLine(text, "options."+protocolName, k),
+				"option %s is set both in [options] and in [options.%s]: keep one", k, protocolName)
 		}
-		opts[k] = v
+		opts[k], tables[k] = scoped[k].(string), "options."+protocolName
 	}
-	return opts, nil
+	return opts, tables, nil
 }
 
+// optionsErrorLine returns the line that set the option a protocol refused (err): the key an
+// OptionError names or, as CheckOptions reports unknown keys first in sorted order, the first
+// unknown one; failing that, the [options] table.
+func optionsErrorLine(text string, p protocol.Protocol, opts, tables map[string]string, err error) int {
+	key := ""
+	var oe *protocol.OptionError
+	if errors.As(err, &oe) {
+		key = oe.Key
+	} else {
+		known := p.Options()
+		for _, k := range sortedKeys(opts) {
+			if _, ok := known[k]; !ok {
+				key = k
+				break
+			}
+		}
+	}
+	if table, ok := tables[key]; ok {
+		if line := optionLine(text, table, key); line > 0 {
+			return line
+		}
+	}
+	return lineOfKey(text, "options")
+}
+
+// optionLine returns the line that sets key in table or, failing that (an inline table), the
+// line that opens the nearest table holding it, or 0.
+func optionLine(text, table, key string) int {
+	for path := table + "." + key; path != ""; {
+		if line := settingLine(text, path); line > 0 {
+			return line
+		}
+		i := strings.LastIndex(path, ".")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return 0
+}
+
+// settingLine returns the first line that opens table path ([options.k2]) or assigns it
+// (options.k2.ttl, under whichever table header or dotted key spells it), or 0.
+func settingLine(text, path string) int {
+	section := ""
+	for i, l := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "[") {
+			name, _, _ := strings.Cut(strings.TrimLeft(t, "["), "]")
+			if section = tomlPath(name); section == path {
+				return i + 1
+			}
+			continue
+		}
+		k, _, ok := strings.Cut(t, "=")
+		if !ok || strings.HasPrefix(t, "#") {
+			continue
+		}
+		full := tomlPath(k)
+		if section != "" {
+			full = section + "." + full
+		}
+		if full == path {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// tomlPath normalizes a TOML key or table name (options . "k2") to its dotted path (options.k2).
+func tomlPath(s string) string {
+	parts := strings.Split(s, ".")
+	for i, p := range parts {
+		parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
+	}
+	return strings.Join(parts, ".")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// lineOfKey returns the first line that assigns key (or opens table [key]), or 0.
 func lineOfKey(text, key string) int {
 	for i, l := range strings.Split(text, "\n") {
 		t := strings.TrimSpace(l)

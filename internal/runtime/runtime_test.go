@@ -131,15 +131,21 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 		{"bad epsilon", `epsilon = "1ms"`, `epsilon = "soon"`, `:9: epsilon "soon"`},
 		{"unknown setting", `[latency]`, "[latency]\nspeed = 3", `unknown setting "latency.speed"`},
 		{"syntax", `name = "k2-3region"`, `name = `, `:5:`},
-		{"unknown option", `[options] `, "[options]\ncolour = \"blue\"", `unknown option "colour"`},
-		{"bad option value", `[options] `, "[options]\nmutant = \"nope\"", `option mutant=nope`},
+		{"unknown option", `[options] `, "[options]\ncolour = \"blue\"", `:12: protocol k2: unknown option "colour"`},
+		{"bad option value", `[options] `, "[options]\nmutant = \"nope\"", `:12: protocol k2: option mutant=nope`},
 		{"oracles for a protocol without", `protocol = "k2"`, `protocol = "crdb"`, `:53: node sh-oracle: protocol crdb runs no oracle nodes`},
 		{"NaN latency scale", `scale = 1.0`, `scale = nan`, `:26: latency scale NaN: want 0..100`},
 		{"epsilon of millions of hours", `epsilon = "1ms"`, `epsilon = "2000000h"`, `:9: epsilon "2000000h": want a duration from 0 to 100s`},
-		{"option duration of millions of hours", `ttl = "5ms"`, `ttl = "2000000h"`, `option ttl=2000000h: want a duration from 0 to 1000h`},
-		{"option set both ways", `[options] `, "[options]\nttl = \"2ms\"", `:11: option ttl is set both in [options] and in [options.k2]: keep one`},
-		{"options of an unknown protocol", `[options.k2]`, `[options.k3]`, `:11: [options.k3]: unknown protocol "k3"`},
-		{"option not a string", `ttl = "5ms"`, `ttl = 5`, `:11: option ttl in [options.k2]: want a quoted string`},
+		{"option duration of millions of hours", `ttl = "5ms"`, `ttl = "2000000h"`, `:18: protocol k2: option ttl=2000000h: want a duration from 0 to 1000h`},
+		{"option set both ways", `[options] `, "[options]\nttl = \"2ms\"", `:19: option ttl is set both in [options] and in [options.k2]: keep one`},
+		{"options of an unknown protocol", `[options.k2]`, `[options.k3]`, `:13: [options.k3]: unknown protocol "k3"`},
+		{"option not a string", `ttl = "5ms"`, `ttl = 5`, `:18: option ttl in [options.k2]: want a quoted string`},
+		{"unknown option in the protocol's table", `ttl = "5ms"`, `colour = "blue"`, `:18: [options.k2]: protocol k2 has no option "colour"`},
+		{"unknown option in a dotted key", `[options] `, "[options]\nk2.colour = \"blue\"", `:12: [options.k2]: protocol k2 has no option "colour"`},
+		{"unknown option in another protocol's table", `[options.k2]`, "[options.crdb]\ncolour = \"blue\"\n[options.k2]",
+			`:14: [options.crdb]: protocol crdb has no option "colour" (known: `},
+		{"option not a string in another protocol's table", `[options.k2]`, "[options.crdb]\ngc-ttl = 5\n[options.k2]",
+			`:14: option gc-ttl in [options.crdb]: want a quoted string`},
 		{"backups under default replication", `replication = "primary"      #`, `backups = 1 #`,
 			`:22: backups = 1 needs replication = "backups" (replication is "primary")`},
 		{"backups under all-regions", `replication = "primary"      #`, "replication = \"all-regions\"\nbackups = 1 #",
@@ -159,6 +165,40 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 	}
 	if _, err := Parse("c.toml", base, ""); err != nil {
 		t.Fatalf("the shipped default does not parse: %v", err)
+	}
+}
+
+// The options tables written otherwise than as tables of strings are refused with the line that
+// sets them. The TOML decoder gives a map no error for a value that is not a table, so
+// options = "..." and [[options]] ran the cluster on default options without a word.
+func TestOptionsOtherThanTablesRefused(t *testing.T) {
+	base := configs.Default
+	from, to := strings.Index(base, "[options]"), strings.Index(base, "[placement]")
+	if from < 0 || to < from {
+		t.Fatal("no [options] ... [placement] in the default config")
+	}
+	head, tail := base[:from], base[to:]
+	lineOf := func(text, s string) int { return strings.Count(text[:strings.Index(text, s)], "\n") + 1 }
+	for _, tc := range []struct{ name, options, at, want string }{
+		{"a string", "options = \"ttl=5ms\"\n", "options", "options: want a table [options]"},
+		{"an integer", "options = 5\n", "options", "options: want a table [options]"},
+		{"an array", "options = [\"ttl=5ms\"]\n", "options", "options: want a table [options]"},
+		{"an array of tables", "[[options]]\nttl = \"5ms\"\n", "[[options]]", "options: want a table [options]"},
+		// Without an [options] header the error still names the line that sets the option.
+		{"only a protocol table", "[options.k2]\nttl = 5\n", "ttl", "option ttl in [options.k2]: want a quoted string"},
+		{"only an inline table", "options = { k2 = { ttl = 5 } }\n", "options", "option ttl in [options.k2]: want a quoted string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := head + tc.options + "\n" + tail
+			want := fmt.Sprintf("c.toml:%d: %s", lineOf(text, "\n"+tc.at)+1, tc.want)
+			_, err := Parse("c.toml", text, "")
+			if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want one line starting %q", err, want)
+			}
+		})
+	}
+	if cfg, err := Parse("c.toml", head+"options = { k2 = { ttl = \"7ms\" } }\n\n"+tail, ""); err != nil || cfg.Options["ttl"] != "7ms" {
+		t.Fatalf("inline tables: %v, options %v", err, cfg.Options)
 	}
 }
 
