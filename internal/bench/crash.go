@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
 )
@@ -142,13 +143,25 @@ func (c Crash) record(tp *topo.Topology) CrashRecord {
 	return CrashRecord{Node: int(c.Node), Name: NodeName(tp, c.Node), At: c.At.String(), For: c.For.String()}
 }
 
-// scheduleCrashes scripts each outage into s relative to the clients' start. A restart that
-// fails (the node's durable state could not be read back) is kept in *restartErr: it happens
-// inside the simulation, where nothing can return an error, and fails the run after it.
-func scheduleCrashes(s *sim.Sim, tp *topo.Topology, crashes []Crash, start int64, restartErr *error) {
+// scheduleCrashes scripts each outage into s relative to the clients' start (w.Start). A
+// restart that fails (the node's durable state could not be read back) is kept in *restartErr:
+// it happens inside the simulation, where nothing can return an error, and fails the run after
+// it.
+//
+// A restart replaces the node's handler, and with it the metrics its crashed life counted in
+// the window, which the window's end reads only from the handlers then in place: so a crash
+// inside the window moves them into lost first (and clears them, since a node still down at the
+// window's end is read from its dead handler).
+func scheduleCrashes(s *sim.Sim, tp *topo.Topology, crashes []Crash, w Window, lost *protocol.Metrics, restartErr *error) {
 	for _, c := range sortedCrashes(crashes) {
-		s.At(start+int64(c.At), func() { s.Crash(c.Node) })
-		s.At(start+int64(c.At+c.For), func() {
+		s.At(w.Start+int64(c.At), func() {
+			if ms, ok := s.Handler(c.Node).(protocol.MetricsSource); ok && s.Now() >= w.MeasureFrom {
+				lost.Merge(ms.Metrics())
+				ms.Metrics().Reset()
+			}
+			s.Crash(c.Node)
+		})
+		s.At(w.Start+int64(c.At+c.For), func() {
 			if err := s.Restart(c.Node); err != nil && *restartErr == nil {
 				*restartErr = fmt.Errorf("%s: restart: %w", c.describe(tp), err)
 			}

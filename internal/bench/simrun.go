@@ -178,8 +178,14 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		s.At(window.MeasureFrom, func() { resetNodeMetrics(s); atMeasure = s.Stats() })
 		// Node metrics are read when the window closes, before the drain and the workload's
 		// verification add work that is not part of the measurement.
-		s.At(window.End, func() { windowMetrics = mergeNodeMetrics(s); atEnd = s.Stats() })
-		scheduleCrashes(s, tp, spec.Crashes, now, &restartErr)
+		lost := protocol.NewMetrics() // counted by lives that crashed in the window
+		s.At(window.End, func() {
+			if windowMetrics = mergeNodeMetrics(s); windowMetrics != nil {
+				windowMetrics.Merge(lost)
+			}
+			atEnd = s.Stats()
+		})
+		scheduleCrashes(s, tp, spec.Crashes, window, lost, &restartErr)
 		if spec.Faults != nil {
 			spec.Faults(s, window)
 		}
