@@ -14,7 +14,9 @@
 // peer used for sending only, and receives on the connections peers dial to it. A writer
 // goroutine per destination holds a FIFO delay queue: a message leaves after the emulated
 // one-way latency between the two regions (topology.OneWay, times the configured scale), so a
-// WAN can be emulated on loopback without netem. A lost connection is redialled on the next
+// WAN can be emulated on loopback without netem. The last 2 ms of a delay are slept with
+// nanosleep rather than a Go timer, which fires about a millisecond late (sleep_linux.go), so
+// the sub-millisecond hops inside a region keep their length. A lost connection is redialled on the next
 // message after a short back-off; messages that find no connection are dropped (protocols
 // tolerate loss). A frame that fails to decode is logged and dropped and the connection carries
 // on; only a corrupt length prefix (the stream cannot be resynchronised) closes it. A client's

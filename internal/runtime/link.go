@@ -18,6 +18,11 @@ type outFrame struct {
 	payload []byte
 }
 
+// preciseSleepMax is the longest wait a link sleeps precisely (blocking its thread) rather than
+// on a Go timer: longer than the timers' ~1ms lateness, short enough that a closing link is not
+// held up noticeably.
+const preciseSleepMax = 2 * time.Millisecond
+
 // link is the sending half of a connection to one destination: a peer node (dialled on demand,
 // redialled after a loss) or a client (the accepted connection; gone when it closes). Its FIFO
 // queue holds frames until their emulated delay has passed; the delay is the same for every
@@ -97,13 +102,21 @@ func (l *link) run() {
 				l.lost()
 				w = nil
 			}
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-l.done:
-				return
-			case <-l.s.stop:
-				return
+			// A timer for all but the last preciseSleepMax (it may fire a millisecond late),
+			// then a precise sleep for the rest, so every emulated delay is kept to within
+			// about a tenth of a millisecond, sub-millisecond hops inside a region included.
+			if wait > preciseSleepMax {
+				timer.Reset(wait - preciseSleepMax)
+				select {
+				case <-timer.C:
+				case <-l.done:
+					return
+				case <-l.s.stop:
+					return
+				}
+			}
+			if wait = time.Until(f.due); wait > 0 {
+				sleepPrecisely(wait)
 			}
 		}
 		if l.conn == nil {
