@@ -91,6 +91,11 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
 	t := n.txns[k]
 	if t == nil {
+		if n.ended.RefuseLateFirst(n.env, from, req) {
+			// A copy of an ended transaction's first request, delivered late.
+			n.m.Add("late-first-request", 1)
+			return
+		}
 		// A later request of a transaction the idle timeout dropped (its writes are being
 		// rolled back) or an earlier life held is refused, never begun afresh.
 		if answered, refused := txnkit.AnswerUnheld(n.env, from, req); answered {
@@ -652,6 +657,7 @@ func (n *Node) finish(t *coordTxn) {
 	n.env.Cancel(t.hbTimer)
 	delete(n.txns, t.key)
 	delete(n.byID, t.meta.ID)
+	n.ended.Ended(t.key, n.env.Now(), n.set.idle)
 }
 
 // drop forgets t without resolving anything (its fate belongs to recovery now).

@@ -123,7 +123,11 @@
 // timestamp-cache entries an earlier life left behind, whatever its clock reads. A client
 // request other than a transaction's first (Seq > 0) for a transaction the coordinator does not
 // hold, an earlier life's or one the idle timeout dropped, aborts it (unknown-transaction):
-// begun afresh, it would commit only the writes from that request on.
+// begun afresh, it would commit only the writes from that request on. A first request numbered
+// at or below a transaction of the same client that ended here is a late copy (clients number
+// their transactions increasingly) and is refused too, rather than begin a transaction no
+// client drives, its intents blocking until the idle timeout (txnkit.EndedTxns; counted as
+// late-first-request).
 // A restarted node tells every other node (Restarted, once its incarnation is durable), and
 // each sends it again every request it still awaits an answer to: what the earlier life had
 // not answered is lost, and what came while it was down was dropped. CockroachDB's DistSender

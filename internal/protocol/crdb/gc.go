@@ -218,12 +218,13 @@ func (n *Node) reresolve(txn storage.TxnID, r txnrec.Record, rs *recState) {
 	}
 }
 
-// armGCTick runs gcTick, and expires the retry ages of clients silent for the idle timeout
-// since their abort, every heartbeat interval.
+// armGCTick runs gcTick, and forgets what the coordinator keeps of clients for an idle timeout
+// (retry ages, ended transactions), every heartbeat interval.
 func (n *Node) armGCTick() {
 	n.env.After(n.set.heartbeat, func() {
 		n.gcTick()
 		n.clientAge.Expire(n.env.Now(), n.set.idle)
+		n.ended.Expire(n.env.Now(), n.set.idle)
 		n.armGCTick()
 	})
 }

@@ -205,6 +205,7 @@ type Node struct {
 	txns      map[txnkit.ClientTxn]*coordTxn
 	byID      map[storage.TxnID]*coordTxn
 	clientAge txnkit.RetryAges   // age (priority) an aborted client's retry takes (begin)
+	ended     txnkit.EndedTxns   // each client's highest transaction that ended, against late copies
 	inc       txnkit.Incarnation // this life's number, and its transaction ids
 	ready     bool               // inc is durable: transaction ids may be handed out
 	waiting   []queuedReq        // client requests that came before ready

@@ -2,6 +2,8 @@ package crdb
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,4 +187,97 @@ func TestRestartedCoordinatorRefusesEarlierTxn(t *testing.T) {
 	if got := n.m.Counters["abort/"+causeUnknownTxn]; got != 2 {
 		t.Errorf("abort/%s = %d, want 2", causeUnknownTxn, got)
 	}
+}
+
+// TestLateFirstRequestCopyRefused: the network may deliver a request twice, and a copy of a
+// transaction's first request that arrives after the transaction ended (committed, or aborted
+// by its client) found nothing under its name and began the transaction again: one no client
+// drives, its write laying an intent that blocked the key until the idle timeout. The copy is
+// now refused (a retryable abort the client, no longer waiting for it, drops) and sends
+// nothing; the client's next transaction, numbered above, begins as ever.
+func TestLateFirstRequestCopyRefused(t *testing.T) {
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := cfg.Topology
+	self, cl := tp.DataNodes(0)[0], topo.NodeID(len(tp.Nodes)+1)
+	key := prototest.KeysOn(t, tp, self, "late", 1)[0]
+	for _, end := range []wire.Op{wire.OpCommit, wire.OpAbort} {
+		t.Run(end.String(), func(t *testing.T) {
+			env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: int64(time.Second), Disk: durable.NewMem()}
+			h, err := proto{}.NewNode(node.Config{Env: env, Durable: env.Disk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := h.(*Node)
+			// settle runs the node to quiet (it is the key's leaseholder and the transaction
+			// record's node: what it sends itself is delivered); it returns the client's replies
+			// and whether a write went out.
+			settle := func() (replies []*wire.ClientReply, wrote bool) {
+				t.Helper()
+				for range 100 {
+					env.Flush()
+					sent := env.Take()
+					if len(sent) == 0 {
+						return replies, wrote
+					}
+					for _, s := range sent {
+						switch m := s.M.(type) {
+						case *wire.ClientReply:
+							if s.To == cl {
+								replies = append(replies, m)
+							}
+							continue
+						case *WriteReq:
+							wrote = true
+						}
+						if s.To == self {
+							n.Handle(self, s.M)
+						}
+					}
+				}
+				t.Fatal("the node did not settle")
+				return nil, false
+			}
+			send := func(req *wire.ClientRequest) ([]*wire.ClientReply, bool) {
+				t.Helper()
+				n.Handle(cl, req)
+				return settle()
+			}
+			settle() // the incarnation becomes durable
+			first := &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: key, Value: []byte("v")}
+			if rs, wrote := send(first); len(rs) != 1 || rs[0].Code != wire.CodeOK || !wrote {
+				t.Fatalf("the put answered %s (a write sent: %v)", replyList(rs), wrote)
+			}
+			if rs, _ := send(&wire.ClientRequest{Txn: 1, Seq: 1, Op: end}); len(rs) != 1 || rs[0].Code != wire.CodeOK {
+				t.Fatalf("the %v answered %s", end, replyList(rs))
+			}
+			rs, wrote := send(first) // the copy
+			if wrote {
+				t.Error("the late copy of the first put sent a write")
+			}
+			if len(rs) != 1 || rs[0].Code != wire.CodeAborted || rs[0].Cause != causeUnknownTxn || rs[0].Txn != 1 || rs[0].Seq != 0 {
+				t.Errorf("the late copy of the first put answered %s, want one abort, cause %s", replyList(rs), causeUnknownTxn)
+			}
+			if k := len(n.txns); k != 0 {
+				t.Errorf("the gateway holds %d transactions after the late copy, want none", k)
+			}
+			if got := n.m.Counters["late-first-request"]; got != 1 {
+				t.Errorf("late-first-request = %d, want 1", got)
+			}
+			if rs, wrote := send(&wire.ClientRequest{Txn: 2, Op: wire.OpPut, Key: key, Value: []byte("w")}); len(rs) != 1 || rs[0].Code != wire.CodeOK || !wrote {
+				t.Errorf("the client's next transaction's put answered %s (a write sent: %v)", replyList(rs), wrote)
+			}
+		})
+	}
+}
+
+// replyList prints client replies for a test's message.
+func replyList(rs []*wire.ClientReply) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%+v", *r)
+	}
+	return "[" + strings.Join(out, ", ") + "]"
 }

@@ -159,6 +159,11 @@ func (n *Node) onClient(from node.ID, req *wire.ClientRequest) {
 	now := n.env.Now()
 	t := n.txns[k]
 	if t == nil {
+		if n.ended.RefuseLateFirst(n.env, from, req) {
+			// A copy of an ended transaction's first request, delivered late.
+			n.m.Add("late-first-request", 1)
+			return
+		}
 		// A later request of a transaction the tick dropped at its idle timeout (silently:
 		// its client was not waiting for anything), or that an earlier life held, is refused:
 		// begun afresh here, it would commit without the writes made before.
@@ -806,6 +811,7 @@ func (n *Node) finish(t *ctxn) {
 	n.clearReq(t)
 	t.state = stDone
 	delete(n.txns, t.key)
+	n.ended.Ended(t.key, n.env.Now(), n.cfg.idleTimeout)
 	if t.id != 0 && n.byID[t.id] == t {
 		delete(n.byID, t.id)
 	}
@@ -825,6 +831,7 @@ func (n *Node) coordinatorTick() {
 		return keys[i].Txn < keys[j].Txn
 	})
 	now := n.env.Now()
+	n.ended.Expire(now, n.cfg.idleTimeout)
 	beats := map[topo.NodeID][]storage.TxnID{}
 	for _, k := range keys {
 		t := n.txns[k]

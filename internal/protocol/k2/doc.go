@@ -115,7 +115,10 @@
 //     "unknown-transaction", retryable) instead of beginning a fresh transaction under its
 //     name, which would commit only the writes from that request on while the client took the
 //     commit for all of them (txnkit.AnswerUnheld). A first request that commits or aborts
-//     (nothing was done) is answered OK.
+//     (nothing was done) is answered OK. A first request numbered at or below a transaction of
+//     the same client that ended here is a late copy (clients number their transactions
+//     increasingly) and is refused too, rather than begin a transaction no client drives
+//     (txnkit.EndedTxns).
 //   - Records are forgotten (the paper keeps them in shared storage and says nothing of their
 //     end): a committed one once every participant has acknowledged that its finalization is
 //     durable (Finalized), an aborted one once its coordinator has ended the transaction. A
@@ -194,8 +197,10 @@
 //
 // Counters: commit, commit.read-only, commit.unknown, abort.<cause> (write-lost: a crash lost an
 // acknowledged intent; unknown-transaction: a request of a transaction the coordinator no
-// longer holds), pushws (PUSHWS sent), write-duplicate (a data node received a write
-// of a transaction it already has, or an older one, on the key: a duplicated message),
+// longer holds), late-first-request (a copy of a first request arriving after its
+// transaction ended, refused: txnkit.EndedTxns), pushws (PUSHWS sent), write-duplicate (a data
+// node received a write of a transaction it already has, or an older one, on the key: a
+// duplicated message),
 // probe (OpsProbe sent, after a restart notice), abort.op-lost (a data node's crash lost an
 // operation), recorder.lease-abort, recorder.ended-abort (an undecided transaction aborted because
 // its coordinator said it had ended it), recorder.forgotten (records forgotten),

@@ -229,6 +229,7 @@ type Node struct {
 	reqSeq, oracleSeq uint64
 
 	txns    map[txnkit.ClientTxn]*ctxn
+	ended   txnkit.EndedTxns        // each client's highest transaction that ended, against late copies
 	byID    map[storage.TxnID]*ctxn // transactions that hold an id, for WriteDurable
 	byReq   map[uint64]*ctxn
 	tsQueue []*ctxn

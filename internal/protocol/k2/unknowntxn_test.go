@@ -198,3 +198,63 @@ func TestRestartedCoordinatorRefusesEarlierTxn(t *testing.T) {
 		t.Errorf("abort.%s = %d, want 2", txnkit.CauseUnknownTxn, got)
 	}
 }
+
+// TestLateFirstRequestCopyRefused: the network may deliver a request twice, and a copy of a
+// transaction's first request that arrives after the transaction ended (its client aborted it,
+// or the tick dropped it at its idle timeout) found nothing under its name and began the
+// transaction again: one no client drives, its reads and writes at the data nodes, and, after
+// an idle drop, the client's next request of the old transaction, which must be refused
+// (unknown-transaction), ran in it instead. The copy is now refused (a retryable abort the
+// client, no longer waiting for it, drops) and sends nothing; the client's next transaction,
+// numbered above, begins as ever.
+func TestLateFirstRequestCopyRefused(t *testing.T) {
+	for _, end := range []string{"abort", "idle"} {
+		t.Run(end, func(t *testing.T) {
+			s := newReqIDScript(t)
+			keys := prototest.KeysOn(t, s.tp, s.remote, "late", 1)
+			ids := s.request(1, 0, keys...)
+			if len(ids) != 1 {
+				t.Fatalf("the first read sent %d reads, want 1", len(ids))
+			}
+			s.n.Handle(s.remote, &ReadResp{ReqID: ids[0], Found: true, Value: []byte("v")})
+			if r := s.reply(); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("the first read answered %+v", r)
+			}
+			if end == "abort" {
+				s.n.Handle(s.client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpAbort})
+				if r := s.reply(); r == nil || r.Code != wire.CodeOK {
+					t.Fatalf("the abort answered %+v", r)
+				}
+			} else {
+				s.env.Advance(s.c.idleTimeout + s.c.lease)
+				s.settle()
+				s.sent = nil
+			}
+			if n := len(s.n.txns); n != 0 {
+				t.Fatalf("the coordinator holds %d transactions after the %s, want none", n, end)
+			}
+			refused := func(what string, seq uint32, ids []uint64) {
+				t.Helper()
+				if len(ids) != 0 {
+					t.Errorf("%s sent %d reads", what, len(ids))
+				}
+				if r := s.reply(); r == nil || r.Code != wire.CodeAborted || r.Cause != txnkit.CauseUnknownTxn || r.Txn != 1 || r.Seq != seq {
+					t.Errorf("%s answered %+v, want txn 1 seq %d aborted, cause %s", what, r, seq, txnkit.CauseUnknownTxn)
+				}
+				if n := len(s.n.txns); n != 0 {
+					t.Errorf("after %s the coordinator holds %d transactions, want none", what, n)
+				}
+			}
+			refused("the late copy of the first read", 0, s.request(1, 0, keys...))
+			if end == "idle" {
+				refused("the client's next request after its idle timeout", 1, s.request(1, 1, keys...))
+			}
+			if got := s.n.m.Counters["late-first-request"]; got != 1 {
+				t.Errorf("late-first-request = %d, want 1", got)
+			}
+			if ids := s.request(2, 0, keys...); len(ids) != 1 {
+				t.Errorf("the client's next transaction sent %d reads, want 1", len(ids))
+			}
+		})
+	}
+}

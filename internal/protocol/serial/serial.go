@@ -15,7 +15,10 @@
 // numbered per transaction, and one numbered below the last taken, or any while the commit is
 // being persisted, is a duplicate (the network may deliver a message twice) and is dropped:
 // applied again, a stale write could overwrite a later one, and a second answer to a commit
-// could reach the client before the first.
+// could reach the client before the first. A copy of a first request that arrives after its
+// transaction ended would begin it again and hold the lock until the idle timeout; clients
+// number their transactions increasingly, so one numbered at or below a transaction of the
+// same client that ended is refused instead (txnkit.EndedTxns).
 package serial
 
 import (
@@ -128,6 +131,7 @@ type Node struct {
 	data    map[string][]byte
 	holder  *txn
 	txns    map[txnKey]*txn
+	ended   txnkit.EndedTxns // each client's highest transaction that ended, against late copies
 	waiting []queued
 	commits int
 }
@@ -167,8 +171,12 @@ func (n *Node) request(client topo.NodeID, req wire.ClientRequest) {
 	k := txnKey{client, req.Txn}
 	t := n.txns[k]
 	if t == nil {
-		// Refused at once, not queued for the lock: a later request of a transaction that
-		// ended (idle timeout, restart) must not begin one.
+		// Refused at once, not queued for the lock: a late copy of an ended transaction's
+		// first request, or a later request of a transaction that ended (idle timeout,
+		// restart), must not begin one.
+		if n.ended.RefuseLateFirst(n.env, client, &req) {
+			return
+		}
 		if answered, _ := txnkit.AnswerUnheld(n.env, client, &req); answered {
 			return
 		}
@@ -282,7 +290,7 @@ func (n *Node) commit(client topo.NodeID, req wire.ClientRequest, t *txn) {
 	// answered "unknown" ahead of the commit's own answer.
 	t.committing = true
 	n.env.Persist(batch, func() {
-		delete(n.txns, t.key)
+		n.forget(t)
 		for _, k := range t.order {
 			if v := t.writes[k]; v != nil {
 				n.data[k] = v
@@ -307,8 +315,14 @@ func (n *Node) armIdle(t *txn) {
 
 func (n *Node) finish(t *txn) {
 	n.env.Cancel(t.timer)
-	delete(n.txns, t.key)
+	n.forget(t)
 	n.release(t)
+}
+
+// forget drops the ended t, remembering it against late copies of its first request.
+func (n *Node) forget(t *txn) {
+	delete(n.txns, t.key)
+	n.ended.Ended(txnkit.ClientTxn{Client: t.key.client, Txn: t.key.id}, n.env.Now(), n.idle)
 }
 
 // release hands the lock to waiting transactions in arrival order.

@@ -284,3 +284,52 @@ func TestBadRequestsRefused(t *testing.T) {
 	}
 	s.one("bob's put", s.send(s.bob, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: "k", Value: []byte("bob")}), 1, 0, wire.CodeOK, "")
 }
+
+// TestLateFirstRequestCopyRefused: the network may deliver a request twice, and a copy of a
+// transaction's first request that arrives after the transaction ended (committed, or aborted
+// by its client) found nothing under its name and began the transaction again: one no client
+// drives, holding the global lock until the idle timeout, every other client's transaction
+// queued behind it. The copy is now refused (a retryable abort the client, no longer waiting
+// for it, drops) and takes no lock; the client's next transaction, numbered above, begins as
+// ever.
+func TestLateFirstRequestCopyRefused(t *testing.T) {
+	for _, end := range []wire.Op{wire.OpCommit, wire.OpAbort} {
+		t.Run(end.String(), func(t *testing.T) {
+			s := newScript(t)
+			first := &wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpPut, Key: "k", Value: []byte("first")}
+			s.one("the first put", s.send(s.client, first), 1, 0, wire.CodeOK, "")
+			s.one("the "+end.String(), s.send(s.client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: end}), 1, 1, wire.CodeOK, "")
+			s.one("the late copy of the first put", s.send(s.client, first), 1, 0, wire.CodeAborted, txnkit.CauseUnknownTxn)
+			if s.n.holder != nil || len(s.n.txns) != 0 {
+				t.Errorf("after the late copy the node holds %d transactions (the lock held: %v), want none", len(s.n.txns), s.n.holder != nil)
+			}
+			s.one("bob's put", s.send(s.bob, &wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpPut, Key: "b", Value: []byte("bob")}), 1, 0, wire.CodeOK, "")
+			s.one("bob's commit", s.send(s.bob, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}), 1, 1, wire.CodeOK, "")
+			s.one("the client's next put", s.send(s.client, &wire.ClientRequest{Txn: 2, Seq: 0, Op: wire.OpPut, Key: "k", Value: []byte("next")}), 2, 0, wire.CodeOK, "")
+			s.one("the client's next commit", s.send(s.client, &wire.ClientRequest{Txn: 2, Seq: 1, Op: wire.OpCommit}), 2, 1, wire.CodeOK, "")
+			want := "next"
+			if v, _ := s.n.Value("k"); string(v) != want {
+				t.Errorf("k = %q committed, want %q", v, want)
+			}
+		})
+	}
+}
+
+// TestEndedTxnsBounded: the serial node has no periodic tick, so what it remembers of ended
+// transactions is bounded as it goes: of 1000 clients, one every 100 ms, each ending one
+// transaction, it holds about those of the last idle timeout (51), at most twice that.
+func TestEndedTxnsBounded(t *testing.T) {
+	s := newScript(t)
+	most := 0
+	for i := range 1000 {
+		cl := topo.NodeID(1000 + i)
+		s.one("put", s.send(cl, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: "k", Value: []byte("v")}), 1, 0, wire.CodeOK, "")
+		s.one("commit", s.send(cl, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}), 1, 1, wire.CodeOK, "")
+		most = max(most, s.n.ended.Len())
+		s.env.Clock += int64(100 * time.Millisecond)
+	}
+	t.Logf("at most %d clients remembered", most)
+	if live := int(5*time.Second/(100*time.Millisecond)) + 1; most > 2*live {
+		t.Errorf("the node remembered the ended transactions of %d clients at once, want at most %d (twice the %d of one idle timeout)", most, 2*live, live)
+	}
+}

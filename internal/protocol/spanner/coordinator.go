@@ -85,6 +85,7 @@ type Coordinator struct {
 	txns   map[txnkit.ClientTxn]*coordTxn
 	byID   map[storage.TxnID]*coordTxn
 	ages   txnkit.RetryAges // an aborted transaction's age, for its client's retry (begin)
+	ended  txnkit.EndedTxns // each client's highest transaction that ended, against late copies
 	lastTS ts.Timestamp
 	// unacked holds committed decisions whose participants have not all acknowledged.
 	unacked map[storage.TxnID][]*participant
@@ -158,6 +159,11 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 	key := txnkit.ClientTxn{Client: from, Txn: m.Txn}
 	t := c.txns[key]
 	if t == nil {
+		if c.ended.RefuseLateFirst(c.env, from, m) {
+			// A copy of an ended transaction's first request, delivered late.
+			c.metrics.Add("late-first-request", 1)
+			return
+		}
 		// A later request of a transaction an abort or idle timeout ended, or an earlier life
 		// held, is refused, never begun afresh without the requests before it.
 		if answered, refused := txnkit.AnswerUnheld(c.env, from, m); answered {
@@ -315,6 +321,7 @@ func (c *Coordinator) armKeepAlive() {
 		c.sendKeepAlives(func(node.ID) bool { return true })
 		// The same period bounds how long past the idle timeout an unclaimed age stays.
 		c.ages.Expire(c.env.Now(), c.cfg.IdleTimeout)
+		c.ended.Expire(c.env.Now(), c.cfg.IdleTimeout)
 		c.armKeepAlive()
 	})
 }
@@ -875,6 +882,7 @@ func (c *Coordinator) forget(t *coordTxn) {
 	c.env.Cancel(t.idleTimer)
 	if c.txns[t.key] == t {
 		delete(c.txns, t.key)
+		c.ended.Ended(t.key, c.env.Now(), c.cfg.IdleTimeout)
 	}
 	if c.byID[t.id] == t {
 		delete(c.byID, t.id)

@@ -185,7 +185,10 @@
 //     kept for the client's next request to learn the cause, but only until that same timeout:
 //     a client that never comes back must not leave an entry behind. A later request of a
 //     transaction the coordinator does not hold is refused, cause unknown-transaction
-//     (txnkit.AnswerUnheld), never begun afresh.
+//     (txnkit.AnswerUnheld), never begun afresh; so is a first request numbered at or below a
+//     transaction of the same client that ended here, a late copy (clients number their
+//     transactions increasingly), which would begin a transaction no client drives
+//     (txnkit.EndedTxns; counted as late-first-request).
 //   - Transaction ids embed a persisted incarnation number, so they never repeat after a restart.
 //   - A restarted node tells every other data node (Restarted, carrying its new incarnation),
 //     before it handles anything, and each settles at once what the crash lost rather than wait

@@ -1,6 +1,8 @@
 package spanner
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +145,82 @@ func TestIdleTimeoutAfterLongWait(t *testing.T) {
 		t.Errorf("the coordinator still holds %d transactions", n)
 	}
 	checkQuiet(t, c)
+}
+
+// TestLateFirstRequestCopyRefused: the network may deliver a request twice, and a copy of a
+// transaction's first request that arrives after the transaction ended found nothing under its
+// name and began the transaction again: one no client drives, its write holding the key's lock
+// until the idle timeout. It is now refused (a retryable abort the client, no longer waiting
+// for it, drops) and begins nothing, while the client's next transaction, numbered above,
+// begins as ever. A transaction its client aborted stays known until the idle timer (abort
+// keeps it for the client's next request), and a copy arriving meanwhile is dropped as one of
+// a request already taken; after that it is refused too.
+func TestLateFirstRequestCopyRefused(t *testing.T) {
+	for _, end := range []wire.Op{wire.OpCommit, wire.OpAbort} {
+		t.Run(end.String(), func(t *testing.T) {
+			c := newTestCluster(t, locks.WoundWait, true)
+			coord := c.nodes[0].Coord
+			const client node.ID = 100
+			k := c.key(1, 0, "k")
+			first := &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: k, Value: []byte("v")}
+			if r := c.request(client, first); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("put: %+v", r)
+			}
+			if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: end}); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("%v: %+v", end, r)
+			}
+			refused := 0
+			copyOf := func(when string, wantAnswer bool) {
+				t.Helper()
+				before := len(c.replies[client])
+				c.send(client, 0, first)
+				c.run()
+				got := c.replies[client][before:]
+				switch {
+				case wantAnswer && (len(got) != 1 || got[0].Code != wire.CodeAborted || got[0].Cause != causeUnknownTxn || got[0].Txn != 1 || got[0].Seq != 0):
+					t.Errorf("the copy of the first put %s answered %s, want one abort, cause %s", when, describe(got), causeUnknownTxn)
+				case !wantAnswer && len(got) != 0:
+					t.Errorf("the copy of the first put %s answered %s, want nothing", when, describe(got))
+				}
+				if wantAnswer {
+					refused++
+				}
+				if n := coord.Active(); n != 0 {
+					t.Errorf("the copy of the first put %s began a transaction: the coordinator runs %d", when, n)
+				}
+				if n := len(coord.txns); n > 1 || n == 1 && coord.txns[txnKey(client, 1)].abortedBy == "" {
+					t.Errorf("the copy of the first put %s: the coordinator holds %d transactions, want none but the aborted one", when, n)
+				}
+				checkQuiet(t, c)
+				if n := c.nodes[0].metrics.Counters["late-first-request"]; n != int64(refused) {
+					t.Errorf("late-first-request = %d, want %d", n, refused)
+				}
+			}
+			copyOf("after the "+end.String(), end == wire.OpCommit)
+			c.fireTimers(c.cfg.IdleTimeout)
+			copyOf("an idle timeout after the "+end.String(), true)
+			if r := c.request(client, &wire.ClientRequest{Txn: 2, Op: wire.OpPut, Key: k, Value: []byte("w")}); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("the client's next transaction: %+v", r)
+			}
+			if r := c.request(client, &wire.ClientRequest{Txn: 2, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("the next transaction's commit: %+v", r)
+			}
+			// An idle timeout after the client's last end, its record goes.
+			for range 4 {
+				c.fireTimers(c.cfg.IdleTimeout / 3)
+			}
+			if n := coord.ended.Len(); n != 0 {
+				t.Errorf("%d clients' ended transactions remembered an idle timeout after the last, want none", n)
+			}
+		})
+	}
+}
+
+// describe prints client replies for a test's message.
+func describe(rs []*wire.ClientReply) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%+v", *r)
+	}
+	return "[" + strings.Join(out, ", ") + "]"
 }

@@ -127,7 +127,8 @@ const CauseUnknownTxn = "unknown-transaction"
 // coordinator and is gone: an idle timeout ended it while its client was silent, or an earlier
 // life held it. Begun afresh, it would commit only the requests from this one on, and the client
 // would take that commit for all of them (put k1, silence, put k2, commit: both OK, k1 lost). So
-// it aborts, retryably, and refused says so, for the caller to count.
+// it aborts, retryably, and refused says so, for the caller to count. A first request may be a
+// late copy of an ended transaction's: the caller refuses those first (EndedTxns).
 func AnswerUnheld(env node.Env, to topo.NodeID, req *wire.ClientRequest) (answered, refused bool) {
 	switch {
 	case req.Seq != 0:
