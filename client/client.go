@@ -115,12 +115,20 @@ type Txn struct {
 
 // Begin starts a transaction. Nothing is sent until the first operation.
 func (db *DB) Begin(opts TxnOptions) *Txn {
-	db.nextTxn++
-	return &Txn{db: db, id: db.nextTxn, opts: opts}
+	return &Txn{db: db, opts: opts}
 }
 
-// ID is the transaction's per-client id.
-func (tx *Txn) ID() uint64 { return tx.id }
+// ID is the transaction's per-client id. It is assigned at the first request (or the first
+// call of ID): coordinators refuse a first request numbered at or below a transaction of the
+// endpoint that has already ended (a late network copy), so ids must grow in the order
+// transactions start talking, not in the order they were begun.
+func (tx *Txn) ID() uint64 {
+	if tx.id == 0 {
+		tx.db.nextTxn++
+		tx.id = tx.db.nextTxn
+	}
+	return tx.id
+}
 
 func (tx *Txn) call(op wire.Op, key, end string, limit int, value []byte) (*wire.ClientReply, error) {
 	if err := tx.check(op, key, value); err != nil {
@@ -167,7 +175,7 @@ func (tx *Txn) check(op wire.Op, key string, value []byte) error {
 // send stamps req with the transaction's ids and options, sends it and maps the reply's code
 // to the client's errors.
 func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
-	req.Txn, req.Seq, req.ReadOnly, req.Attempt = tx.id, tx.seq, tx.opts.ReadOnly, tx.opts.Attempt
+	req.Txn, req.Seq, req.ReadOnly, req.Attempt = tx.ID(), tx.seq, tx.opts.ReadOnly, tx.opts.Attempt
 	if tx.seq == 0 {
 		req.Label = tx.opts.Label
 	}

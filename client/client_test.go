@@ -167,3 +167,34 @@ func TestNonUTF8Refused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTxnIDsGrowWithFirstRequests: coordinators refuse a first request numbered at or below a
+// transaction of the endpoint that has ended (txnkit.EndedTxns takes it for a late copy), so a
+// transaction begun before another but first heard from after it ended must still carry the
+// higher id.
+func TestTxnIDsGrowWithFirstRequests(t *testing.T) {
+	f := &fakeTransport{data: map[string][]byte{}}
+	db := Open(f)
+	early, late := db.Begin(TxnOptions{}), db.Begin(TxnOptions{})
+	if err := late.Put("a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := early.Put("b", []byte("2")); err != nil {
+		t.Fatal(err)
+	}
+	var firsts []uint64
+	for _, r := range f.sent {
+		if r.Seq == 0 {
+			firsts = append(firsts, r.Txn)
+		}
+	}
+	if len(firsts) != 2 || firsts[0] >= firsts[1] {
+		t.Fatalf("first requests carried txn ids %v, want them growing in the order sent", firsts)
+	}
+	if early.ID() != firsts[1] {
+		t.Fatalf("ID() = %d after its first request carried %d", early.ID(), firsts[1])
+	}
+}

@@ -4,7 +4,10 @@
 // one operation of one of the endpoint's transactions, and the server answers each with one
 // Reply carrying the same (txn, seq). A transaction starts implicitly with its first request
 // (seq 0, which carries read_only and attempt) and ends with COMMIT or ABORT. txn must never
-// repeat on a stream; seq counts the requests of a transaction from 0.
+// repeat on a stream and must grow with each transaction's first request: a first request
+// whose txn is not above that of every ended transaction of the stream is taken for a late
+// network copy and refused (ABORTED, retryable). seq counts the requests of a transaction
+// from 0.
 //
 // Connect to a data node of your region (its grpc_addr in the cluster configuration). Name
 // what you expect in the stream's metadata, "meridian-cluster" (the configuration's name) and
