@@ -9,7 +9,10 @@
 //     so ties are broken by the order events were scheduled and the order is total.
 //   - Network: one-way delay = RTT/2 between regions (IntraRTT/2 inside one), plus seeded uniform
 //     jitter; FIFO per directed link unless reordering is on; loss, duplication and partitions
-//     (node or region level) can be switched on and off at any virtual time.
+//     (node or region level) can be switched on and off at any virtual time. A duplicate is a
+//     stray copy: it arrives up to a bound (100 ms by default) after its original, out of the
+//     link's order. Loss and duplication may spare client connections, which real clients hold
+//     over TCP (SetClientLinksReliable).
 //   - Clocks: each node has a free-running local oscillator (offset and drift within bounds)
 //     read by Env.Now, and a synchronized TrueTime source whose error stays within ε (a sawtooth
 //     that drifts between periodic syncs) read by Env.TrueTime. Oracle nodes read their synced

@@ -106,6 +106,11 @@ type Sim struct {
 	stopping  bool
 	onRestart []func(topo.NodeID)
 	stale     int // events in the queue known to be dead (cancelled timers, answered timeouts)
+
+	dupDelay int64 // a copy's extra delay is uniform in [0, dupDelay]
+	// clientsReliable spares client connections from loss and duplication (see
+	// SetClientLinksReliable).
+	clientsReliable bool
 }
 
 // OnRestart registers fn to run right after a crashed node restarts (before it handles anything),
@@ -136,6 +141,7 @@ func New(cfg Config) (*Sim, error) {
 		digest:   fnvOffset,
 		linkLast: map[uint64]int64{},
 		cut:      map[uint64]bool{},
+		dupDelay: int64(DefaultDuplicateDelay),
 	}
 	s.cutReg = make([][]bool, len(t.Regions))
 	for i := range s.cutReg {
@@ -313,7 +319,7 @@ func (s *Sim) send(from, to int32, m wire.Msg, depart int64) {
 		s.stats.Dropped++
 		return
 	}
-	if s.loss > 0 && from != to && s.rng.Float64() < s.loss {
+	if s.loss > 0 && s.unreliable(from, to) && s.rng.Float64() < s.loss {
 		s.stats.Dropped++
 		return
 	}
@@ -340,12 +346,21 @@ func (s *Sim) send(from, to int32, m wire.Msg, depart int64) {
 		inc = s.nodes[to].inc
 	}
 	s.schedule(event{at: at, kind: evDeliver, to: to, from: from, msg: m, inc: inc})
-	if s.dup > 0 && from != to && s.rng.Float64() < s.dup {
-		s.schedule(event{at: at + 1, kind: evDeliver, to: to, from: from, msg: m, inc: inc})
-		if !s.cfg.Reorder {
-			s.linkLast[linkKey(from, to)] = at + 1
-		}
+	if s.dup > 0 && s.unreliable(from, to) && s.rng.Float64() < s.dup {
+		// The copy is a stray (a resend whose original was not lost after all): it keeps no
+		// place in the link's order, so it may arrive after messages sent later, and the
+		// link's FIFO order is not held back behind it.
+		s.schedule(event{at: at + s.rng.Int64N(s.dupDelay+1), kind: evDeliver, to: to, from: from, msg: m, inc: inc})
 	}
+}
+
+// unreliable reports whether loss and duplication apply to messages from one endpoint to
+// another: a node's messages to itself never touch the network.
+func (s *Sim) unreliable(from, to int32) bool {
+	if from == to {
+		return false
+	}
+	return !s.clientsReliable || (int(from) < len(s.nodes) && int(to) < len(s.nodes))
 }
 
 // blocked reports whether a partition stops messages from one endpoint to another.
@@ -353,16 +368,43 @@ func (s *Sim) blocked(from, to int32) bool {
 	return s.cutReg[s.regionOf(from)][s.regionOf(to)] || s.cut[linkKey(from, to)]
 }
 
-// SetLoss sets the probability that any message is dropped.
+// DefaultDuplicateDelay bounds how late a duplicated message's copy arrives after its original
+// unless SetDuplicateDelay says otherwise: long enough for the copy of a request to reach its
+// node after the transaction it belonged to has ended (a transaction over the WAN takes a few
+// tens of milliseconds), as a resend that raced its original would.
+const DefaultDuplicateDelay = 100 * time.Millisecond
+
+// SetLoss sets the probability that a message is dropped (client connections included unless
+// SetClientLinksReliable spares them).
 func (s *Sim) SetLoss(p float64) { s.loss = p }
 
-// SetDuplication sets the probability that any message is delivered twice.
+// SetDuplication sets the probability that a message is delivered twice (client connections
+// included unless SetClientLinksReliable spares them). The copy arrives after the original, by
+// an extra delay drawn uniformly from [0, SetDuplicateDelay's bound].
 func (s *Sim) SetDuplication(p float64) { s.dup = p }
 
-// PartitionRegions stops all traffic between regions a and b (both directions).
+// SetDuplicateDelay bounds the extra delay of a duplicated message's copy (default
+// DefaultDuplicateDelay; 0 delivers it right behind its original).
+func (s *Sim) SetDuplicateDelay(d time.Duration) { s.dupDelay = max(int64(d), 0) }
+
+// SetClientLinksReliable, on, spares the messages between clients and nodes from loss and
+// duplication, which then hit only node-to-node messages. A real client talks to its node over
+// TCP: its messages are never lost or duplicated, only cut off with the connection (a crash, a
+// partition). Off (the default) is harsher than any real client sees, and is what protocol tests
+// of duplicate handling use.
+func (s *Sim) SetClientLinksReliable(on bool) { s.clientsReliable = on }
+
+// PartitionRegions stops all traffic between regions a and b (both directions). Messages
+// already on their way still arrive; those sent while the regions are cut are lost.
 func (s *Sim) PartitionRegions(a, b topo.RegionID) {
 	s.cutReg[a][b] = true
 	s.cutReg[b][a] = true
+}
+
+// HealRegions ends a partition between regions a and b, leaving any other in place.
+func (s *Sim) HealRegions(a, b topo.RegionID) {
+	s.cutReg[a][b] = false
+	s.cutReg[b][a] = false
 }
 
 // PartitionNodes stops traffic between two endpoints (both directions). A client endpoint is one

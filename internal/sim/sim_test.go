@@ -24,6 +24,8 @@ func (*pong) Kind() wire.Kind { return 91 }
 
 type echoProto struct{}
 
+type arrival struct{ sent, at int64 }
+
 func (echoProto) Name() string                     { return "echo-test" }
 func (echoProto) Model() string                    { return "" }
 func (echoProto) Options() map[string]string       { return nil }
@@ -33,14 +35,16 @@ func (echoProto) NewNode(cfg node.Config) (node.Handler, error) {
 }
 
 type echoNode struct {
-	env  node.Env
-	rtts []int64
-	sim  *Sim
+	env   node.Env
+	rtts  []int64
+	pings []arrival // every ping delivered, in order of arrival
+	sim   *Sim
 }
 
 func (e *echoNode) Handle(from node.ID, m wire.Msg) {
 	switch m := m.(type) {
 	case *ping:
+		e.pings = append(e.pings, arrival{sent: m.Sent, at: e.sim.Now()})
 		e.env.Send(from, &pong{Sent: m.Sent})
 	case *pong:
 		e.rtts = append(e.rtts, e.sim.Now()-m.Sent)
