@@ -12,6 +12,7 @@ import (
 
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/protocol"
+	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
@@ -28,6 +29,10 @@ type simCommand struct {
 	memProf  string
 	verify   bool
 	crashes  []string
+
+	loss, duplicate float64
+	duplicateDelay  time.Duration
+	partitions      []string
 }
 
 func newSimCmd() *cobra.Command {
@@ -43,7 +48,16 @@ disks and closed-loop clients, in virtual time. The same seed always gives the s
 does not) and restarts it FOR later from what it had persisted; its clients' connections reset.
 NODE is a node id of the topology (data nodes are numbered region by region from 0, oracles
 after them) or a name as in cluster configurations, region and place in it from 1: sh-1 is
-region SH's first data node. The result lists the crashes it ran under.`,
+region SH's first data node. The result lists the crashes it ran under.
+
+--loss P and --duplicate P drop, or deliver twice, each message between nodes with probability
+P, from the clients' start to the end of the run (drain and verification included). A copy
+arrives after its original by an extra delay drawn from the seed, uniform up to
+--duplicate-delay, and may overtake messages sent after it. Clients are spared: a real client
+talks TCP to a node of its own region, and its messages are only ever cut off with the
+connection (--crash). --partition A|B@AT/FOR cuts regions A and B (names as the topology gives
+them: SH, BJ) from each other AT after the clients start, for FOR: messages between their nodes
+sent meanwhile are lost. The result lists the network faults it ran under.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
@@ -57,6 +71,10 @@ region SH's first data node. The result lists the crashes it ran under.`,
 	cmd.Flags().BoolVar(&c.json, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions)")
 	cmd.Flags().StringArrayVar(&c.crashes, "crash", nil, "crash data node NODE at virtual time AT (from the clients' start, warm-up included) for FOR, as NODE@AT/FOR, e.g. 0@1s/300ms or sh-1@1s/300ms (repeatable)")
+	cmd.Flags().Float64Var(&c.loss, "loss", 0, "probability in [0, 1) that a message between nodes is lost")
+	cmd.Flags().Float64Var(&c.duplicate, "duplicate", 0, "probability in [0, 1) that a message between nodes is delivered twice")
+	cmd.Flags().DurationVar(&c.duplicateDelay, "duplicate-delay", sim.DefaultDuplicateDelay, "with --duplicate: a copy arrives up to this long after its original (uniform, seeded)")
+	cmd.Flags().StringArrayVar(&c.partitions, "partition", nil, "cut regions A and B from each other at virtual time AT (from the clients' start, warm-up included) for FOR, as A|B@AT/FOR, e.g. SH|BJ@2s/1s (repeatable)")
 	cmd.Flags().StringVar(&c.cpuProf, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	cmd.Flags().StringVar(&c.memProf, "memprofile", "", "write a Go heap profile, taken as the measured window ends, to this file")
 	return cmd
@@ -76,6 +94,10 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		return err
 	}
 	crashes, err := parseCrashes(c.crashes, cfg.Topology, c.warmup+c.duration)
+	if err != nil {
+		return err
+	}
+	network, err := c.netFaults(cmd, cfg.Topology)
 	if err != nil {
 		return err
 	}
@@ -118,7 +140,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	var profErr error
 	res, err := bench.SimRun(cfg, bench.Spec{
 		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes,
+		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes, Network: network,
 		Progress: bar.running, AtWindowEnd: func() {
 			if c.memProf != "" {
 				profErr = writeHeapProfile(c.memProf)
@@ -150,7 +172,51 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	for _, cr := range res.Crashes {
 		fmt.Fprintf(out, "crash: node %d (%s) at %s for %s\n", cr.Node, cr.Name, cr.At, cr.For)
 	}
+	if n := res.Network; n != nil {
+		if n.Loss > 0 {
+			fmt.Fprintf(out, "loss: %g of messages between nodes\n", n.Loss)
+		}
+		if n.Duplicate > 0 {
+			fmt.Fprintf(out, "duplicate: %g of messages between nodes, copies up to %s late\n", n.Duplicate, n.DuplicateDelay)
+		}
+		for _, p := range n.Partitions {
+			fmt.Fprintf(out, "partition: %s|%s at %s for %s\n", p.Regions[0], p.Regions[1], p.At, p.For)
+		}
+	}
 	return nil
+}
+
+// netFaults reads the network fault flags, and checks them for a run of warm-up plus duration
+// before loading starts.
+func (c *simCommand) netFaults(cmd *cobra.Command, tp *topo.Topology) (bench.NetFaults, error) {
+	f := bench.NetFaults{Loss: c.loss, Duplicate: c.duplicate, DuplicateDelay: c.duplicateDelay}
+	for _, p := range []struct {
+		flag string
+		v    float64
+	}{{"--loss", c.loss}, {"--duplicate", c.duplicate}} {
+		if !(p.v >= 0 && p.v < 1) { // also rejects NaN
+			return f, fmt.Errorf("%s %g: want a probability in [0, 1)", p.flag, p.v)
+		}
+	}
+	if cmd.Flags().Changed("duplicate-delay") {
+		switch {
+		case c.duplicateDelay <= 0:
+			return f, fmt.Errorf("--duplicate-delay %s: must be positive", c.duplicateDelay)
+		case c.duplicate == 0:
+			return f, fmt.Errorf("--duplicate-delay %s without --duplicate: no message is duplicated", c.duplicateDelay)
+		}
+	}
+	for _, text := range c.partitions {
+		p, err := bench.ParsePartition(tp, text)
+		if err != nil {
+			return f, fmt.Errorf("--partition %s: %w", text, err)
+		}
+		f.Partitions = append(f.Partitions, p)
+	}
+	if err := bench.CheckNetFaults(tp, f, c.warmup+c.duration); err != nil {
+		return f, fmt.Errorf("--partition: %w", err)
+	}
+	return f, nil
 }
 
 // parseCrashes reads the --crash flags, and checks them as a schedule for a run of runLength

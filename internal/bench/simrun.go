@@ -37,6 +37,8 @@ type Spec struct {
 	// Crashes are outages of data nodes, timed from the clients' start (see CheckCrashes). Unlike
 	// Faults they are data, so a result can say what it ran under.
 	Crashes []Crash
+	// Network are loss, duplication and partitions between nodes (see NetFaults), data too.
+	Network NetFaults
 }
 
 // Validate rejects specs that cannot run.
@@ -119,6 +121,8 @@ type Result struct {
 
 	// Crashes is the outage schedule the run was given, by time.
 	Crashes []CrashRecord `json:"crashes,omitempty"`
+	// Network is the network faults the run was given, partitions by time.
+	Network *NetFaultsRecord `json:"network_faults,omitempty"`
 
 	VirtualSeconds float64 `json:"virtual_seconds,omitempty"`
 	WallSeconds    float64 `json:"wall_seconds"`
@@ -153,6 +157,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	if err := CheckCrashes(tp, spec.Crashes, spec.Warmup+spec.Duration); err != nil {
 		return nil, err
 	}
+	if err := CheckNetFaults(tp, spec.Network, spec.Warmup+spec.Duration); err != nil {
+		return nil, err
+	}
 	m := NewMetrics()
 	rec := newRecorder(spec)
 	res := &Result{Protocol: cfg.Protocol.Name(), Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
@@ -160,6 +167,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	for _, c := range sortedCrashes(spec.Crashes) {
 		res.Crashes = append(res.Crashes, c.record(tp))
 	}
+	res.Network = spec.Network.record(tp)
 
 	var (
 		windowMetrics *protocol.Metrics
@@ -186,6 +194,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 			atEnd = s.Stats()
 		})
 		scheduleCrashes(s, tp, spec.Crashes, window, lost, &restartErr)
+		scheduleNetFaults(s, spec.Network, window)
 		if spec.Faults != nil {
 			spec.Faults(s, window)
 		}
