@@ -189,6 +189,11 @@
 //     transaction of the same client that ended here, a late copy (clients number their
 //     transactions increasingly), which would begin a transaction no client drives
 //     (txnkit.EndedTxns; counted as late-first-request).
+//   - A participant remembers each transaction whose decision it applied for an idle timeout
+//     (decidedTxns; an abort of one it never saw included) and drops a request of it arriving
+//     meanwhile, a copy the network delivered late (counted as late-copies): the decision
+//     deleted the transaction, and the copy began it again, its locks or intents held until the
+//     idle timeout with no coordinator driving them.
 //   - Transaction ids embed a persisted incarnation number, so they never repeat after a restart.
 //   - A restarted node tells every other data node (Restarted, carrying its new incarnation),
 //     before it handles anything, and each settles at once what the crash lost rather than wait

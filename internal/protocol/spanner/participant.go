@@ -103,8 +103,11 @@ type Participant struct {
 	// snapParked counts the snapshot reads parked in snapQ, by read (a duplicated request may
 	// park twice), so that a keep-alive for a snapshot read can tell whether it is still here.
 	snapParked map[snapRef]int
-	self       uint32
-	pending    int // persists in flight (tests)
+	// decided are the transactions whose decision was applied here lately, whose requests
+	// arriving late are copies (decidedTxns).
+	decided decidedTxns
+	self    uint32
+	pending int // persists in flight (tests)
 	// Deadlock detection (lock-policy=detect): the detector's node, this participant's
 	// incarnation and the sequence number of its wait-for reports, whether the lock table
 	// changed since the last report, and the last report's waits (sent again periodically while
@@ -236,6 +239,9 @@ func (p *Participant) armPoll(t *partTxn, d time.Duration) {
 // (seen); otherwise refuse is called with the cause and admit returns nil.
 func (p *Participant) admit(from node.ID, txn storage.TxnID, seq, seen uint32, age ts.Timestamp, refuse func(cause string)) *partTxn {
 	t := p.txns[txn]
+	if t == nil && p.isDecided(txn) {
+		return nil // a late copy: see decidedTxns
+	}
 	if t != nil && t.state == partActive && t.hasOp && seq <= t.opSeq {
 		// A copy of a request already admitted: its answer went, or goes once its locks are
 		// held. Judged as a new request it would fail the checks below and abort the
@@ -407,6 +413,9 @@ func (p *Participant) onKeepAlive(from node.ID, m *KeepAlive) {
 		return
 	}
 	t := p.txns[m.Txn]
+	if t == nil && p.isDecided(m.Txn) {
+		return // a late copy: the coordinator decided the transaction
+	}
 	if t == nil {
 		p.env.Send(from, &WoundReq{Txn: m.Txn, Cause: causeLostLocks})
 		return
@@ -587,6 +596,11 @@ func (p *Participant) drain() {
 
 func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
 	t := p.txns[m.Txn]
+	if t == nil && p.isDecided(m.Txn) {
+		// A late copy: prepared afresh, it would lay intents of a decided transaction and hold
+		// their locks until a poll learned the decision again.
+		return
+	}
 	if t == nil && m.Seen > 0 {
 		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: causeLostLocks})
 		return
@@ -804,6 +818,9 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 		p.grants = append(p.grants, p.locks.Release(id)...)
 		p.waitsDirty = true
 	}
+	// Remembered even if the transaction was not known here: its request may have been lost,
+	// or be a copy still on its way.
+	p.decided.add(id, p.now(), p.cfg.IdleTimeout)
 	if ack {
 		p.persist(record, func() { p.env.Send(ackTo, &DecideAck{Txn: id}) })
 	} else {
@@ -885,6 +902,16 @@ func (p *Participant) retrySnap(key string) {
 	for _, w := range slices.Clone(q) {
 		p.trySnap(w)
 	}
+}
+
+// isDecided reports whether id's decision was applied here lately, so that a request of it
+// arriving now is a late copy (decidedTxns).
+func (p *Participant) isDecided(id storage.TxnID) bool {
+	if p.decided.has(id, p.now(), p.cfg.IdleTimeout) {
+		p.metrics.Add("late-copies", 1)
+		return true
+	}
+	return false
 }
 
 // Len returns the number of transactions this participant tracks (tests).
