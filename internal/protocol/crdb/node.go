@@ -411,9 +411,8 @@ func (n *Node) announceRestart() {
 // the range is back. Links are FIFO, so every answer of the previous life came before the
 // notice; a request still unanswered either is lost or reached the new life, and evaluating it
 // twice is harmless: reads, refreshes and intent queries change nothing the first evaluation
-// did not, a write finds its own intent (a duplicate that moves it up costs the commit's proof,
-// an abort, never a wrong answer), staging again stages the same record, and the first answer
-// wins (complete drops the second).
+// did not, a write that laid its intent is answered from it (writeDone), staging again stages
+// the same record, and the first answer wins (complete drops the second).
 func (n *Node) onRestarted(from topo.NodeID) {
 	var ids []uint64
 	for id, c := range n.pending {
@@ -474,10 +473,11 @@ func older(aAge ts.Timestamp, a storage.TxnID, bAge ts.Timestamp, b storage.TxnI
 	return a < b
 }
 
-// Intent metadata: what a pusher needs, kept with the intent so it survives restarts.
-func encodeIntentMeta(t TxnMeta) []byte {
+// Intent metadata: what a pusher needs, kept with the intent so it survives restarts, and the
+// request id of the write that laid it (intentReq).
+func encodeIntentMeta(t TxnMeta, req uint64) []byte {
 	b := binary.AppendVarint(nil, int64(t.RecordNode))
-	return t.Age.Encode(b)
+	return binary.AppendUvarint(t.Age.Encode(b), req)
 }
 
 func decodeIntentMeta(b []byte) (topo.NodeID, ts.Timestamp) {
@@ -490,6 +490,21 @@ func decodeIntentMeta(b []byte) (topo.NodeID, ts.Timestamp) {
 		return topo.NodeID(rn), ts.Zero
 	}
 	return topo.NodeID(rn), age
+}
+
+// intentReq returns the request id of the write that laid an intent with metadata b: a
+// transaction's coordinator numbers its requests increasingly (one life per transaction id),
+// so a write numbered at or below it was evaluated here already. 0 if the metadata predates it.
+func intentReq(b []byte) uint64 {
+	_, w := binary.Varint(b)
+	if w <= 0 || len(b) < w+ts.EncodedLen {
+		return 0
+	}
+	req, w2 := binary.Uvarint(b[w+ts.EncodedLen:])
+	if w2 <= 0 {
+		return 0
+	}
+	return req
 }
 
 func encodeKeys(keys []string) []byte {

@@ -181,6 +181,9 @@ func (n *Node) evalWrite(req *WriteReq, since int64, respond func(*WriteResp)) {
 		reply(&WriteResp{Aborted: true})
 		return
 	}
+	if n.writeDone(req, reply) {
+		return
+	}
 	if n.belowGCHorizon(req.WriteTS) {
 		// A transaction older than the horizon is refused everywhere (its reads would be).
 		reply(&WriteResp{TooOld: true})
@@ -229,7 +232,7 @@ func (n *Node) evalWrite(req *WriteReq, since int64, respond func(*WriteResp)) {
 	if req.CreateRecord {
 		n.createRecord(id)
 	}
-	v := mvcc.Version{TS: wts, Txn: id, Tombstone: req.Tombstone, Value: req.Value, Meta: encodeIntentMeta(req.Txn)}
+	v := mvcc.Version{TS: wts, Txn: id, Tombstone: req.Tombstone, Value: req.Value, Meta: encodeIntentMeta(req.Txn, req.Req)}
 	if err := n.store.PutIntent(req.Key, v); err != nil {
 		// Only oversized input or a broken invariant gets here; the transaction cannot go on.
 		reply(&WriteResp{Aborted: true})
@@ -253,6 +256,46 @@ func (n *Node) evalWrite(req *WriteReq, since int64, respond func(*WriteResp)) {
 		return
 	}
 	n.intentGen[req.Key] = n.flush(nil, func() { reply(resp) })
+}
+
+// writeDone answers a write that was evaluated here already, and reports whether it did: a copy
+// the network delivered twice (late, after later messages of the same coordinator), or one its
+// coordinator sent again (onRestarted). If the transaction's intent on the key was laid by this
+// write or a later one, the answer is where the intent stands now (a reader may have pushed it),
+// once it is durable if writes are not pipelined; evaluating the write again would put back the
+// value of an earlier write over a later one's (the transaction would commit a value its client
+// overwrote: TestWriteCopies), or move the intent above where the commit's proof looks for it.
+// If the transaction has a committed version of the key, it committed and this is a late copy:
+// laying the intent again left one no resolution ever comes for, and every request on the key
+// waited on it; a push that found the transaction committed could not clear it either (its
+// commit clashes with the committed version), so the request pushed again at once, until the
+// record was forgotten. An aborted transaction is refused, as by n.aborted.
+func (n *Node) writeDone(req *WriteReq, reply func(*WriteResp)) bool {
+	vs := n.store.Versions(req.Key)
+	for i := len(vs) - 1; i >= 0; i-- {
+		v := vs[i]
+		if v.Txn != req.Txn.ID {
+			continue
+		}
+		switch {
+		case v.State == mvcc.Committed:
+			reply(&WriteResp{WrittenTS: v.TS})
+			return true
+		case v.State == mvcc.Aborted:
+			reply(&WriteResp{Aborted: true}) // also once n.aborted has forgotten it
+			return true
+		case v.State == mvcc.Intent && req.Req <= intentReq(v.Meta):
+			at := v.TS
+			answer := func() { reply(&WriteResp{WrittenTS: at}) }
+			if n.set.pipelining {
+				answer()
+			} else {
+				n.afterGen(n.intentGen[req.Key], answer)
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // writeGroup gathers the intents an OpsReq lays down while it is evaluated, so that they are
