@@ -4,26 +4,46 @@
 // It is strictly serializable by construction (a transaction holds the only lock from its first
 // operation until its commit is durable), so it is the "ideal" line in comparisons and the
 // protocol that exercises the substrate end to end. Other nodes are only coordinators: they
-// check client requests (txnkit.Validate) and forward them to the serial node, which answers the
-// client directly.
+// check client requests (txnkit.Validate) and forward them to the serial node, whose answers
+// come back through them (Answer), as the real runtime routes any reply to a client through the
+// node that hosts its connection.
 //
 // A transaction lives only in the serial node's memory, and ends, its writes discarded, when its
 // client sends nothing for idle-timeout (no one is told: the client waits for no answer) or when
 // the node restarts. A later request of it (Seq > 0) then aborts (cause "unknown-transaction",
 // retryable) rather than begin a fresh transaction under its name, which would commit only the
-// writes from that request on while the client took the commit for all of them. Requests are
-// numbered per transaction, and one numbered below the last taken, or any while the commit is
-// being persisted, is a duplicate (the network may deliver a message twice) and is dropped:
-// applied again, a stale write could overwrite a later one, and a second answer to a commit
-// could reach the client before the first. A copy of a first request that arrives after its
-// transaction ended would begin it again and hold the lock until the idle timeout; clients
-// number their transactions increasingly, so one numbered at or below a transaction of the
-// same client that ended is refused instead (txnkit.EndedTxns).
+// writes from that request on while the client took the commit for all of them. A copy of a
+// first request that arrives after its transaction ended would begin it again and hold the lock
+// until the idle timeout; clients number their transactions increasingly, so one numbered at or
+// below a transaction of the same client that ended is refused instead (txnkit.EndedTxns).
+//
+// Messages between nodes may be lost or delivered twice, and a lost forward or answer must cost
+// a bounded delay, not the client's timeout; for the lock holder, not every other client's time
+// either, while the lock waits for a request that never comes. So a coordinator forwards a
+// request again (Forward.Resent) until it is answered: after resend-after, then at doubling
+// intervals up to idle-timeout. A request that waits for the lock gets its copy acknowledged
+// (Queued), and is then forwarded again only every idle-timeout, in case the serial node
+// restarts and loses it. The serial node, for its part, sends the lock holder's last answer
+// again, at the same intervals, while the client's next request does not come: that answer may
+// be lost after a wait that has doubled the coordinator's intervals already.
+//
+// A request may thus reach the serial node more than once, and each copy gets the first one's
+// answer; nothing is applied twice. Requests are numbered per transaction: the last one taken
+// is answered again from the answer kept for it (a write applied again could overwrite a later
+// one, and a read could see the transaction's own later writes), an earlier one is a stale copy
+// and dropped, as is a copy of the commit while its writes are being persisted (its answer
+// follows once they are durable). A transaction that ended at its client's commit or abort is
+// remembered for twice idle-timeout, and a copy of that last request is answered OK again. A
+// commit forwarded again of a transaction the node does not remember (it restarted, or the
+// answer could not get through for that long) may have committed with its answer lost: the
+// node cannot tell, and answers unknown. A commit's first forwarding is still answered aborted
+// then (the transaction began in an earlier life and its commit never reached it); only the
+// network's copy of a commit that an earlier life made durable, reaching a life that began
+// within the copy's delay, would be misjudged.
 package serial
 
 import (
 	"sort"
-
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
@@ -37,13 +57,40 @@ import (
 type Forward struct {
 	Client topo.NodeID
 	Req    wire.ClientRequest
+	// Resent marks a forwarding again of a request not answered in time: the earlier one, or its
+	// answer, may have been lost after the serial node acted on it.
+	Resent bool `cbor:",omitempty"`
+}
+
+// Answer carries the serial node's reply to a forwarded request back to the coordinator that
+// forwarded it, which hands it to the client.
+type Answer struct {
+	Client topo.NodeID
+	Reply  wire.ClientReply
+}
+
+// Queued tells a coordinator that a request it forwarded again waits for the lock at the serial
+// node, which will answer it (and send the answer again while the next request is late), so that
+// the coordinator need not forward it every few round trips while it waits.
+type Queued struct {
+	Client topo.NodeID
+	Txn    uint64
+	Seq    uint32
 }
 
 // Kind implements wire.Msg.
 func (*Forward) Kind() wire.Kind { return 100 }
 
+// Kind implements wire.Msg.
+func (*Answer) Kind() wire.Kind { return 101 }
+
+// Kind implements wire.Msg.
+func (*Queued) Kind() wire.Kind { return 102 }
+
 func init() {
 	wire.Register(&Forward{})
+	wire.Register(&Answer{})
+	wire.Register(&Queued{})
 	protocol.Register(proto{})
 }
 
@@ -54,6 +101,7 @@ func (proto) Model() string { return "strict-serializable" }
 func (proto) Options() map[string]string {
 	return map[string]string{
 		"idle-timeout": "abort a transaction that sends nothing for this long (default 5s)",
+		"resend-after": "forward a request to the serial node again, or send its answer again, if nothing comes back within this long, then at doubling intervals up to idle-timeout (default two round trips between the regions plus 50ms)",
 		"mutant":       "break a rule on purpose so checkers can be shown to catch it: 'no-lock' lets transactions interleave",
 	}
 }
@@ -61,30 +109,46 @@ func (proto) Layout(l topo.Layout) topo.Layout { return l }
 
 // CheckOptionValues implements protocol.OptionChecker.
 func (proto) CheckOptionValues(opts map[string]string) error {
-	_, _, err := parseOptions(opts)
+	_, err := parseOptions(opts)
 	return err
 }
 
-func parseOptions(opts map[string]string) (idle time.Duration, mutant string, err error) {
+type options struct {
+	idle        time.Duration
+	resendAfter time.Duration // 0: derived from the round trip to the serial node
+	mutant      string
+}
+
+func parseOptions(opts map[string]string) (options, error) {
 	o := &txnkit.Options{Protocol: "serial", M: opts}
 	// txnkit bounds durations (a transaction's timer must not overflow the clock); zero would
-	// abort every transaction before its first operation, so it is refused here too.
-	idle = o.Duration("idle-timeout", 5*time.Second)
-	if o.Err == nil && idle == 0 {
-		return 0, "", &protocol.OptionError{Protocol: "serial", Key: "idle-timeout", Value: opts["idle-timeout"], Want: "a positive duration"}
+	// abort every transaction before its first operation, or forward every request again
+	// without pause, so it is refused here too.
+	var p options
+	p.idle = o.Duration("idle-timeout", 5*time.Second)
+	p.resendAfter = o.Duration("resend-after", 0)
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"idle-timeout", p.idle}, {"resend-after", p.resendAfter}} {
+		if _, set := opts[d.key]; o.Err == nil && set && d.v == 0 {
+			return options{}, &protocol.OptionError{Protocol: "serial", Key: d.key, Value: opts[d.key], Want: "a positive duration"}
+		}
 	}
-	mutant = o.Enum("mutant", "", "", "no-lock") // "" (an empty --opt mutant=) is no mutant
-	return idle, mutant, o.Err
+	p.mutant = o.Enum("mutant", "", "", "no-lock") // "" (an empty --opt mutant=) is no mutant
+	return p, o.Err
 }
 
 func (proto) NewNode(cfg node.Config) (node.Handler, error) {
-	idle, mutant, err := parseOptions(cfg.Options)
+	opts, err := parseOptions(cfg.Options)
 	if err != nil {
 		return nil, err
 	}
 	env := cfg.Env
 	server := env.Topology().DataNodes(0)[0]
-	n := &Node{env: env, server: server, idle: idle, noLock: mutant == "no-lock", data: map[string][]byte{}, txns: map[txnKey]*txn{}}
+	n := &Node{env: env, server: server, idle: opts.idle, resendAfterOpt: opts.resendAfter, noLock: opts.mutant == "no-lock",
+		data: map[string][]byte{}, txns: map[txnKey]*txn{}, queued: map[txnKey]bool{},
+		finished: map[txnKey]finishedTxn{}, pending: map[txnkit.ClientTxn]*outstanding{}}
 	if env.Self() == server {
 		if err := cfg.Durable.Scan([]byte(dataPrefix), []byte(dataPrefixEnd), func(k, v []byte) bool {
 			n.data[string(k[len(dataPrefix):])] = append([]byte(nil), v...)
@@ -108,32 +172,57 @@ type txnKey struct {
 
 type txn struct {
 	key        txnKey
+	host       topo.NodeID       // the node its client is attached to
 	writes     map[string][]byte // nil value: delete
 	order      []string          // write keys in first-write order, for deterministic batches
 	lastSeen   int64
 	timer      node.TimerID
-	nextSeq    uint32 // requests numbered below it were taken already
-	committing bool   // the commit's writes are being persisted
+	resendIn   time.Duration     // until last is sent again, if the client's next request is late
+	nextSeq    uint32            // requests numbered below it were taken already
+	last       *wire.ClientReply // the answer to request nextSeq-1, for a copy of it
+	committing bool              // the commit's writes are being persisted
+}
+
+// finishedTxn is a transaction that ended, kept for copies of its last request.
+type finishedTxn struct {
+	lastSeq uint32
+	dropped bool  // ended by the idle timeout, not by its client's commit or abort
+	at      int64 // local clock at the end
 }
 
 type queued struct {
-	client topo.NodeID
-	req    wire.ClientRequest
+	client, host topo.NodeID
+	req          wire.ClientRequest
+}
+
+// outstanding is a request a coordinator forwarded and has no answer to yet.
+type outstanding struct {
+	req      wire.ClientRequest
+	interval time.Duration // until the next forwarding
+	timer    node.TimerID
 }
 
 // Node is the serial protocol's handler.
 type Node struct {
-	env    node.Env
-	server topo.NodeID
-	idle   time.Duration
-	noLock bool
+	env            node.Env
+	server         topo.NodeID
+	idle           time.Duration
+	resendAfterOpt time.Duration // 0: derived from the round trip
+	noLock         bool
 
-	data    map[string][]byte
-	holder  *txn
-	txns    map[txnKey]*txn
-	ended   txnkit.EndedTxns // each client's highest transaction that ended, against late copies
-	waiting []queued
-	commits int
+	// The serial node's state.
+	data     map[string][]byte
+	holder   *txn
+	txns     map[txnKey]*txn
+	ended    txnkit.EndedTxns // each client's highest transaction that ended, against late copies
+	finished map[txnKey]finishedTxn
+	sweepAt  int // len(finished) at which ended records are expired next
+	waiting  []queued
+	queued   map[txnKey]bool // the transactions in waiting
+	commits  int
+
+	// A coordinator's state: the requests it forwarded and has no answer to.
+	pending map[txnkit.ClientTxn]*outstanding
 }
 
 // Handle implements node.Handler.
@@ -145,78 +234,209 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 			return
 		}
 		if n.env.Self() != n.server {
-			n.env.Send(n.server, &Forward{Client: from, Req: *m})
+			n.forward(from, *m)
 			return
 		}
-		n.request(from, *m)
+		n.request(from, n.server, *m, false)
 	case *Forward:
 		if n.env.Self() != n.server {
 			return
 		}
 		// Checked by the coordinator already, unless the frame was not from one.
 		if bad := txnkit.Validate(&m.Req); bad != nil {
-			n.env.Send(m.Client, bad)
+			n.via(from).Send(m.Client, bad)
 			return
 		}
-		n.request(m.Client, m.Req)
+		n.request(m.Client, from, m.Req, m.Resent)
+	case *Answer:
+		if n.env.Self() == n.server || from != n.server {
+			return
+		}
+		n.answered(m)
+	case *Queued:
+		if n.env.Self() == n.server || from != n.server {
+			return
+		}
+		k := txnkit.ClientTxn{Client: m.Client, Txn: m.Txn}
+		if o := n.pending[k]; o != nil && o.req.Seq == m.Seq {
+			// Forwarded again only in case the serial node restarts meanwhile and loses it.
+			o.interval = n.idle
+			n.env.Cancel(o.timer)
+			n.armResend(k, o)
+		}
 	}
 }
 
-func (n *Node) reply(to topo.NodeID, req wire.ClientRequest, r *wire.ClientReply) {
-	r.Txn, r.Seq = req.Txn, req.Seq
-	n.env.Send(to, r)
+// forward sends a client's request to the serial node, and again while it is not answered.
+func (n *Node) forward(client topo.NodeID, req wire.ClientRequest) {
+	k := txnkit.ClientTxn{Client: client, Txn: req.Txn}
+	if o := n.pending[k]; o != nil {
+		// The client has given up on its previous request of the transaction: no more copies.
+		n.env.Cancel(o.timer)
+	}
+	o := &outstanding{req: req, interval: n.resendAfter(n.env.Self())}
+	n.pending[k] = o
+	n.env.Send(n.server, &Forward{Client: client, Req: req})
+	n.armResend(k, o)
 }
 
-func (n *Node) request(client topo.NodeID, req wire.ClientRequest) {
+func (n *Node) armResend(k txnkit.ClientTxn, o *outstanding) {
+	o.timer = n.env.After(o.interval, func() {
+		if n.pending[k] != o {
+			return
+		}
+		n.env.Send(n.server, &Forward{Client: k.Client, Req: o.req, Resent: true})
+		o.interval = min(2*o.interval, n.idle)
+		n.armResend(k, o)
+	})
+}
+
+// answered hands the serial node's answer to the client, once: a copy of an answer, or the
+// answer to a copy of a request, is dropped.
+func (n *Node) answered(a *Answer) {
+	k := txnkit.ClientTxn{Client: a.Client, Txn: a.Reply.Txn}
+	o := n.pending[k]
+	if o == nil || o.req.Seq != a.Reply.Seq {
+		return
+	}
+	n.env.Cancel(o.timer)
+	delete(n.pending, k)
+	r := a.Reply
+	n.env.Send(a.Client, &r)
+}
+
+// resendAfter is how long a request forwarded from host, or the answer to it, may take before
+// it is taken for lost. An answer takes a round trip and the serial node's work; one not back
+// within two, and a margin for the node's queue and disk, most likely never comes. A request
+// that waits for the lock longer is forwarded again needlessly, until its copy is acknowledged
+// (Queued).
+func (n *Node) resendAfter(host topo.NodeID) time.Duration {
+	if n.resendAfterOpt > 0 {
+		return n.resendAfterOpt
+	}
+	tp := n.env.Topology()
+	return 4*tp.OneWay(tp.RegionOf(host), tp.RegionOf(n.server)) + 50*time.Millisecond
+}
+
+// via sends replies to a client through host, the node the client is attached to: the serial
+// node itself, or a coordinator that forwarded the request.
+func (n *Node) via(host topo.NodeID) node.Env { return hostEnv{n.env, host} }
+
+type hostEnv struct {
+	node.Env
+	host topo.NodeID
+}
+
+// Send implements node.Env, wrapping a reply to a forwarded request in an Answer.
+func (e hostEnv) Send(to node.ID, m wire.Msg) {
+	if r, ok := m.(*wire.ClientReply); ok && e.host != e.Self() {
+		e.Env.Send(e.host, &Answer{Client: to, Reply: *r})
+		return
+	}
+	e.Env.Send(to, m)
+}
+
+func (n *Node) reply(client, host topo.NodeID, req wire.ClientRequest, r *wire.ClientReply) {
+	r.Txn, r.Seq = req.Txn, req.Seq
+	n.via(host).Send(client, r)
+}
+
+// answer replies to t's request req and keeps the reply for a copy of req.
+func (n *Node) answer(t *txn, client, host topo.NodeID, req wire.ClientRequest, r *wire.ClientReply) {
+	n.reply(client, host, req, r)
+	t.last = r
+}
+
+func (n *Node) request(client, host topo.NodeID, req wire.ClientRequest, resent bool) {
 	k := txnKey{client, req.Txn}
 	t := n.txns[k]
 	if t == nil {
+		if n.answerFinished(client, host, req, resent) {
+			return
+		}
 		// Refused at once, not queued for the lock: a late copy of an ended transaction's
 		// first request, or a later request of a transaction that ended (idle timeout,
 		// restart), must not begin one.
-		if n.ended.RefuseLateFirst(n.env, client, &req) {
+		env := n.via(host)
+		if n.ended.RefuseLateFirst(env, client, &req) {
 			return
 		}
-		if answered, _ := txnkit.AnswerUnheld(n.env, client, &req); answered {
+		if answered, _ := txnkit.AnswerUnheld(env, client, &req); answered {
 			return
 		}
 		if n.holder != nil && !n.noLock {
-			n.waiting = append(n.waiting, queued{client, req})
+			switch {
+			case !n.queued[k]:
+				n.queued[k] = true
+				n.waiting = append(n.waiting, queued{client, host, req})
+			case resent && host != n.server:
+				n.env.Send(host, &Queued{Client: client, Txn: req.Txn, Seq: req.Seq})
+			}
 			return
 		}
-		t = &txn{key: k, writes: map[string][]byte{}}
+		t = &txn{key: k, host: host, writes: map[string][]byte{}}
 		n.txns[k] = t
 		if !n.noLock {
 			n.holder = t
 		}
 	}
-	if t.committing || req.Seq < t.nextSeq {
-		return // a duplicate
+	switch {
+	case t.committing:
+		return // a copy of the commit: its answer follows once the writes are durable
+	case req.Seq+1 == t.nextSeq && t.last != nil:
+		n.reply(client, host, req, t.last) // a copy of the last request: its answer was lost, or is late
+		return
+	case req.Seq < t.nextSeq:
+		return // a stale copy, whose answer the client has had
 	}
 	t.nextSeq = req.Seq + 1
 	t.lastSeen = n.env.Now()
-	n.armIdle(t)
+	t.resendIn = 0
+	if host != n.server {
+		t.resendIn = n.resendAfter(host)
+	}
+	n.armTimer(t)
 	switch req.Op {
 	case wire.OpGet, wire.OpPut, wire.OpDelete:
 		found, v := t.apply(n, req.Op, req.Key, req.Value)
-		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK, Found: found, Value: v})
+		n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeOK, Found: found, Value: v})
 	case wire.OpBatch:
 		// Everything is on this node: the batch's operations run one after another.
 		res := make([]wire.BatchResult, len(req.Batch))
 		for i, op := range req.Batch {
 			res[i].Found, res[i].Value = t.apply(n, op.Op, op.Key, op.Value)
 		}
-		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK, Results: res})
+		n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeOK, Results: res})
 	case wire.OpScan:
-		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK, Rows: n.scan(t, req)})
+		n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeOK, Rows: n.scan(t, req)})
 	case wire.OpCommit:
-		n.commit(client, req, t)
+		n.commit(client, host, req, t)
 	case wire.OpAbort:
-		n.finish(t)
-		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK})
+		n.finish(t, false)
+		n.reply(client, host, req, &wire.ClientReply{Code: wire.CodeOK})
 	default:
-		n.reply(client, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "unknown operation"})
+		n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "unknown operation"})
 	}
+}
+
+// answerFinished answers req, a request of a transaction the node does not hold, from what it
+// remembers of the transaction's end, and reports whether it did. The last request of a
+// transaction its client committed or aborted is answered OK again: the commit is durable, and
+// applying it again could undo what later transactions wrote. A commit forwarded again of a
+// transaction the node does not remember may have committed in an earlier life (or long ago),
+// its answer lost: the node cannot tell, and answers unknown. The rest is the caller's.
+func (n *Node) answerFinished(client, host topo.NodeID, req wire.ClientRequest, resent bool) bool {
+	f, ok := n.finished[txnKey{client, req.Txn}]
+	switch {
+	case ok && !f.dropped && req.Seq == f.lastSeq:
+		n.reply(client, host, req, &wire.ClientReply{Code: wire.CodeOK})
+	case !ok && resent && req.Seq > 0 && req.Op == wire.OpCommit:
+		n.reply(client, host, req, &wire.ClientReply{Code: wire.CodeUnknown,
+			Error: "the serial node does not remember the transaction: its commit may have been applied before a restart"})
+	default:
+		return false
+	}
+	return true
 }
 
 // apply runs one read or write of t; a read returns what it found (t's own writes first).
@@ -273,11 +493,11 @@ func (n *Node) scan(t *txn, req wire.ClientRequest) []wire.KV {
 	return rows
 }
 
-func (n *Node) commit(client topo.NodeID, req wire.ClientRequest, t *txn) {
+func (n *Node) commit(client, host topo.NodeID, req wire.ClientRequest, t *txn) {
 	n.env.Cancel(t.timer)
 	if len(t.order) == 0 {
-		n.finish(t)
-		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK})
+		n.finish(t, false)
+		n.reply(client, host, req, &wire.ClientReply{Code: wire.CodeOK})
 		return
 	}
 	batch := make([]node.Write, 0, len(t.order))
@@ -286,11 +506,11 @@ func (n *Node) commit(client topo.NodeID, req wire.ClientRequest, t *txn) {
 		batch = append(batch, node.Write{Key: []byte(dataPrefix + k), Value: v, Delete: v == nil})
 	}
 	// The lock is held until the write is durable, so no one can read what might be lost. The
-	// transaction stays known meanwhile, so that a duplicate of its commit is dropped instead of
-	// answered "unknown" ahead of the commit's own answer.
+	// transaction stays known meanwhile, so that a copy of its commit is dropped instead of
+	// answered before the commit's own answer.
 	t.committing = true
 	n.env.Persist(batch, func() {
-		n.forget(t)
+		n.forget(t, false)
 		for _, k := range t.order {
 			if v := t.writes[k]; v != nil {
 				n.data[k] = v
@@ -299,30 +519,60 @@ func (n *Node) commit(client topo.NodeID, req wire.ClientRequest, t *txn) {
 			}
 		}
 		n.commits++
-		n.reply(client, req, &wire.ClientReply{Code: wire.CodeOK})
+		n.reply(client, host, req, &wire.ClientReply{Code: wire.CodeOK})
 		n.release(t)
 	})
 }
 
-func (n *Node) armIdle(t *txn) {
+// armTimer sets t's timer for its client's silence: the transaction ends at idle-timeout.
+// Before that, the answer to its last request is sent again, at doubling intervals, to a client
+// attached to another node: while it is lost, the client sends nothing and the lock waits
+// (the coordinator forwards the request again too, but at intervals doubled already if the
+// request waited long for the lock). A client that only takes its time gets copies it drops.
+func (n *Node) armTimer(t *txn) {
 	n.env.Cancel(t.timer)
-	t.timer = n.env.After(n.idle, func() {
-		if n.txns[t.key] == t {
-			n.finish(t)
+	left := time.Duration(t.lastSeen + int64(n.idle) - n.env.Now())
+	d := left
+	if t.resendIn > 0 {
+		d = min(d, t.resendIn)
+	}
+	t.timer = n.env.After(d, func() {
+		if n.txns[t.key] != t {
+			return
 		}
+		if d == left {
+			n.finish(t, true)
+			return
+		}
+		n.via(t.host).Send(t.key.client, t.last)
+		t.resendIn = min(2*t.resendIn, n.idle)
+		n.armTimer(t)
 	})
 }
 
-func (n *Node) finish(t *txn) {
+func (n *Node) finish(t *txn, dropped bool) {
 	n.env.Cancel(t.timer)
-	n.forget(t)
+	n.forget(t, dropped)
 	n.release(t)
 }
 
-// forget drops the ended t, remembering it against late copies of its first request.
-func (n *Node) forget(t *txn) {
+// forget drops the ended t, remembering it against copies of its requests.
+func (n *Node) forget(t *txn, dropped bool) {
 	delete(n.txns, t.key)
-	n.ended.Ended(txnkit.ClientTxn{Client: t.key.client, Txn: t.key.id}, n.env.Now(), n.idle)
+	now := n.env.Now()
+	n.ended.Ended(txnkit.ClientTxn{Client: t.key.client, Txn: t.key.id}, now, n.idle)
+	// Kept while a coordinator may still forward the last request again (for twice the idle
+	// timeout after its first forwarding, which came before the end). The node has no tick, so
+	// old records are expired as they grow.
+	n.finished[t.key] = finishedTxn{lastSeq: t.nextSeq - 1, dropped: dropped, at: now}
+	if len(n.finished) >= max(n.sweepAt, 64) {
+		for k, f := range n.finished { // each record is judged alone: the order is moot
+			if now-f.at > int64(2*n.idle) {
+				delete(n.finished, k)
+			}
+		}
+		n.sweepAt = 2 * len(n.finished)
+	}
 }
 
 // release hands the lock to waiting transactions in arrival order.
@@ -334,7 +584,8 @@ func (n *Node) release(t *txn) {
 	for len(n.waiting) > 0 && n.holder == nil {
 		q := n.waiting[0]
 		n.waiting = n.waiting[1:]
-		n.request(q.client, q.req)
+		delete(n.queued, txnKey{q.client, q.req.Txn})
+		n.request(q.client, q.host, q.req, false)
 	}
 }
 

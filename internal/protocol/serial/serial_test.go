@@ -18,6 +18,10 @@ func TestOptionValues(t *testing.T) {
 		// A timer this far out overflows the node's clock; every duration option has the same bound.
 		{opts: map[string]string{"idle-timeout": "2000000h"}, wantErr: "1000h"},
 		{opts: map[string]string{"mutant": "no-wait"}, wantErr: "no-lock"},
+		{opts: map[string]string{"resend-after": "20ms"}},
+		// Zero would forward every unanswered request again without pause.
+		{opts: map[string]string{"resend-after": "0s"}, wantErr: "resend-after"},
+		{opts: map[string]string{"resend-after": "-1ms"}, wantErr: "resend-after"},
 	} {
 		err := proto{}.CheckOptionValues(tc.opts)
 		switch {
