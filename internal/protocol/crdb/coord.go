@@ -36,6 +36,7 @@ type coordTxn struct {
 	// createRecord: the record is anchored (meta.RecordNode) but no write has carried
 	// CreateRecord yet; the next write sent does.
 	createRecord bool
+	anchorKey    string // the key of the write that creates the record (HeartbeatReq.Key)
 	busy         bool
 	nextSeq      uint32 // requests numbered below it were served already
 	committing   bool
@@ -279,6 +280,7 @@ func (n *Node) anchorRecord(t *coordTxn, key string) {
 	}
 	t.meta.RecordNode = n.tp.PrimaryOf(key)
 	t.createRecord = true
+	t.anchorKey = key
 	n.heartbeat(t)
 }
 
@@ -448,7 +450,7 @@ func (n *Node) heartbeat(t *coordTxn) {
 		if !n.live(t) {
 			return
 		}
-		n.env.Send(t.meta.RecordNode, &HeartbeatReq{Txn: t.meta.ID})
+		n.env.Send(t.meta.RecordNode, &HeartbeatReq{Txn: t.meta.ID, Key: t.anchorKey})
 		n.heartbeat(t)
 	})
 }

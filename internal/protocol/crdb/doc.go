@@ -185,7 +185,8 @@
 // write/pushed, commit/ok, /read-only, /pushed and /unknown, recovery/committed and /aborted,
 // record/forgotten, record/ended-query (transactions a holder asked their coordinator about),
 // record/ended-abort (undecided records aborted because the coordinator had ended the transaction),
-// record/reresolve (resolutions re-sent by a holder), rpc/resent (requests sent again to a node
+// record/reresolve (resolutions re-sent by a holder), record/late-heartbeat (copies of a
+// heartbeat that came after the record was forgotten, dropped), rpc/resent (requests sent again to a node
 // that restarted), gc/passes, gc/versions-removed and gc/keys-removed (version garbage collection).
 // Durations: phase/<client op> (get, put, delete, commit: request to answer at the gateway),
 // phase/refresh, phase/stage (staging to implicit commit), phase/lock-wait (time a request spent

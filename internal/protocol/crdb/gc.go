@@ -34,17 +34,24 @@ import (
 //   - H itself: recovery of a STAGING record whose coordinator is silent.
 //
 // Links are FIFO per (sender, receiver) pair: the simulator keeps each directed link in order
-// (sim.Config.Reorder, which no crdb test or command enables, is the exception) and delivers a
-// duplicate right after its original; the real runtime sends each pair's messages over one TCP
-// connection, which loses but does not reorder. So anything a node sent H before a message
-// reaches H before that message.
+// (sim.Config.Reorder, which no crdb test or command enables, is the exception); the real
+// runtime sends each pair's messages over one TCP connection, which loses but does not reorder.
+// So anything a node sent H before a message reaches H before that message, or never. Only a
+// duplicate's copy breaks this: the simulator delivers it up to --duplicate-delay after its
+// original, after messages sent later. So late copies of a forgotten X's messages do come, and
+// are refused or dropped where they could re-open X: a heartbeat's (onHeartbeat), an EndAbort's
+// and a stage's or commit's (onEndTxn), and a write's (writeDone). A late copy of a push may
+// still decide a forgotten X aborted, harmlessly: the pusher's request ended before its
+// leaseholder acknowledged X's resolution, so it drops the answer, and the record goes again
+// once C says it ended X.
 //
 // What H answers about a transaction it does not know: a push that aborts or pushes a
 // timestamp does so at once; a waiting push is answered with the decision once there is one,
 // which the coordinator's answer to H's question brings, or the record's expiry (5 heartbeats
 // from the first push) if the coordinator is down (answering it "pending", to be polled again,
 // would loop: by the next poll H has aborted and forgotten X anew, and finds it unknown
-// again); a heartbeat or an abort creates the record; a stage or a commit is refused, since the
+// again); a heartbeat creates the record unless X ended where its first write went (a late
+// copy), an abort unless X is aborted here already; a stage or a commit is refused, since the
 // first write creates the record before either can come, so that even a message delivered
 // later than FIFO links allow cannot commit X once it is forgotten (the real runtime redials a
 // lost connection, and a restarted node connects anew: frames still unread on the old

@@ -209,9 +209,13 @@ type PushResp struct {
 }
 
 // HeartbeatReq keeps a transaction alive at its record holder (and creates the record if it is
-// missing, e.g. lost in a crash before it was persisted).
+// missing, e.g. lost in a crash before it was persisted, or its creating write still waits on
+// another transaction's intent).
 type HeartbeatReq struct {
 	Txn storage.TxnID
+	// Key is the key of the write that creates the record, which the holder leads: what the
+	// transaction left there tells a late copy from a record that is yet to be (onHeartbeat).
+	Key string `cbor:",omitempty"`
 }
 
 // HeartbeatResp tells the coordinator if its transaction was aborted by a pusher.

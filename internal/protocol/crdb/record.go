@@ -5,6 +5,7 @@ import (
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
 	"github.com/meridiandb/meridian/internal/storage/txnrec"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/ts"
@@ -122,6 +123,15 @@ func (n *Node) answerWaiting(txn storage.TxnID) {
 }
 
 func (n *Node) onHeartbeat(from topo.NodeID, req *HeartbeatReq) {
+	if n.recState[req.Txn] == nil && n.endedAt(req.Txn, req.Key) {
+		// A copy the network delivered after the transaction ended here and its record was
+		// forgotten (its coordinator heartbeats only while it runs it, and every heartbeat
+		// it sent came before its last word about the transaction). Creating the record again
+		// re-opened a finished transaction: a PENDING record on disk, which the holder later
+		// asked the coordinator about and aborted, committed or not. Nobody waits for an answer.
+		n.m.Add("record/late-heartbeat", 1)
+		return
+	}
 	rs := n.rec(req.Txn)
 	rs.lastHB = n.env.Now()
 	if rs.status == statusNoRecord {
@@ -130,6 +140,22 @@ func (n *Node) onHeartbeat(from topo.NodeID, req *HeartbeatReq) {
 		n.flush(nil, nil)
 	}
 	n.env.Send(from, &HeartbeatResp{Txn: req.Txn, Aborted: rs.status == statusAborted})
+}
+
+// endedAt reports whether txn has ended at this node as the leaseholder of key: it committed or
+// aborted its write of key here. The holder leads the key of the write that creates a
+// transaction's record, and that write's intent is resolved there before the record can be
+// forgotten (gc.go), so a record missing while this holds was forgotten, not yet to be created.
+func (n *Node) endedAt(txn storage.TxnID, key string) bool {
+	if n.aborted[txn] {
+		return true
+	}
+	for _, v := range n.store.Versions(key) {
+		if v.Txn == txn && v.State != mvcc.Intent {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) onPush(from topo.NodeID, req *PushReq) {
@@ -214,6 +240,12 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			reply(EndAborted, ts.Zero)
 			return
 		}
+	} else if n.recState[req.Txn] == nil && n.aborted[req.Txn] {
+		// A copy delivered after the rollback it belongs to was done with: the coordinator
+		// resolves the record holder's own key after sending this, so its intent there is
+		// aborted only once this came, and the record was forgotten then. Deciding again
+		// would write an aborted record to disk, and delete it, for nothing.
+		return
 	}
 	rs := n.rec(req.Txn)
 	rs.lastHB = n.env.Now()

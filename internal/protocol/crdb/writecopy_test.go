@@ -1,10 +1,13 @@
 package crdb
 
 import (
+	"fmt"
 	"testing"
 
+	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/mvcc"
 	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // writeAnswer delivers a write from the script's coordinator and returns its answer, if the
@@ -79,5 +82,45 @@ func TestWriteCopies(t *testing.T) {
 	}
 	if keys := g.n.store.IntentKeys(g.txn); len(keys) != 0 {
 		t.Fatalf("the committed transaction holds intents again, on %q", keys)
+	}
+}
+
+// TestLateCopiesReopenNoRecord: a transaction's record is forgotten once it committed and every
+// leaseholder acknowledged, or once its coordinator rolled it back. A copy of one of its
+// heartbeats the network delivers late, or of the rollback's EndAbort, must not bring the record
+// back: the heartbeat created it PENDING, persisted it, and the holder then asked the coordinator
+// about it an expiry later and aborted it (a committed transaction's record saying aborted); the
+// EndAbort decided it aborted again, with a write and a delete on disk, and forgot it again.
+func TestLateCopiesReopenNoRecord(t *testing.T) {
+	for _, committed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("committed=%v", committed), func(t *testing.T) {
+			g := newGCScript(t, false)
+			meta := TxnMeta{ID: g.txn, Age: g.at, RecordNode: g.n.self, Coord: g.c}
+			var late []wire.Msg
+			if committed {
+				g.commit()
+				g.deliver(g.l, &Resolved{Txns: []storage.TxnID{g.txn}})
+			} else {
+				g.writeAnswer(&WriteReq{Req: 1, Txn: meta, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
+				abort := &EndTxnReq{Txn: g.txn, Status: EndAbort}
+				g.deliver(g.c, abort)
+				g.deliver(g.c, &ResolveReq{Txn: g.txn, Keys: []string{g.kh}, Record: g.n.self})
+				late = append(late, abort)
+			}
+			if n, d := g.n.recordsKept()+len(g.n.recState), g.onDisk(); n != 0 || d != 0 {
+				t.Fatalf("ended: %d records or states, %d on disk; want none", n, d)
+			}
+			late = append(late, &HeartbeatReq{Txn: g.txn, Key: g.kh})
+			forgotten := g.n.m.Counters["record/forgotten"]
+			for _, m := range late {
+				g.deliver(g.c, m)
+				if n, d := g.n.recordsKept()+len(g.n.recState), g.onDisk(); n != 0 || d != 0 {
+					t.Fatalf("after a late %T: %d records or states, %d on disk; want none", m, n, d)
+				}
+				if f := g.n.m.Counters["record/forgotten"]; f != forgotten {
+					t.Fatalf("after a late %T the record was forgotten again (%d times in all): it was re-opened", m, f)
+				}
+			}
+		})
 	}
 }
