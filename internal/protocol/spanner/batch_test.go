@@ -35,6 +35,8 @@ type testCluster struct {
 	timers  []testTimer // armed, in arming order
 	nextTID node.TimerID
 	down    map[node.ID]bool
+	// drop, if set, loses the messages between nodes it returns true for.
+	drop func(d delivered) bool
 }
 
 type testTimer struct {
@@ -155,6 +157,9 @@ func (c *testCluster) send(from, to node.ID, m wire.Msg) {
 		if r, ok := m.(*wire.ClientReply); ok {
 			c.replies[to] = append(c.replies[to], r)
 		}
+		return
+	}
+	if c.drop != nil && c.drop(delivered{from, to, m}) {
 		return
 	}
 	c.queue = append(c.queue, func() {

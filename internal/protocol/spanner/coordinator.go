@@ -88,7 +88,14 @@ type Coordinator struct {
 	ended  txnkit.EndedTxns // each client's highest transaction that ended, against late copies
 	lastTS ts.Timestamp
 	// unacked holds committed decisions whose participants have not all acknowledged.
-	unacked map[storage.TxnID][]*participant
+	unacked map[storage.TxnID]*unackedCommit
+}
+
+// unackedCommit is a committed decision some participant has not acknowledged yet.
+type unackedCommit struct {
+	parts  []*participant
+	ts     ts.Timestamp
+	sentAt int64 // local clock when the decision last went to the participants (0: not yet)
 }
 
 type queuedReq struct {
@@ -102,7 +109,7 @@ const maxQueuedBeforeReady = 10000
 func newCoordinator(env node.Env, c Config, m *protocol.Metrics, recs *txnrec.Table, inc txnkit.Incarnation) *Coordinator {
 	return &Coordinator{env: env, cfg: c, metrics: m, recs: recs, self: uint32(env.Self()), inc: inc,
 		txns: map[txnkit.ClientTxn]*coordTxn{}, byID: map[storage.TxnID]*coordTxn{},
-		unacked: map[storage.TxnID][]*participant{}}
+		unacked: map[storage.TxnID]*unackedCommit{}}
 }
 
 // recover resends committed decisions whose acknowledgements were lost in a crash.
@@ -116,7 +123,7 @@ func (c *Coordinator) recover() {
 	})
 	for _, r := range committed {
 		parts := decodeParticipants(r.Meta)
-		c.unacked[r.Txn] = parts
+		c.unacked[r.Txn] = &unackedCommit{parts: parts, ts: r.CommitTS, sentAt: c.env.Now()}
 		c.lastTS = ts.MaxOf(c.lastTS, r.CommitTS)
 		for _, p := range parts {
 			c.env.Send(p.node, &DecideReq{Txn: r.Txn, Commit: true, TS: r.CommitTS})
@@ -319,6 +326,7 @@ func (c *Coordinator) armIdle(t *coordTxn) {
 func (c *Coordinator) armKeepAlive() {
 	c.env.After(c.cfg.IdleTimeout/3, func() {
 		c.sendKeepAlives(func(node.ID) bool { return true })
+		c.resendDecisions()
 		// The same period bounds how long past the idle timeout an unclaimed age stays.
 		c.ages.Expire(c.env.Now(), c.cfg.IdleTimeout)
 		c.ended.Expire(c.env.Now(), c.cfg.IdleTimeout)
@@ -346,7 +354,41 @@ func (c *Coordinator) sendKeepAlives(to func(node.ID) bool) {
 		}
 		for _, p := range t.parts {
 			if (t.phase == phaseActive || !p.voted) && to(p.node) {
-				c.env.Send(p.node, &KeepAlive{Txn: id})
+				ka := &KeepAlive{Txn: id}
+				switch {
+				case t.phase == phasePreparing:
+					ka.Await = awaitVote
+				case t.run != nil:
+					for _, g := range t.run.groups {
+						if g.node == p.node && !g.done {
+							ka.Await, ka.Seq = awaitAnswer, t.pending.Seq
+						}
+					}
+				}
+				c.env.Send(p.node, ka)
+			}
+		}
+	}
+}
+
+// resendDecisions sends a committed decision again to the participants that have not
+// acknowledged it a keep-alive period after it last went: the DecideReq or the DecideAck was
+// lost. A prepared participant that missed the decision learns it by polling anyway, but a lost
+// acknowledgement would keep the commit record, and its entry here, for good. (An
+// acknowledgement takes a round trip and a flush, far less than the period, so no decision goes
+// twice unless a message was lost or a participant was down.)
+func (c *Coordinator) resendDecisions() {
+	now := c.env.Now()
+	for _, id := range slices.Sorted(maps.Keys(c.unacked)) {
+		d := c.unacked[id]
+		if d.sentAt == 0 || now-d.sentAt < int64(c.cfg.IdleTimeout/3) {
+			continue // not released yet (persist, commit wait), or not overdue
+		}
+		d.sentAt = now
+		for _, p := range d.parts {
+			if !p.acked {
+				c.metrics.Add("decisions-resent", 1)
+				c.env.Send(p.node, &DecideReq{Txn: id, Commit: true, TS: d.ts})
 			}
 		}
 	}
@@ -752,7 +794,9 @@ func (c *Coordinator) decideCommit(t *coordTxn) {
 	c.env.Cancel(t.idleTimer)
 	req := t.pending
 	t.pending = nil
+	decision := &unackedCommit{parts: t.parts, ts: s}
 	release := func() {
+		decision.sentAt = c.env.Now()
 		for _, p := range t.parts {
 			c.env.Send(p.node, &DecideReq{Txn: t.id, Commit: true, TS: s})
 		}
@@ -766,7 +810,7 @@ func (c *Coordinator) decideCommit(t *coordTxn) {
 	if err := c.recs.Decide(t.id, txnrec.Committed, s, 0); err != nil {
 		slog.Error("spanner: recording a commit decision", "txn", t.id, "err", err)
 	}
-	c.unacked[t.id] = t.parts
+	c.unacked[t.id] = decision
 	c.forget(t)
 	if c.cfg.Mutant == MutantEarlyRelease {
 		// Broken on purpose: locks go and the client hears "committed" before the decision is
@@ -786,12 +830,12 @@ func (c *Coordinator) decideCommit(t *coordTxn) {
 }
 
 func (c *Coordinator) onDecideAck(from node.ID, m *DecideAck) {
-	parts := c.unacked[m.Txn]
-	if parts == nil {
+	d := c.unacked[m.Txn]
+	if d == nil {
 		return
 	}
 	all := true
-	for _, p := range parts {
+	for _, p := range d.parts {
 		if p.node == from {
 			p.acked = true
 		}
@@ -814,7 +858,9 @@ func (c *Coordinator) onDecideAck(from node.ID, m *DecideAck) {
 // detector, the wait it saw was already over).
 func (c *Coordinator) onWound(m *WoundReq) {
 	cause := causeWoundWait
-	if m.Cause == causeDeadlock || m.Cause == causeLostLocks {
+	if m.Cause != "" {
+		// The detector's victim, a transaction a participant lost, or one it aborted and whose
+		// refusal was lost (onKeepAlive repeats it with its cause).
 		cause = m.Cause
 	}
 	if t := c.byID[m.Txn]; t != nil && t.phase != phaseCommitted {
@@ -826,6 +872,15 @@ func (c *Coordinator) onWound(m *WoundReq) {
 // coordinator neither runs nor has a commit record for was aborted (presumed abort): a commit
 // is always recorded durably before any participant hears of it.
 func (c *Coordinator) onStatusReq(from node.ID, m *StatusReq) {
+	// The poll repeats what the participant sent once and may have been lost: each is taken as
+	// if it arrived now, and a copy of what did arrive changes nothing (a wound of a transaction
+	// aborted or decided, a vote already counted).
+	if m.Wounded {
+		c.onWound(&WoundReq{Txn: m.Txn})
+	}
+	if t := c.byID[m.Txn]; t != nil && m.Voted {
+		c.onPrepareResp(from, &PrepareResp{Txn: m.Txn, OK: true, TS: m.TS})
+	}
 	if t := c.byID[m.Txn]; t != nil {
 		c.env.Send(from, &StatusResp{Txn: m.Txn, Status: statusInProgress})
 		return

@@ -153,10 +153,26 @@
 //
 //   - Decisions follow presumed abort: only commits are recorded (before any participant hears
 //     of them); a coordinator asked about a transaction it neither runs nor has a record of
-//     answers "aborted". Records are forgotten once every participant acknowledged.
+//     answers "aborted". Records are forgotten once every participant acknowledged; a commit
+//     decision not acknowledged a keep-alive period after it went is sent again
+//     (decisions-resent), since a lost DecideReq or DecideAck kept the record for good.
 //   - A participant polls the coordinator about a prepared transaction (read-only votes
 //     included) after decision-timeout, and after a restart re-locks its recovered intents and
-//     polls at once.
+//     polls at once. The poll repeats the participant's yes vote and its wound of the
+//     transaction, if any, either of which may have been lost: a lost vote left the transaction
+//     preparing for good, and a lost wound of a prepared transaction a deadlock that only the
+//     wound breaks (the wounder waits here for it, it waits elsewhere for the wounder).
+//   - Lost messages cost a bounded delay, a keep-alive period or two, never a hang. Keep-alives
+//     say what the coordinator still awaits from the participant (KeepAlive.Await): a request or
+//     prepare the participant never got (it would have arrived first on the same link) aborts
+//     the transaction, cause participant-lost-request (counted as lost-requests); an answer sent
+//     longer than decision-timeout before is sent again (answers-resent; a younger one may
+//     merely have crossed the keep-alive); a refusal or wound of a transaction the participant
+//     aborted is repeated. A lost abort decision leaves an unprepared transaction at its
+//     participant with no coordinator driving it: one silent for longer than a keep-alive
+//     period and decision-timeout is asked about (silent-txns-asked; presumed abort answers
+//     it), instead of holding its locks until the idle timeout. Without faults none of these
+//     sends anything, so traces are unchanged.
 //   - A yes vote is durable before it is sent (Spanner logs every participant's prepare
 //     record), read locks included: a record "s/rv/<txn>" lists the keys the participant holds
 //     only read locks on (all of a read-only participant's; a writer's intents bring back its

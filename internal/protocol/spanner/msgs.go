@@ -178,11 +178,26 @@ type WoundReq struct {
 // answers a SnapReadResp refusing it (cause participant-lost-read). Its own answer, if it sent
 // one, went first on the same link, so the refusal only aborts a transaction still waiting for
 // a read the participant lost (a restart) or never got.
+//
+// For a read-write transaction Await says what the coordinator is still waiting for from this
+// participant: the answer to its request numbered Seq (awaitAnswer) or its vote (awaitVote).
+// The message was lost if the participant never got that request or prepare (it went first on
+// the same link), or if its answer went long before (Participant.onKeepAlive); the keep-alive
+// then settles it, so that a lost message costs a keep-alive period rather than the client's
+// timeout.
 type KeepAlive struct {
-	Txn  storage.TxnID
-	Seq  uint32 `cbor:",omitempty"`
-	Snap bool   `cbor:",omitempty"`
+	Txn   storage.TxnID
+	Seq   uint32 `cbor:",omitempty"`
+	Snap  bool   `cbor:",omitempty"`
+	Await uint8  `cbor:",omitempty"`
 }
+
+// What a KeepAlive's coordinator awaits from the participant.
+const (
+	awaitNothing uint8 = iota // executing, nothing outstanding there
+	awaitAnswer               // the answer to the read/write request numbered Seq
+	awaitVote                 // the vote on its PrepareReq
+)
 
 // Restarted tells the other data nodes that the sender restarted, as its Life-th incarnation:
 // every lock, pending write and parked read its earlier lives held for an unprepared
@@ -193,9 +208,15 @@ type Restarted struct {
 	Life uint64
 }
 
-// StatusReq asks a coordinator for the fate of a transaction prepared at the sender.
+// StatusReq asks a coordinator for the fate of a transaction prepared at the sender. It also
+// repeats what the coordinator may have missed, since each went once and may have been lost:
+// the sender's yes vote (Voted, at prepare timestamp TS), and its wound of the transaction
+// (Wounded: an older transaction waits here for its locks).
 type StatusReq struct {
-	Txn storage.TxnID
+	Txn     storage.TxnID
+	Voted   bool         `cbor:",omitempty"`
+	TS      ts.Timestamp `cbor:",omitempty"`
+	Wounded bool         `cbor:",omitempty"`
 }
 
 // Decision states in StatusResp.

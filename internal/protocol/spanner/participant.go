@@ -40,6 +40,14 @@ type partTxn struct {
 	// upwards, so one numbered no higher is a copy the network duplicated or delayed.
 	opSeq uint32
 	hasOp bool
+	// answered is the newest request answered (its locks held), kept to answer it again if
+	// its coordinator still awaits it long after (the answer was lost); lastAnswer is when
+	// the participant last answered the coordinator about t: an answer, a refusal, an abort.
+	answered   *opsReq
+	lastAnswer int64
+	// askedAt is when the participant last asked the coordinator whether t, unprepared and
+	// silent, still runs (askSilent).
+	askedAt int64
 	// writes are the eager writes (write-locks=eager) held under exclusive locks, pending until
 	// prepare turns them into intents; only the transaction's own reads see them. Volatile: a
 	// restart loses them with the locks, and Seen then no longer matches.
@@ -106,8 +114,10 @@ type Participant struct {
 	// decided are the transactions whose decision was applied here lately, whose requests
 	// arriving late are copies (decidedTxns).
 	decided decidedTxns
-	self    uint32
-	pending int // persists in flight (tests)
+	// silentCheckAt is when askSilent last looked for silent transactions.
+	silentCheckAt int64
+	self          uint32
+	pending       int // persists in flight (tests)
 	// Deadlock detection (lock-policy=detect): the detector's node, this participant's
 	// incarnation and the sequence number of its wait-for reports, whether the lock table
 	// changed since the last report, and the last report's waits (sent again periodically while
@@ -229,7 +239,7 @@ func (p *Participant) armPoll(t *partTxn, d time.Duration) {
 		if p.txns[t.id] != t || t.state != partPrepared {
 			return
 		}
-		p.env.Send(t.coord, &StatusReq{Txn: t.id})
+		p.env.Send(t.coord, &StatusReq{Txn: t.id, Voted: t.voteSent, TS: t.prepTS, Wounded: t.woundSent})
 		p.armPoll(t, p.cfg.DecisionTimeout)
 	})
 }
@@ -255,6 +265,7 @@ func (p *Participant) admit(from node.ID, txn storage.TxnID, seq, seen uint32, a
 	t = p.txn(txn, from, age)
 	switch {
 	case t.state == partAborted:
+		t.lastAnswer = p.now()
 		refuse(t.cause)
 		return nil
 	case t.state != partActive || t.granted != seen || t.waiting():
@@ -366,6 +377,7 @@ func (p *Participant) applyOp(t *partTxn, r *opsReq) {
 // answerOps tells t's coordinator that every operation of r holds its lock, in the message
 // kind r arrived as.
 func (p *Participant) answerOps(t *partTxn, r *opsReq) {
+	t.answered, t.lastAnswer = r, p.now()
 	switch r.kind {
 	case kindRead:
 		res := r.results[0]
@@ -391,7 +403,8 @@ func (p *Participant) refuseOps(to node.ID, txn storage.TxnID, r *opsReq, cause 
 
 func (t *partTxn) waiting() bool { return t.waitOps != nil || t.waitPrep != nil }
 
-// onKeepAlive keeps an unprepared transaction whose coordinator is alive from idling out. A
+// onKeepAlive keeps an unprepared transaction whose coordinator is alive from idling out, and
+// settles what a lost message left the coordinator waiting for (Await). A
 // transaction this participant does not know lost its state here (a restart): its coordinator
 // may be waiting for the answer to a request the crash swallowed, which would never come — the
 // client's request would hang, and the keep-alives would hold the transaction's locks at every
@@ -405,6 +418,16 @@ func (t *partTxn) waiting() bool { return t.waitOps != nil || t.waitPrep != nil 
 // than wait for an answer that will never come. A read answered before the keep-alive arrived
 // had its answer sent first, which the coordinator takes; the refusal then finds the read done
 // and changes nothing.
+//
+// A read-write transaction's coordinator may wait here for a message that was lost; until the
+// client's timeout, a minute, its keep-alives would hold the transaction's locks here and at
+// every other participant. A request or prepare the participant never got (it would have
+// arrived before the keep-alive) aborts the transaction here, and the coordinator is told
+// (participant-lost-request), like a lost snapshot read: the request cannot be run without its
+// content. An answer that went long before is sent again, the same answer (its locks are still
+// held, and the coordinator takes one answer per request). A refusal or wound lost on its way
+// is repeated as a wound with its cause. A lost vote is left to the participant's poll, which
+// repeats it.
 func (p *Participant) onKeepAlive(from node.ID, m *KeepAlive) {
 	if m.Snap {
 		if p.snapParked[snapRef{from: from, txn: m.Txn, seq: m.Seq}] == 0 {
@@ -420,9 +443,65 @@ func (p *Participant) onKeepAlive(from node.ID, m *KeepAlive) {
 		p.env.Send(from, &WoundReq{Txn: m.Txn, Cause: causeLostLocks})
 		return
 	}
-	if t.state == partActive {
+	// An answer went before the keep-alive arrived if it went within decision-timeout: it may
+	// have crossed the keep-alive, so only one older than that is taken for lost (it would have
+	// had to travel for longer than that, less the keep-alive's trip, to be on its way still).
+	answerLost := p.now()-t.lastAnswer >= int64(p.cfg.DecisionTimeout)
+	switch t.state {
+	case partActive:
 		t.lastActive = p.now()
 		p.armIdle(t)
+		switch {
+		case m.Await == awaitAnswer && (!t.hasOp || t.opSeq < m.Seq),
+			m.Await == awaitVote && t.waitPrep == nil:
+			// The request, or the prepare, never arrived: it would have come first on this
+			// link. Without it the transaction cannot go on here, and nobody would ever answer
+			// the coordinator, whose keep-alives hold the transaction's locks everywhere.
+			p.metrics.Add("lost-requests", 1)
+			p.abortLocal(t, causeLostRequest)
+			p.env.Send(from, &WoundReq{Txn: t.id, Cause: causeLostRequest})
+			p.drain()
+		case m.Await == awaitAnswer && t.opSeq == m.Seq && t.waitOps == nil && t.answered != nil && answerLost:
+			p.metrics.Add("answers-resent", 1)
+			p.answerOps(t, t.answered)
+		}
+	case partAborted:
+		if m.Await != awaitNothing && answerLost {
+			// The refusal, or the wound, that told the coordinator was lost.
+			p.env.Send(from, &WoundReq{Txn: t.id, Cause: t.cause})
+		}
+	}
+	// A prepared participant's vote goes again with each poll (armPoll).
+}
+
+// askSilent asks the coordinator of each unprepared transaction that has been silent for longer
+// than a keep-alive period and decision-timeout whether it still runs. A live coordinator keeps
+// its executing transactions alive every period (Coordinator.armKeepAlive), so one that fell
+// silent was most likely decided without this participant hearing of it: the abort decision
+// was lost (presumed abort: nothing repeats it), or the coordinator crashed or was cut off.
+// Until the idle timeout its locks held up every conflicting transaction: with 2% of messages
+// lost, a list-append run stalled for three seconds behind one such lock on a hot key. The
+// coordinator answers aborted (an unprepared transaction cannot have committed: it has no vote
+// from here) or, if only keep-alives were lost, in progress.
+//
+// It runs at most once a decision-timeout, from the node's message handler (no timer of its
+// own), and asks about each transaction at most once a decision-timeout. Without faults no
+// transaction is that silent, so nothing is sent.
+func (p *Participant) askSilent() {
+	now := p.now()
+	if now-p.silentCheckAt < int64(p.cfg.DecisionTimeout) {
+		return
+	}
+	p.silentCheckAt = now
+	for _, id := range slices.Sorted(maps.Keys(p.txns)) {
+		t := p.txns[id]
+		if t.state != partActive || now-t.lastActive <= int64(p.cfg.IdleTimeout/3+p.cfg.DecisionTimeout) ||
+			(t.askedAt != 0 && now-t.askedAt < int64(p.cfg.DecisionTimeout)) {
+			continue
+		}
+		t.askedAt = now
+		p.metrics.Add("silent-txns-asked", 1)
+		p.env.Send(t.coord, &StatusReq{Txn: id})
 	}
 }
 
@@ -554,6 +633,7 @@ func (p *Participant) abortLocal(t *partTxn, cause string) {
 		return
 	}
 	t.state, t.cause = partAborted, cause
+	t.lastAnswer = p.now() // the waiting request is refused, or the coordinator learns later
 	p.waitsDirty = true
 	if r := t.waitOps; r != nil {
 		p.refuseOps(t.coord, t.id, r, cause)
@@ -621,6 +701,7 @@ func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
 	t = p.txn(m.Txn, from, m.Age)
 	switch {
 	case t.state == partAborted:
+		t.lastAnswer = p.now()
 		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: t.cause})
 		return
 	case t.granted != m.Seen || t.waiting():

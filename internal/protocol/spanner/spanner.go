@@ -280,6 +280,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		}
 	}
 	n.Part.reportWaits()
+	n.Part.askSilent()
 }
 
 // lockCauses are the abort causes the lock policy produces; each such abort is a "deadlock" in
@@ -295,6 +296,7 @@ const (
 	causeLockTimeout   = "lock-timeout"
 	causeLostLocks     = "participant-lost-locks"
 	causeLostRead      = "participant-lost-read"
+	causeLostRequest   = "participant-lost-request"
 	causeIdle          = "idle-timeout"
 	causeRestarted     = "coordinator-restarted"
 	causeUnknownTxn    = txnkit.CauseUnknownTxn
