@@ -2,6 +2,7 @@ package spanner
 
 import (
 	"maps"
+	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/protocol"
@@ -30,7 +31,11 @@ import (
 // the report's waiters and aborts the youngest transaction of each cycle (a WoundReq with cause
 // "deadlock" to its coordinator, which ignores it if it already decided to commit: the edge
 // was stale). A victim's edges are ignored until no report lists it as waiting, so a doomed
-// transaction cannot get others killed. Reports from other regions reach the detector a WAN delay later, so a
+// transaction cannot get others killed. A victim some report still lists as waiting a keep-alive
+// period after its wound went is wounded again: the WoundReq was lost, and its edges, ignored
+// meanwhile, would leave the deadlock unbroken for good. (Its abort reaches the participants
+// and their next report within a few one-way delays, so without faults nothing goes twice.)
+// Reports from other regions reach the detector a WAN delay later, so a
 // cross-region deadlock costs about one round trip to the detector's region. If the detector
 // restarts it learns the graph again from the periodic reports.
 
@@ -66,17 +71,22 @@ type report struct {
 // walked in the order they first reported, edges in report order.
 type Detector struct {
 	send    func(node.ID, wire.Msg)
+	now     func() int64
+	rewound time.Duration // a victim still waiting this long after its wound is wounded again
 	metrics *protocol.Metrics
 	reports map[node.ID]*report
 	senders []node.ID
 	// Derived from the reports after each one: who each transaction waits for, and ages.
 	waitsFor map[storage.TxnID][]storage.TxnID
 	ages     map[storage.TxnID]ts.Timestamp
-	victims  map[storage.TxnID]bool
+	victims  map[storage.TxnID]int64 // local clock when each victim's wound last went
 }
 
-func newDetector(send func(node.ID, wire.Msg), m *protocol.Metrics) *Detector {
-	return &Detector{send: send, metrics: m, reports: map[node.ID]*report{}, victims: map[storage.TxnID]bool{}}
+// newDetector sends with send, reads the node's clock with now, and wounds again a victim still
+// reported waiting rewound after its wound went.
+func newDetector(send func(node.ID, wire.Msg), now func() int64, rewound time.Duration, m *protocol.Metrics) *Detector {
+	return &Detector{send: send, now: now, rewound: rewound, metrics: m, reports: map[node.ID]*report{},
+		victims: map[storage.TxnID]int64{}}
 }
 
 func (d *Detector) onWaitGraph(from node.ID, m *WaitGraph) {
@@ -94,6 +104,10 @@ func (d *Detector) onWaitGraph(from node.ID, m *WaitGraph) {
 		for cycle := d.cycleThrough(w.Waiter); cycle != nil; cycle = d.cycleThrough(w.Waiter) {
 			d.breakCycle(cycle)
 		}
+		if at, victim := d.victims[w.Waiter]; victim && d.now()-at >= int64(d.rewound) {
+			d.metrics.Add("deadlock-wounds-resent", 1)
+			d.wound(w.Waiter)
+		}
 	}
 }
 
@@ -107,13 +121,13 @@ func (d *Detector) rebuild() {
 			d.ages[w.Waiter] = w.Age
 		}
 	}
-	maps.DeleteFunc(d.victims, func(t storage.TxnID, _ bool) bool { return d.waitsFor[t] == nil })
+	maps.DeleteFunc(d.victims, func(t storage.TxnID, _ int64) bool { return d.waitsFor[t] == nil })
 }
 
 // cycleThrough returns a cycle of the wait-for graph that contains start (start first), or
 // nil. Victims' edges do not count.
 func (d *Detector) cycleThrough(start storage.TxnID) []storage.TxnID {
-	if d.victims[start] {
+	if d.isVictim(start) {
 		return nil
 	}
 	seen := map[storage.TxnID]bool{}
@@ -126,7 +140,7 @@ func (d *Detector) cycleThrough(start storage.TxnID) []storage.TxnID {
 			if next == start {
 				return true
 			}
-			if next != t && !seen[next] && !d.victims[next] && dfs(next) {
+			if next != t && !seen[next] && !d.isVictim(next) && dfs(next) {
 				return true
 			}
 		}
@@ -147,9 +161,19 @@ func (d *Detector) breakCycle(cycle []storage.TxnID) {
 			victim = t
 		}
 	}
-	d.victims[victim] = true
 	d.metrics.Add("deadlocks-detected", 1)
+	d.wound(victim)
+}
+
+// wound tells victim's coordinator to abort it.
+func (d *Detector) wound(victim storage.TxnID) {
+	d.victims[victim] = d.now()
 	d.send(node.ID(victim.Coordinator()), &WoundReq{Txn: victim, Cause: causeDeadlock})
+}
+
+func (d *Detector) isVictim(t storage.TxnID) bool {
+	_, ok := d.victims[t]
+	return ok
 }
 
 // Len returns the number of waiting transactions in the detector's graph (tests).

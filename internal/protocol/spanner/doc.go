@@ -171,8 +171,10 @@
 //     aborted is repeated. A lost abort decision leaves an unprepared transaction at its
 //     participant with no coordinator driving it: one silent for longer than a keep-alive
 //     period and decision-timeout is asked about (silent-txns-asked; presumed abort answers
-//     it), instead of holding its locks until the idle timeout. Without faults none of these
-//     sends anything, so traces are unchanged.
+//     it), instead of holding its locks until the idle timeout. Under lock-policy=detect the
+//     detector wounds again a victim still reported waiting a keep-alive period after its
+//     wound went (deadlock-wounds-resent). Without faults none of these sends anything, so
+//     traces are unchanged.
 //   - A yes vote is durable before it is sent (Spanner logs every participant's prepare
 //     record), read locks included: a record "s/rv/<txn>" lists the keys the participant holds
 //     only read locks on (all of a read-only participant's; a writer's intents bring back its

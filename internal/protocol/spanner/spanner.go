@@ -187,7 +187,7 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	if c.DetectDeadlocks {
 		n.Part.detector, n.Part.incarnation = detectorOf(env.Topology()), inc.N
 		if n.Part.detector == env.Self() {
-			n.Detector = newDetector(env.Send, n.metrics)
+			n.Detector = newDetector(env.Send, env.Now, c.IdleTimeout/3, n.metrics)
 		}
 	}
 	n.Coord = newCoordinator(env, c, n.metrics, recs, inc)

@@ -33,7 +33,7 @@ func TestWaitReportsOnlyFromDurableLife(t *testing.T) {
 	const self, other node.ID = 1, 2
 	disk := durable.NewMem()
 	v := &victims{}
-	det := newDetector(v.send, protocol.NewMetrics())
+	det := newDetector(v.send, func() int64 { return 0 }, time.Second, protocol.NewMetrics())
 	life := func() (*Node, *nodetest.ScriptEnv) {
 		t.Helper()
 		env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: int64(time.Second), Epsilon: time.Millisecond, Disk: disk}
