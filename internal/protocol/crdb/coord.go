@@ -69,6 +69,7 @@ func (n *Node) persistIncarnation() {
 func (n *Node) becomeReady() {
 	n.ready = true
 	n.announceRestart()
+	n.sendHeld()
 	w := n.waiting
 	n.waiting = nil
 	for _, q := range w {

@@ -222,6 +222,7 @@ type call struct {
 	to   topo.NodeID
 	msg  wire.Msg
 	then func(wire.Msg)
+	held bool // not sent yet: made before the life's number was durable (sendHeld)
 }
 
 // Metrics implements protocol.MetricsSource.
@@ -366,17 +367,46 @@ func (n *Node) call(to topo.NodeID, build func(req uint64) wire.Msg, then func(w
 
 // callVia is call, except that with an outbox the request waits there to travel with the
 // other requests for the same node.
+//
+// Request ids carry the life's number in their top 16 bits (txnkit.MaxIncarnation), and a life
+// sends no request before its number is durable (sendHeld): an answer to a request of an earlier
+// life, which a peer sends to the node's new life (a read that waited on an intent until after
+// the restart), must not be taken for the answer to a request of this one. Counting from 1 in
+// every life, such an answer completed whatever request of the new life had the same id: a
+// read's value was taken for another read's (TestStaleAnswerAfterRestart), a push's outcome
+// applied to another transaction, a ReadResp handed to a refresh crashed the node. A life that
+// crashes before its number is durable leaves it to the next, but it sent nothing under it.
 func (n *Node) callVia(ob *outbox, to topo.NodeID, build func(req uint64) wire.Msg, then func(wire.Msg)) uint64 {
 	n.nextReq++
-	id := n.nextReq
+	id := n.inc.N<<48 | n.nextReq
 	m := build(id)
-	n.pending[id] = &call{to: to, msg: m, then: then}
-	if ob == nil {
+	c := &call{to: to, msg: m, then: then}
+	n.pending[id] = c
+	switch {
+	case !n.ready:
+		c.held = true
+	case ob == nil:
 		n.env.Send(to, m)
-	} else {
+	default:
 		ob.add(to, m)
 	}
 	return id
+}
+
+// sendHeld sends, in request order, the requests made before this life's number was durable.
+func (n *Node) sendHeld() {
+	var ids []uint64
+	for id, c := range n.pending {
+		if c.held {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids) // map order must not decide the sending order
+	for _, id := range ids {
+		c := n.pending[id]
+		c.held = false
+		n.env.Send(c.to, c.msg)
+	}
 }
 
 func (n *Node) complete(req uint64, clk ts.Timestamp, m wire.Msg) {
@@ -384,6 +414,9 @@ func (n *Node) complete(req uint64, clk ts.Timestamp, m wire.Msg) {
 	c, ok := n.pending[req]
 	if !ok {
 		return // a late answer to a request given up on
+	}
+	if m.Kind() != c.msg.Kind()+1 {
+		return // not an answer to that request (each request kind is answered by the next kind)
 	}
 	delete(n.pending, req)
 	c.then(m)
@@ -416,7 +449,7 @@ func (n *Node) announceRestart() {
 func (n *Node) onRestarted(from topo.NodeID) {
 	var ids []uint64
 	for id, c := range n.pending {
-		if c.to == from {
+		if c.to == from && !c.held {
 			ids = append(ids, id)
 		}
 	}

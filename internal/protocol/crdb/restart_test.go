@@ -6,7 +6,14 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/durable"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // TestRequestsResentAfterRestart: a transaction of a live coordinator C sends a request to a
@@ -87,5 +94,96 @@ func TestRequestsResentAfterRestart(t *testing.T) {
 				t.Errorf("read back %q, want v", got)
 			}
 		})
+	}
+}
+
+// TestStaleAnswerAfterRestart: a gateway G sends a read to a leaseholder L, then crashes and
+// restarts; a client of the new life reads another key on L. L's answer to the earlier life's
+// read (it waited on an intent until after the restart) reaches the new life. It must not be
+// taken for the answer to the new read: both lives numbered their requests from 1, so the
+// answer completed the new read, whose client got the other key's value. A node also sends
+// nothing before its life's number is durable: a life that crashes first leaves the number to
+// the next one.
+func TestStaleAnswerAfterRestart(t *testing.T) {
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := cfg.Topology
+	self, l := tp.DataNodes(0)[0], tp.DataNodes(1)[0]
+	cl := topo.NodeID(len(tp.Nodes) + 1)
+	keys := prototest.KeysOn(t, tp, l, "stale", 2)
+	disk := durable.NewMem()
+	life := func() (*Node, *nodetest.ScriptEnv) {
+		t.Helper()
+		env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: int64(time.Second), Disk: disk}
+		h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.(*Node), env
+	}
+	read := func(n *Node, env *nodetest.ScriptEnv, txn uint64, key string) *ReadReq {
+		t.Helper()
+		n.Handle(cl, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: key})
+		for _, s := range env.Take() {
+			if m, ok := s.M.(*ReadReq); ok && s.To == l && m.Key == key {
+				return m
+			}
+		}
+		t.Fatalf("no read of %q sent to %d", key, l)
+		return nil
+	}
+	n, env := life()
+	if sent := env.Take(); len(sent) > 0 {
+		t.Fatalf("sent %d messages before its life's number was durable", len(sent))
+	}
+	env.Flush()
+	old := read(n, env, 1, keys[0])
+
+	n, env = life() // the crash
+	env.Flush()
+	env.Take() // the restart notice
+	fresh := read(n, env, 2, keys[1])
+	t.Logf("request ids: earlier life %#x, new life %#x", old.Req, fresh.Req)
+
+	n.Handle(l, &ReadResp{Req: old.Req, Found: true, Value: []byte("the other key's")})
+	n.Handle(l, &ReadResp{Req: fresh.Req, Found: true, Value: []byte("its own")})
+	var got []string
+	for _, s := range env.Take() {
+		if m, ok := s.M.(*wire.ClientReply); ok && s.To == cl {
+			got = append(got, string(m.Value))
+		}
+	}
+	if len(got) != 1 || got[0] != "its own" {
+		t.Fatalf("the new life's client read %q, want only %q", got, "its own")
+	}
+
+	// A third life, before its number is durable, is asked for a key of its own on which an
+	// earlier life left an intent: the read waits, and its push goes out only once the number
+	// is durable.
+	c := tp.DataNodes(2)[0]
+	mine := prototest.KeysOn(t, tp, self, "stale", 1)[0]
+	at, later := ts.Timestamp{Wall: 3 * int64(time.Second)}, ts.Timestamp{Wall: 4 * int64(time.Second)}
+	n.Handle(c, &WriteReq{Req: 1, Txn: TxnMeta{ID: storage.MakeTxnID(int32(c), 1), Age: at, RecordNode: l, Coord: c},
+		Key: mine, Value: []byte("x"), WriteTS: at})
+	env.Flush()
+	n, env = life()
+	n.Handle(c, &ReadReq{Req: 1, Txn: TxnMeta{ID: storage.MakeTxnID(int32(c), 2), Age: at, RecordNode: -1, Coord: c},
+		Key: mine, ReadTS: later, Limit: later})
+	pushes := func() (ids []uint64) {
+		for _, s := range env.Take() {
+			if m, ok := s.M.(*PushReq); ok {
+				ids = append(ids, m.Req)
+			}
+		}
+		return ids
+	}
+	if ids := pushes(); len(ids) > 0 {
+		t.Fatalf("pushes %#x sent before the life's number was durable", ids)
+	}
+	env.Flush()
+	if ids := pushes(); len(ids) != 1 || ids[0]>>48 != n.inc.N {
+		t.Fatalf("pushes %#x once the life's number %d was durable, want one under it", ids, n.inc.N)
 	}
 }
