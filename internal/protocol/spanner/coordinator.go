@@ -721,16 +721,32 @@ func (c *Coordinator) commit(t *coordTxn) {
 // starts after it gets a larger timestamp: the read-only half of strict serializability.
 func (c *Coordinator) finishReadOnly(t *coordTxn) {
 	req := t.pending
-	c.forget(t)
-	if !c.cfg.CommitWait || c.cfg.Mutant == MutantEarlyRelease {
+	answer := func() {
+		c.forget(t)
 		c.metrics.Add("ro_commits", 1)
 		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.snapTS})
+	}
+	if !c.cfg.CommitWait || c.cfg.Mutant == MutantEarlyRelease {
+		answer()
 		return
 	}
-	c.waitUntilPast(t.snapTS, func() {
-		c.metrics.Add("ro_commits", 1)
-		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, CommitTS: t.snapTS})
-	})
+	c.settle(t)
+	c.waitUntilPast(t.snapTS, answer)
+}
+
+// settle takes t, whose commit is decided but not yet answered (the decision being persisted,
+// the commit wait running), out of the running transactions, and leaves it under its client's
+// name until forget at the answer: a copy of the commit request that the network delivers
+// meanwhile is then dropped as a duplicate (its number is below nextSeq). Forgotten at the
+// decision, the transaction was not found, the copy was refused as of an unknown transaction
+// (txnkit.AnswerUnheld), and the refusal reached the client ahead of the commit's OK: a
+// committed transaction reported aborted, and retried (G1a in list-append histories).
+func (c *Coordinator) settle(t *coordTxn) {
+	c.env.Cancel(t.idleTimer)
+	t.phase, t.pending = phaseCommitted, nil
+	if c.byID[t.id] == t {
+		delete(c.byID, t.id)
+	}
 }
 
 // waitUntilPast calls fn once TT.now().earliest > at: Spanner's commit wait. The local timer
@@ -790,12 +806,11 @@ func (c *Coordinator) decideCommit(t *coordTxn) {
 		}
 	}
 	c.lastTS = s
-	t.phase, t.commitTS = phaseCommitted, s
-	c.env.Cancel(t.idleTimer)
+	t.commitTS = s
 	req := t.pending
-	t.pending = nil
 	decision := &unackedCommit{parts: t.parts, ts: s}
 	release := func() {
+		c.forget(t)
 		decision.sentAt = c.env.Now()
 		for _, p := range t.parts {
 			c.env.Send(p.node, &DecideReq{Txn: t.id, Commit: true, TS: s})
@@ -811,7 +826,7 @@ func (c *Coordinator) decideCommit(t *coordTxn) {
 		slog.Error("spanner: recording a commit decision", "txn", t.id, "err", err)
 	}
 	c.unacked[t.id] = decision
-	c.forget(t)
+	c.settle(t)
 	if c.cfg.Mutant == MutantEarlyRelease {
 		// Broken on purpose: locks go and the client hears "committed" before the decision is
 		// durable and before TT.now().earliest has passed s.

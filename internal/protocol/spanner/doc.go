@@ -206,7 +206,11 @@
 //     (txnkit.AnswerUnheld), never begun afresh; so is a first request numbered at or below a
 //     transaction of the same client that ended here, a late copy (clients number their
 //     transactions increasingly), which would begin a transaction no client drives
-//     (txnkit.EndedTxns; counted as late-first-request).
+//     (txnkit.EndedTxns; counted as late-first-request). A transaction decided to commit (a
+//     read-only one in its commit wait included) stays under its client's name until its answer
+//     goes, so that a late copy of the commit request is dropped as a duplicate: refused as
+//     unknown, its refusal reached the client ahead of the OK (a committed transaction reported
+//     aborted).
 //   - A participant remembers each transaction whose decision it applied for an idle timeout
 //     (decidedTxns; an abort of one it never saw included) and drops a request of it arriving
 //     meanwhile, a copy the network delivered late (counted as late-copies): the decision

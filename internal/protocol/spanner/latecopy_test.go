@@ -12,6 +12,7 @@ import (
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // TestLateCopyAfterDecisionIgnored: a copy of a transaction's request that the network delivers
@@ -133,5 +134,82 @@ func TestLateDuplicatesHoldNoLocks(t *testing.T) {
 				prototest.ExpectValid(t, prototest.MustCheck(t, res, "strict-serializable"), 5)
 			})
 		}
+	}
+}
+
+// TestLateCommitCopyAfterDecision: the network may deliver a client's commit request twice, the
+// copy late. The coordinator forgot a committed transaction as it decided, before the decision
+// was durable and the commit wait over, and only then answered; a copy arriving meanwhile found
+// nothing under the transaction's name and was refused as of an unknown transaction, a refusal
+// that reached the client ahead of the commit's OK: a committed transaction reported aborted
+// (and retried: G1a in list-append). The same for a read-only transaction's commit during its
+// commit wait. The copy must get no answer of its own.
+func TestLateCommitCopyAfterDecision(t *testing.T) {
+	const client node.ID = 100
+	commit := &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}
+	t.Run("read-write", func(t *testing.T) {
+		c := newTestCluster(t, locks.WoundWait, false)
+		coord := c.nodes[0].Coord
+		k := c.key(1, 0, "k")
+		if r := c.request(client, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: k, Value: []byte("v")}); r == nil || r.Code != wire.CodeOK {
+			t.Fatalf("put: %+v", r)
+		}
+		c.send(client, 0, commit)
+		// Run until the coordinator has decided: the decision's persist is still to complete.
+		for len(coord.unacked) == 0 {
+			if !c.step() {
+				t.Fatal("the commit was never decided")
+			}
+		}
+		if n := len(c.replies[client]); n != 1 {
+			t.Fatalf("%d replies before the decision is durable, want only the put's", n)
+		}
+		c.nodes[0].Handle(client, commit) // the late copy
+		c.run()
+		got := c.replies[client][1:]
+		if len(got) != 1 || got[0].Code != wire.CodeOK || got[0].Seq != 1 {
+			t.Fatalf("the commit and its late copy drew %s, want one OK", describe(got))
+		}
+		checkQuiet(t, c)
+	})
+	t.Run("read-only", func(t *testing.T) {
+		c := newTestClusterConfig(t, Config{Policy: locks.WoundWait, IdleTimeout: 5 * time.Second,
+			DecisionTimeout: 500 * time.Millisecond, CommitWait: true})
+		k := c.key(1, 0, "k")
+		if r := c.request(client, &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: k, ReadOnly: true}); r == nil || r.Code != wire.CodeOK {
+			t.Fatalf("read: %+v", r)
+		}
+		if r := c.request(client, commit); r != nil {
+			t.Fatalf("the commit was answered %+v before its commit wait", r)
+		}
+		c.request(client, commit) // the late copy, during the commit wait
+		c.fireTimers(10 * time.Millisecond)
+		got := c.replies[client][1:]
+		if len(got) != 1 || got[0].Code != wire.CodeOK || got[0].Seq != 1 {
+			t.Fatalf("the commit and its late copy drew %s, want one OK", describe(got))
+		}
+		checkQuiet(t, c)
+	})
+}
+
+// TestLateCommitCopiesInSimulation: the seeds on which late copies of client requests (three
+// messages in ten delivered twice, the copy up to 5 ms late; client links included, unlike the
+// CLI's --duplicate) had a committed transaction reported aborted, and retried: G1a in
+// buffered/seed2 and eager/seed4 before the coordinator kept a decided transaction until its
+// answer.
+func TestLateCommitCopiesInSimulation(t *testing.T) {
+	for _, tc := range []struct {
+		writeLocks string
+		seed       uint64
+	}{{"buffered", 2}, {"eager", 4}} {
+		t.Run(fmt.Sprintf("%s/seed%d", tc.writeLocks, tc.seed), func(t *testing.T) {
+			res := prototest.Run(t, prototest.Case{Protocol: Name, Seed: tc.seed, Options: map[string]string{"write-locks": tc.writeLocks},
+				Workload: prototest.ListAppend(10, 0), Clients: 10, Duration: 2 * time.Second,
+				Faults: func(s *sim.Sim, _ bench.Window) {
+					s.SetDuplication(0.3)
+					s.SetDuplicateDelay(5 * time.Millisecond)
+				}})
+			prototest.ExpectValid(t, prototest.MustCheck(t, res, "strict-serializable"), 100)
+		})
 	}
 }
