@@ -158,6 +158,21 @@ func (n *Node) endedAt(txn storage.TxnID, key string) bool {
 	return false
 }
 
+// committedAt reports whether txn has a committed version of one of keys that this node leads.
+func (n *Node) committedAt(txn storage.TxnID, keys []string) bool {
+	for _, k := range keys {
+		if n.tp.PrimaryOf(k) != n.self {
+			continue
+		}
+		for _, v := range n.store.Versions(k) {
+			if v.Txn == txn && v.State == mvcc.Committed {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (n *Node) onPush(from topo.NodeID, req *PushReq) {
 	n.observe(req.PushTo)
 	reply := func(outcome uint8, at ts.Timestamp) {
@@ -228,6 +243,15 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 		}
 	}
 	if req.Status != EndAbort {
+		if rs := n.recState[req.Txn]; rs == nil && req.Status == EndCommit && n.committedAt(req.Txn, req.InFlight) {
+			// A commit (not staged first) sent again, its answer lost: the record was decided
+			// COMMITTED, and forgotten once its keys were resolved, the holder re-sending the
+			// resolution itself an expiry later. Only this record is marked ended before its
+			// coordinator has the answer (the commit is its last word), and the coordinator
+			// sends it again until it has, so the answer is that it committed.
+			reply(EndOK, ts.Zero)
+			return
+		}
 		if rs := n.recState[req.Txn]; rs == nil || rs.status == statusNoRecord {
 			// The first write creates the record before the coordinator can stage or commit,
 			// so a transaction without one here was forgotten, which only an ended one is, or
