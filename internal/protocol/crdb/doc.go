@@ -135,6 +135,28 @@
 // swallowed waited for its idle timeout (5 s), its intents and live record blocking every
 // transaction behind them (TestRequestsResentAfterRestart).
 //
+// # Lost and duplicated messages
+//
+// The network may lose or duplicate any message between nodes (node.go's contract). Every
+// request that awaits an answer (read, write, refresh, intent query, stage, commit without
+// parallel commits, push, recovery query) is sent again, from the heartbeat tick, once it has
+// gone unanswered for its retransmission timeout: RFC 6298's first one with the topology's
+// round trip to that node as the sample and the tick as the clock granularity, RTT +
+// max(heartbeat, 2×RTT), doubled at each resend up to the record expiry (Node.rto, retransmit).
+// A lost message so costs a timeout and at most a tick more (200 to 480 ms on the k2 presets)
+// instead of the idle timeout, during which the transaction's intents blocked its keys. Requests
+// are idempotent where they land: a write already evaluated is answered from its intent or
+// committed version (writeDone), a copy of a request still waiting on an intent is dropped
+// (waitingHere), staging again stages the same record, a commit of a forgotten committed record
+// is answered committed; the first answer wins. What is sent once stays so, each loss covered
+// by a mechanism with its own period: heartbeats (5 may go before a record expires), the
+// explicit commit after a parallel commit (the STAGING record is recovered an expiry after its
+// coordinator falls silent), rollbacks and resolutions (a push finds the decision), Resolved
+// and EndedQuery (asked again every expiry). Late copies of a finished transaction's messages
+// neither lay its intents again nor re-open its record (gc.go). Without faults, only requests
+// that wait on an intent longer than their timeout are sent again (a sender cannot tell a wait
+// from a loss).
+//
 // # Simplifications against CockroachDB, and why
 //
 //   - No Raft: a shard has one copy (its leaseholder), and "replicated" means persisted by
@@ -186,8 +208,9 @@
 // record/forgotten, record/ended-query (transactions a holder asked their coordinator about),
 // record/ended-abort (undecided records aborted because the coordinator had ended the transaction),
 // record/reresolve (resolutions re-sent by a holder), record/late-heartbeat (copies of a
-// heartbeat that came after the record was forgotten, dropped), rpc/resent (requests sent again to a node
-// that restarted), gc/passes, gc/versions-removed and gc/keys-removed (version garbage collection).
+// heartbeat that came after the record was forgotten, dropped), rpc/resent (requests sent again
+// to a node that restarted), rpc/retransmitted (requests sent again, unanswered for their
+// retransmission timeout), gc/passes, gc/versions-removed and gc/keys-removed (version garbage collection).
 // Durations: phase/<client op> (get, put, delete, commit: request to answer at the gateway),
 // phase/refresh, phase/stage (staging to implicit commit), phase/lock-wait (time a request spent
 // queued on an intent).

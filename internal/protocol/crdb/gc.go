@@ -225,11 +225,13 @@ func (n *Node) reresolve(txn storage.TxnID, r txnrec.Record, rs *recState) {
 	}
 }
 
-// armGCTick runs gcTick, and forgets what the coordinator keeps of clients for an idle timeout
-// (retry ages, ended transactions), every heartbeat interval.
+// armGCTick runs gcTick, sends again the requests unanswered for their retransmission timeout
+// (retransmit), and forgets what the coordinator keeps of clients for an idle timeout (retry
+// ages, ended transactions), every heartbeat interval.
 func (n *Node) armGCTick() {
 	n.env.After(n.set.heartbeat, func() {
 		n.gcTick()
+		n.retransmit()
 		n.clientAge.Expire(n.env.Now(), n.set.idle)
 		n.ended.Expire(n.env.Now(), n.set.idle)
 		n.armGCTick()

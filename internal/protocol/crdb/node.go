@@ -217,12 +217,18 @@ type Node struct {
 }
 
 // call is an outstanding request: where it went and what it said, so that it can be sent
-// again if its destination restarts before answering (onRestarted).
+// again if it goes unanswered for its retransmission timeout (retransmit) or its destination
+// restarts before answering (onRestarted).
 type call struct {
 	to   topo.NodeID
 	msg  wire.Msg
 	then func(wire.Msg)
-	held bool // not sent yet: made before the life's number was durable (sendHeld)
+	sent int64         // local clock at the last sending
+	rto  time.Duration // how long after sent it is sent again
+	held bool          // not sent yet: made before the life's number was durable (sendHeld)
+	// superseded: a newer request asks the same (a push sent again by its own timer), so this
+	// one is no longer sent again by retransmit, though its answer is still taken.
+	superseded bool
 }
 
 // Metrics implements protocol.MetricsSource.
@@ -380,7 +386,7 @@ func (n *Node) callVia(ob *outbox, to topo.NodeID, build func(req uint64) wire.M
 	n.nextReq++
 	id := n.inc.N<<48 | n.nextReq
 	m := build(id)
-	c := &call{to: to, msg: m, then: then}
+	c := &call{to: to, msg: m, then: then, sent: n.env.Now(), rto: n.rto(to)}
 	n.pending[id] = c
 	switch {
 	case !n.ready:
@@ -405,7 +411,7 @@ func (n *Node) sendHeld() {
 	for _, id := range ids {
 		c := n.pending[id]
 		c.held = false
-		n.env.Send(c.to, c.msg)
+		n.resend(c, c.rto)
 	}
 }
 
@@ -456,8 +462,60 @@ func (n *Node) onRestarted(from topo.NodeID) {
 	slices.Sort(ids) // map order must not decide the sending order
 	for _, id := range ids {
 		n.m.Add("rpc/resent", 1)
-		n.env.Send(from, n.pending[id].msg)
+		n.resend(n.pending[id], n.rto(from))
 	}
+}
+
+// rto is how long a request to node to may go unanswered before it is sent again: RFC 6298's
+// retransmission timeout after one round-trip sample R, SRTT + max(G, 4·RTTVAR) with SRTT = R
+// and RTTVAR = R/2, that is R + max(G, 2R). R is the topology's round trip to that node, which
+// is all a node knows of it before an answer; G, the granularity of the clock that checks, is
+// the heartbeat interval, since retransmit runs from the heartbeat tick (gcTick). A request
+// answered without waiting on anything but the network, a CPU and a disk is answered well
+// within it, so on a network that loses nothing only a request that waits on another
+// transaction's intent (or a push waiting for a decision) is ever sent again.
+func (n *Node) rto(to topo.NodeID) time.Duration {
+	rtt := 2 * n.tp.OneWay(n.tp.RegionOf(n.self), n.tp.RegionOf(to))
+	return rtt + max(n.set.heartbeat, 2*rtt)
+}
+
+// retransmit sends again, in request order, every request to another node unanswered for its
+// retransmission timeout, and doubles that timeout (RFC 6298's back-off) up to the record
+// expiry. The network may lose a request or its answer (the node contract), and nothing else
+// sent it again: a transaction whose request or answer was lost waited for its idle timeout
+// (5 s), its intents and live record blocking every transaction behind them on its keys (list-
+// append under 2% loss: 11 commits in 5 s for 234 without), and a lost push or recovery query
+// cost an expiry. A request sent again is evaluated again or found still waiting (onRead,
+// onWrite, onOps), and evaluating one twice is harmless (onRestarted says why); the first answer
+// wins. Requests to this node itself never cross the network and are not sent again.
+//
+// Nothing is armed for this (the heartbeat tick runs anyway), so a network that loses nothing
+// sees no timer or CPU cost of it, but a request may wait at its leaseholder on another
+// transaction's intent for longer than its timeout, and a sender cannot tell that from a loss:
+// such requests are sent again on any network, and runs where they occur change (about one
+// message in a hundred under list-append's contention). The back-off bounds what one costs: a
+// message per doubling, then one per expiry, a fifth of what the wait costs in pushes already
+// (a waiting request pushes every poll period, a heartbeat interval).
+func (n *Node) retransmit() {
+	now := n.env.Now()
+	var due []uint64
+	for id, c := range n.pending {
+		if c.to != n.self && !c.held && !c.superseded && now-c.sent >= int64(c.rto) {
+			due = append(due, id)
+		}
+	}
+	slices.Sort(due) // map order must not decide the sending order
+	for _, id := range due {
+		c := n.pending[id]
+		n.m.Add("rpc/retransmitted", 1)
+		n.resend(c, min(2*c.rto, max(n.set.expiry, c.rto)))
+	}
+}
+
+// resend sends c's request again and waits rto before the next.
+func (n *Node) resend(c *call, rto time.Duration) {
+	c.sent, c.rto = n.env.Now(), rto
+	n.env.Send(c.to, c.msg)
 }
 
 // flush persists everything the store and the record table recorded, plus extra, and returns

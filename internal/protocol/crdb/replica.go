@@ -28,6 +28,8 @@ type readMark struct {
 type blockedOp struct {
 	key      string
 	txn      TxnMeta
+	from     topo.NodeID // who sent the request, and its id there: a copy of it is dropped
+	req      uint64
 	write    bool
 	pushTo   ts.Timestamp
 	pushee   storage.TxnID
@@ -67,12 +69,28 @@ func (n *Node) writeFloor(key string, txn storage.TxnID) ts.Timestamp {
 }
 
 func (n *Node) onRead(from topo.NodeID, req *ReadReq) {
-	n.startRead(req, func(r *ReadResp) { n.env.Send(from, r) })
+	if n.waitingHere(from, req.Txn.ID, req.Req, req.Key) {
+		return
+	}
+	n.startRead(from, req, func(r *ReadResp) { n.env.Send(from, r) })
+}
+
+// waitingHere reports whether the request numbered req that from sent for txn waits here on an
+// intent on key: a copy of it (the network's, or its sender's again: retransmit) is dropped,
+// since the waiting one is answered once the intent goes. Evaluated again, it would queue a
+// second time and push the intent's transaction twice as often, for one answer that is used.
+func (n *Node) waitingHere(from topo.NodeID, txn storage.TxnID, req uint64, key string) bool {
+	for _, op := range n.blocked[key] {
+		if !op.done && op.from == from && op.req == req && op.txn.ID == txn {
+			return true
+		}
+	}
+	return false
 }
 
 // startRead evaluates a read that just arrived; respond gets its answer (now, or once the
 // intents it waits on are gone).
-func (n *Node) startRead(req *ReadReq, respond func(*ReadResp)) {
+func (n *Node) startRead(from topo.NodeID, req *ReadReq, respond func(*ReadResp)) {
 	n.observe(req.ReadTS)
 	// Observed timestamp: nothing written here after now can have committed before the reader
 	// began, so the uncertainty interval ends at this node's clock (the coordinator passes the
@@ -80,10 +98,10 @@ func (n *Node) startRead(req *ReadReq, respond func(*ReadResp)) {
 	// request that waits does not see its interval grow with the clock.
 	r := *req
 	r.Limit = ts.MinOf(req.Limit, n.hlc.Last())
-	n.evalRead(&r, n.env.Now(), respond)
+	n.evalRead(from, &r, n.env.Now(), respond)
 }
 
-func (n *Node) evalRead(req *ReadReq, since int64, respond func(*ReadResp)) {
+func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64, respond func(*ReadResp)) {
 	reply := func(r *ReadResp) {
 		r.Req, r.Clock = req.Req, n.now()
 		respond(r)
@@ -114,8 +132,8 @@ func (n *Node) evalRead(req *ReadReq, since int64, respond func(*ReadResp)) {
 			_, age := decodeIntentMeta(v.Meta)
 			if v.TS.LessEq(req.ReadTS) {
 				// A conflicting intent below the read: wait for it, or push it above us.
-				n.block(req.Key, v, &blockedOp{txn: req.Txn, pushTo: req.ReadTS.Next(), since: since,
-					retry: func() { n.evalRead(req, since, respond) }})
+				n.block(req.Key, v, &blockedOp{txn: req.Txn, from: from, req: req.Req, pushTo: req.ReadTS.Next(), since: since,
+					retry: func() { n.evalRead(from, req, since, respond) }})
 				return
 			}
 			// An intent in the uncertainty interval: it may commit below the limit. An older
@@ -125,8 +143,8 @@ func (n *Node) evalRead(req *ReadReq, since int64, respond func(*ReadResp)) {
 			if older(req.Txn.Age, req.Txn.ID, age, v.Txn) {
 				pushTo = limit.Next()
 			}
-			n.block(req.Key, v, &blockedOp{txn: req.Txn, pushTo: pushTo, since: since,
-				retry: func() { n.evalRead(req, since, respond) }})
+			n.block(req.Key, v, &blockedOp{txn: req.Txn, from: from, req: req.Req, pushTo: pushTo, since: since,
+				retry: func() { n.evalRead(from, req, since, respond) }})
 			return
 		}
 		if req.ReadTS.Less(v.TS) {
@@ -162,16 +180,19 @@ func (n *Node) rememberAborted(txn storage.TxnID) {
 }
 
 func (n *Node) onWrite(from topo.NodeID, req *WriteReq) {
-	n.startWrite(req, func(r *WriteResp) { n.env.Send(from, r) })
+	if n.waitingHere(from, req.Txn.ID, req.Req, req.Key) {
+		return
+	}
+	n.startWrite(from, req, func(r *WriteResp) { n.env.Send(from, r) })
 }
 
 // startWrite evaluates a write that just arrived; respond gets its answer.
-func (n *Node) startWrite(req *WriteReq, respond func(*WriteResp)) {
+func (n *Node) startWrite(from topo.NodeID, req *WriteReq, respond func(*WriteResp)) {
 	n.observe(req.WriteTS)
-	n.evalWrite(req, n.env.Now(), respond)
+	n.evalWrite(from, req, n.env.Now(), respond)
 }
 
-func (n *Node) evalWrite(req *WriteReq, since int64, respond func(*WriteResp)) {
+func (n *Node) evalWrite(from topo.NodeID, req *WriteReq, since int64, respond func(*WriteResp)) {
 	reply := func(r *WriteResp) {
 		r.Req, r.Clock = req.Req, n.now()
 		respond(r)
@@ -213,8 +234,8 @@ func (n *Node) evalWrite(req *WriteReq, since int64, respond func(*WriteResp)) {
 		}
 		if v.Txn != id {
 			// One intent per key: write-write conflicts block (or push by priority).
-			n.block(req.Key, v, &blockedOp{txn: req.Txn, write: true, since: since,
-				retry: func() { n.evalWrite(req, since, respond) }})
+			n.block(req.Key, v, &blockedOp{txn: req.Txn, from: from, req: req.Req, write: true, since: since,
+				retry: func() { n.evalWrite(from, req, since, respond) }})
 			return
 		}
 		own = &vs[i]
@@ -260,11 +281,12 @@ func (n *Node) evalWrite(req *WriteReq, since int64, respond func(*WriteResp)) {
 
 // writeDone answers a write that was evaluated here already, and reports whether it did: a copy
 // the network delivered twice (late, after later messages of the same coordinator), or one its
-// coordinator sent again (onRestarted). If the transaction's intent on the key was laid by this
-// write or a later one, the answer is where the intent stands now (a reader may have pushed it),
-// once it is durable if writes are not pipelined; evaluating the write again would put back the
-// value of an earlier write over a later one's (the transaction would commit a value its client
-// overwrote: TestWriteCopies), or move the intent above where the commit's proof looks for it.
+// coordinator sent again (retransmit, onRestarted). If the transaction's intent on the key was
+// laid by this write or a later one, the answer is where the intent stands now (a reader may
+// have pushed it), once it is durable if writes are not pipelined; evaluating the write again
+// would put back the value of an earlier write over a later one's (the transaction would commit
+// a value its client overwrote: TestWriteCopies), or move the intent above where the commit's
+// proof looks for it.
 // If the transaction has a committed version of the key, it committed and this is a late copy:
 // laying the intent again left one no resolution ever comes for, and every request on the key
 // waited on it; a push that found the transaction committed could not clear it either (its
@@ -308,11 +330,21 @@ type writeGroup struct {
 // onOps evaluates each sub-request of an OpsReq in order, as if it had arrived alone, and
 // answers with one OpsResp once every sub-request has its answer.
 func (n *Node) onOps(from topo.NodeID, req *OpsReq) {
-	count := 0
-	for _, op := range req.Ops {
-		if op.Read != nil || op.Write != nil {
-			count++
+	// A sub-request malformed, or waiting here already (this is a copy), gets no answer; an
+	// OpsReq left with none, no OpsResp.
+	skip := func(op SubReq) bool {
+		switch {
+		case op.Read != nil:
+			return n.waitingHere(from, op.Read.Txn.ID, op.Read.Req, op.Read.Key)
+		case op.Write != nil:
+			return n.waitingHere(from, op.Write.Txn.ID, op.Write.Req, op.Write.Key)
 		}
+		return true
+	}
+	ops := slices.DeleteFunc(slices.Clone(req.Ops), skip)
+	count := len(ops)
+	if count == 0 {
+		return
 	}
 	resp := &OpsResp{Ops: make([]SubResp, count)}
 	left := count + 1 // one more, held until every sub-request has been evaluated
@@ -324,17 +356,12 @@ func (n *Node) onOps(from topo.NodeID, req *OpsReq) {
 	}
 	g := &writeGroup{}
 	n.writeGroup = g
-	i := 0
-	for _, op := range req.Ops {
-		if op.Read == nil && op.Write == nil {
-			continue // malformed: nothing to answer
-		}
+	for i, op := range ops {
 		slot := &resp.Ops[i]
-		i++
 		if op.Read != nil {
-			n.startRead(op.Read, func(r *ReadResp) { slot.Read = r; answered() })
+			n.startRead(from, op.Read, func(r *ReadResp) { slot.Read = r; answered() })
 		} else {
-			n.startWrite(op.Write, func(r *WriteResp) { slot.Write = r; answered() })
+			n.startWrite(from, op.Write, func(r *WriteResp) { slot.Write = r; answered() })
 		}
 	}
 	n.writeGroup = nil
@@ -412,9 +439,13 @@ func (n *Node) push(op *blockedOp, recordNode topo.NodeID, typ uint8) {
 		n.env.Cancel(op.timer)
 		n.wake(op.key)
 	})
-	// Answered pushes are no longer pending: keep the ones still out.
+	// Answered pushes are no longer pending: keep the ones still out, whose answers are as good,
+	// but send only the newest again if unanswered (retransmit): it asks the same.
 	op.pushReqs = append(slices.DeleteFunc(op.pushReqs, func(req uint64) bool {
-		_, out := n.pending[req]
+		c, out := n.pending[req]
+		if out {
+			c.superseded = true
+		}
 		return !out
 	}), id)
 	// If the record holder is down the answer never comes: ask again.
