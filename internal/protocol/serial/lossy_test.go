@@ -193,11 +193,17 @@ func TestCoordinatorForwardsUntilAnswered(t *testing.T) {
 	}
 }
 
-// fwd hands the serial node a request forwarded by coordinator coord, completes every persist,
-// and returns the client replies it sent back through coord.
+// fwd hands the serial node a request forwarded by coordinator coord under its current life,
+// completes every persist, and returns the client replies it sent back through coord.
 func (s *script) fwd(coord topo.NodeID, req *wire.ClientRequest, resent bool) []*wire.ClientReply {
 	s.t.Helper()
-	s.n.Handle(coord, &Forward{Client: s.client, Req: *req, Resent: resent})
+	return s.fwdUnder(s.n.life, coord, req, resent)
+}
+
+// fwdUnder is fwd for a request forwarded under the serial node's life-th life.
+func (s *script) fwdUnder(life uint64, coord topo.NodeID, req *wire.ClientRequest, resent bool) []*wire.ClientReply {
+	s.t.Helper()
+	s.n.Handle(coord, &Forward{Client: s.client, Req: *req, Resent: resent, Life: life})
 	s.env.Flush()
 	return s.answers(coord)
 }
@@ -268,7 +274,7 @@ func TestCopiesAnsweredAsTheFirst(t *testing.T) {
 	commit4 := &wire.ClientRequest{Txn: 4, Seq: 1, Op: wire.OpCommit}
 	s.one("txn 4's commit", s.fwd(coord, commit4, false), 4, 1, wire.CodeOK, "")
 	s.life()
-	s.one("txn 4's commit forwarded again after the restart", s.fwd(coord, commit4, true), 4, 1, wire.CodeUnknown, "")
+	s.one("txn 4's commit forwarded again after the restart", s.fwdUnder(1, coord, commit4, true), 4, 1, wire.CodeUnknown, "")
 	if v, _ := s.n.Value("k"); string(v) != "four" {
 		t.Errorf("k = %q after the restart, want four", v)
 	}
@@ -287,6 +293,8 @@ func TestHolderAnswerSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.n = h.(*Node)
+	s.env.Flush()
+	s.env.Take()
 	coord := s.tp.DataNodes(1)[0]
 	start := s.env.Clock
 	s.one("the put", s.fwd(coord, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: "k", Value: []byte("v")}, false), 1, 0, wire.CodeOK, "")
@@ -322,14 +330,14 @@ func TestWaitingRequestCopyNotQueuedTwice(t *testing.T) {
 	s.one("bob's put", s.send(s.bob, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: "b", Value: []byte("b")}), 1, 0, wire.CodeOK, "")
 	get := &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: "k"}
 	for _, resent := range []bool{false, true, true} {
-		s.n.Handle(coord, &Forward{Client: s.client, Req: *get, Resent: resent})
+		s.n.Handle(coord, &Forward{Client: s.client, Req: *get, Resent: resent, Life: s.n.life})
 	}
 	sent := s.env.Take()
 	if len(sent) != 2 {
 		t.Fatalf("sent %+v for a waiting request and 2 copies, want 2 Queued notices", sent)
 	}
 	for _, m := range sent {
-		if q, ok := m.M.(*Queued); !ok || m.To != coord || *q != (Queued{Client: s.client, Txn: 1}) {
+		if q, ok := m.M.(*Queued); !ok || m.To != coord || *q != (Queued{Client: s.client, Txn: 1, Life: 1}) {
 			t.Errorf("sent %+v to %d, want Queued to the coordinator", m.M, m.To)
 		}
 	}

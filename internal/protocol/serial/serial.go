@@ -37,12 +37,30 @@
 // commit forwarded again of a transaction the node does not remember (it restarted, or the
 // answer could not get through for that long) may have committed with its answer lost: the
 // node cannot tell, and answers unknown. A commit's first forwarding is still answered aborted
-// then (the transaction began in an earlier life and its commit never reached it); only the
-// network's copy of a commit that an earlier life made durable, reaching a life that began
-// within the copy's delay, would be misjudged.
+// then; only the network's copy of a commit that an earlier life made durable, reaching the
+// next life, would be misjudged.
+//
+// All that is remembered against copies is in memory, and a restart of the serial node does
+// not end the connections of clients attached to other nodes: their endpoints, and the
+// forwards and copies on their way, outlive it. A late copy of a committed transaction's first
+// request would begin it again in the next life, and its commit's copy commit it a second
+// time, over later writes. So the serial node numbers its lives (txnkit.Incarnation, durable
+// before the life handles anything: one that crashed sooner leaves its number to the next, and
+// must not have answered under it) and a coordinator forwards each request under the latest
+// life it heard of (Forward.Life; 1 until it hears otherwise), every copy under the same. A
+// life refuses a request forwarded under an earlier one, beginning nothing: its transaction
+// began there, or its first request was sent before the coordinator heard of this life (a
+// retry, and a needless abort only for transactions caught in the restart). A restarted
+// serial node announces its life to the other data nodes (Life), and every answer carries it,
+// so a coordinator that missed the announcement learns it from the first refusal; either way
+// the requests it still awaits from an earlier life are forwarded again at once, for their
+// refusal, instead of at their resend timers.
 package serial
 
 import (
+	"cmp"
+	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -60,6 +78,10 @@ type Forward struct {
 	// Resent marks a forwarding again of a request not answered in time: the earlier one, or its
 	// answer, may have been lost after the serial node acted on it.
 	Resent bool `cbor:",omitempty"`
+	// Life is the serial node's life the coordinator knew of when it first forwarded the
+	// request; every copy carries the same. A life refuses a request forwarded under an
+	// earlier one: what became of it there is lost with that life.
+	Life uint64
 }
 
 // Answer carries the serial node's reply to a forwarded request back to the coordinator that
@@ -67,6 +89,7 @@ type Forward struct {
 type Answer struct {
 	Client topo.NodeID
 	Reply  wire.ClientReply
+	Life   uint64 // the serial node's life, for the coordinator to stamp its next forwards with
 }
 
 // Queued tells a coordinator that a request it forwarded again waits for the lock at the serial
@@ -76,6 +99,12 @@ type Queued struct {
 	Client topo.NodeID
 	Txn    uint64
 	Seq    uint32
+	Life   uint64 // as in Answer
+}
+
+// Life tells the other data nodes that the sender restarted and is in its N-th life (N > 1).
+type Life struct {
+	N uint64
 }
 
 // Kind implements wire.Msg.
@@ -87,10 +116,14 @@ func (*Answer) Kind() wire.Kind { return 101 }
 // Kind implements wire.Msg.
 func (*Queued) Kind() wire.Kind { return 102 }
 
+// Kind implements wire.Msg.
+func (*Life) Kind() wire.Kind { return 103 }
+
 func init() {
 	wire.Register(&Forward{})
 	wire.Register(&Answer{})
 	wire.Register(&Queued{})
+	wire.Register(&Life{})
 	protocol.Register(proto{})
 }
 
@@ -148,7 +181,7 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	server := env.Topology().DataNodes(0)[0]
 	n := &Node{env: env, server: server, idle: opts.idle, resendAfterOpt: opts.resendAfter, noLock: opts.mutant == "no-lock",
 		data: map[string][]byte{}, txns: map[txnKey]*txn{}, queued: map[txnKey]bool{},
-		finished: map[txnKey]finishedTxn{}, pending: map[txnkit.ClientTxn]*outstanding{}}
+		finished: map[txnKey]finishedTxn{}, pending: map[txnkit.ClientTxn]*outstanding{}, serialLife: 1}
 	if env.Self() == server {
 		if err := cfg.Durable.Scan([]byte(dataPrefix), []byte(dataPrefixEnd), func(k, v []byte) bool {
 			n.data[string(k[len(dataPrefix):])] = append([]byte(nil), v...)
@@ -156,6 +189,14 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		}); err != nil {
 			return nil, err
 		}
+		inc, err := txnkit.StartIncarnation(cfg.Durable, incarnationKey)
+		if err != nil {
+			return nil, fmt.Errorf("serial: node %d: %w", env.Self(), err)
+		}
+		n.life = inc.N
+		env.Persist([]node.Write{inc.Write()}, n.becomeReady)
+	} else {
+		n.ready = true
 	}
 	return n, nil
 }
@@ -164,6 +205,17 @@ const (
 	dataPrefix    = "d/"
 	dataPrefixEnd = "d0" // '0' follows '/'
 )
+
+// incarnationKey holds the number of the serial node's last life.
+var incarnationKey = []byte("serial/incarnation")
+
+// maxHeld bounds the messages the serial node holds while its life's number is being persisted.
+const maxHeld = 10000
+
+type heldMsg struct {
+	from node.ID
+	m    wire.Msg
+}
 
 type txnKey struct {
 	client topo.NodeID
@@ -198,6 +250,7 @@ type queued struct {
 // outstanding is a request a coordinator forwarded and has no answer to yet.
 type outstanding struct {
 	req      wire.ClientRequest
+	life     uint64        // the serial node's life it was forwarded under (Forward.Life)
 	interval time.Duration // until the next forwarding
 	timer    node.TimerID
 }
@@ -211,6 +264,9 @@ type Node struct {
 	noLock         bool
 
 	// The serial node's state.
+	life     uint64 // this life's number (txnkit.Incarnation), durable before it is used
+	ready    bool   // the life's number is durable: messages are handled, not held
+	held     []heldMsg
 	data     map[string][]byte
 	holder   *txn
 	txns     map[txnKey]*txn
@@ -221,12 +277,45 @@ type Node struct {
 	queued   map[txnKey]bool // the transactions in waiting
 	commits  int
 
-	// A coordinator's state: the requests it forwarded and has no answer to.
-	pending map[txnkit.ClientTxn]*outstanding
+	// A coordinator's state: the requests it forwarded and has no answer to, and the serial
+	// node's latest life it heard of (1 until it hears otherwise).
+	pending    map[txnkit.ClientTxn]*outstanding
+	serialLife uint64
+}
+
+// becomeReady runs once the serial node's life number is durable. Until then the node handles
+// nothing: a life that crashed earlier leaves its number to the next one, and coordinators could
+// not tell that one from it, had it answered a request under that number (the first life's is
+// taken for granted). The restart is announced to the other data nodes, whose requests
+// forwarded under an earlier life are refused from now on, so that they learn it at once
+// (learnSerialLife) rather than from a refusal.
+func (n *Node) becomeReady() {
+	n.ready = true
+	if n.life > 1 {
+		for _, nd := range n.env.Topology().Nodes {
+			if nd.ID != n.env.Self() && nd.Roles&topo.RoleData != 0 {
+				n.env.Send(nd.ID, &Life{N: n.life})
+			}
+		}
+	}
+	held := n.held
+	n.held = nil
+	for _, h := range held {
+		n.Handle(h.from, h.m)
+	}
 }
 
 // Handle implements node.Handler.
 func (n *Node) Handle(from node.ID, m wire.Msg) {
+	if !n.ready {
+		if len(n.held) < maxHeld {
+			n.held = append(n.held, heldMsg{from, m})
+		} else if req, ok := m.(*wire.ClientRequest); ok {
+			// A forward is sent again by its coordinator; a client is told to retry.
+			txnkit.Reply(n.env, from, req, &wire.ClientReply{Code: wire.CodeUnavailable, Error: "serial: the serial node is starting"})
+		}
+		return
+	}
 	switch m := m.(type) {
 	case *wire.ClientRequest:
 		if bad := txnkit.Validate(m); bad != nil {
@@ -247,12 +336,17 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 			n.via(from).Send(m.Client, bad)
 			return
 		}
+		if m.Life < n.life {
+			n.refuseEarlierLife(m.Client, from, m.Req, m.Resent)
+			return
+		}
 		n.request(m.Client, from, m.Req, m.Resent)
 	case *Answer:
 		if n.env.Self() == n.server || from != n.server {
 			return
 		}
 		n.answered(m)
+		n.learnSerialLife(m.Life)
 	case *Queued:
 		if n.env.Self() == n.server || from != n.server {
 			return
@@ -264,6 +358,11 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 			n.env.Cancel(o.timer)
 			n.armResend(k, o)
 		}
+		n.learnSerialLife(m.Life)
+	case *Life:
+		if n.env.Self() != n.server && from == n.server {
+			n.learnSerialLife(m.N)
+		}
 	}
 }
 
@@ -274,9 +373,9 @@ func (n *Node) forward(client topo.NodeID, req wire.ClientRequest) {
 		// The client has given up on its previous request of the transaction: no more copies.
 		n.env.Cancel(o.timer)
 	}
-	o := &outstanding{req: req, interval: n.resendAfter(n.env.Self())}
+	o := &outstanding{req: req, life: n.serialLife, interval: n.resendAfter(n.env.Self())}
 	n.pending[k] = o
-	n.env.Send(n.server, &Forward{Client: client, Req: req})
+	n.env.Send(n.server, &Forward{Client: client, Req: req, Life: o.life})
 	n.armResend(k, o)
 }
 
@@ -285,10 +384,38 @@ func (n *Node) armResend(k txnkit.ClientTxn, o *outstanding) {
 		if n.pending[k] != o {
 			return
 		}
-		n.env.Send(n.server, &Forward{Client: k.Client, Req: o.req, Resent: true})
+		n.env.Send(n.server, &Forward{Client: k.Client, Req: o.req, Resent: true, Life: o.life})
 		o.interval = min(2*o.interval, n.idle)
 		n.armResend(k, o)
 	})
+}
+
+// learnSerialLife notes that the serial node is in its life-th life, which refuses every
+// request forwarded under an earlier one. The serial node's messages come in order, so an
+// earlier life's answers to them came before this news or never will: they are forwarded
+// again now for the refusal, not at their resend timers (up to idle-timeout away for a
+// request that waited for the lock).
+func (n *Node) learnSerialLife(life uint64) {
+	if life <= n.serialLife {
+		return
+	}
+	n.serialLife = life
+	var stale []txnkit.ClientTxn
+	for k, o := range n.pending {
+		if o.life < life {
+			stale = append(stale, k)
+		}
+	}
+	slices.SortFunc(stale, func(a, b txnkit.ClientTxn) int {
+		return cmp.Or(cmp.Compare(a.Client, b.Client), cmp.Compare(a.Txn, b.Txn))
+	})
+	for _, k := range stale {
+		o := n.pending[k]
+		n.env.Cancel(o.timer)
+		n.env.Send(n.server, &Forward{Client: k.Client, Req: o.req, Resent: true, Life: o.life})
+		o.interval = n.resendAfter(n.env.Self())
+		n.armResend(k, o)
+	}
 }
 
 // answered hands the serial node's answer to the client, once: a copy of an answer, or the
@@ -320,17 +447,18 @@ func (n *Node) resendAfter(host topo.NodeID) time.Duration {
 
 // via sends replies to a client through host, the node the client is attached to: the serial
 // node itself, or a coordinator that forwarded the request.
-func (n *Node) via(host topo.NodeID) node.Env { return hostEnv{n.env, host} }
+func (n *Node) via(host topo.NodeID) node.Env { return hostEnv{n.env, host, n.life} }
 
 type hostEnv struct {
 	node.Env
 	host topo.NodeID
+	life uint64
 }
 
 // Send implements node.Env, wrapping a reply to a forwarded request in an Answer.
 func (e hostEnv) Send(to node.ID, m wire.Msg) {
 	if r, ok := m.(*wire.ClientReply); ok && e.host != e.Self() {
-		e.Env.Send(e.host, &Answer{Client: to, Reply: *r})
+		e.Env.Send(e.host, &Answer{Client: to, Reply: *r, Life: e.life})
 		return
 	}
 	e.Env.Send(to, m)
@@ -370,7 +498,7 @@ func (n *Node) request(client, host topo.NodeID, req wire.ClientRequest, resent 
 				n.queued[k] = true
 				n.waiting = append(n.waiting, queued{client, host, req})
 			case resent && host != n.server:
-				n.env.Send(host, &Queued{Client: client, Txn: req.Txn, Seq: req.Seq})
+				n.env.Send(host, &Queued{Client: client, Txn: req.Txn, Seq: req.Seq, Life: n.life})
 			}
 			return
 		}
@@ -437,6 +565,26 @@ func (n *Node) answerFinished(client, host topo.NodeID, req wire.ClientRequest, 
 		return false
 	}
 	return true
+}
+
+// refuseEarlierLife answers req, forwarded under an earlier life of the serial node, without
+// beginning anything: its transaction began in that life, or its first request was forwarded
+// before the coordinator heard of this one. Whatever that life did with it is lost, but a copy
+// of one of its requests may still come (the network delivers them late, and coordinators
+// forward again what was not answered): begun again, the transaction would apply its writes a
+// second time, over later ones, or commit without the writes that life took. A first request
+// that reads or writes aborts (retryably, a client that sent the original no longer waits for
+// it), as does a later one; the rest is answered as for a transaction the node does not hold.
+func (n *Node) refuseEarlierLife(client, host topo.NodeID, req wire.ClientRequest, resent bool) {
+	env := n.via(host)
+	if req.Seq == 0 && req.Op != wire.OpCommit && req.Op != wire.OpAbort {
+		txnkit.Aborted(env, client, &req, txnkit.CauseUnknownTxn)
+		return
+	}
+	if n.answerFinished(client, host, req, resent) {
+		return
+	}
+	txnkit.AnswerUnheld(env, client, &req)
 }
 
 // apply runs one read or write of t; a read returns what it found (t's own writes first).

@@ -155,6 +155,8 @@ func (s *script) life() {
 		s.t.Fatal(err)
 	}
 	s.n = h.(*Node)
+	s.env.Flush() // the life's number: the node handles nothing before it is durable
+	s.env.Take()  // the restart's announcement, if any
 }
 
 // send hands the node a request of from, completes every persist, and returns the replies.
