@@ -90,10 +90,12 @@
 // that more than halved YCSB-T throughput (replica.go, wake).
 //
 // A record whose coordinator has not heartbeated for 5 heartbeat intervals is expired: a push
-// aborts it if PENDING, or runs recovery if STAGING (query each in-flight write with
-// "prevent": a missing write is made impossible at or below the staging timestamp by raising
+// aborts it if PENDING. A STAGING record is recovered once its coordinator has been silent for
+// a heartbeat interval and a retransmission timeout (its explicit commit was lost, or the
+// coordinator: stagingSilent), by a push or the holder's tick: query each in-flight write with
+// "prevent" (a missing write is made impossible at or below the staging timestamp by raising
 // the key's tscache, so the answer cannot change; all present → COMMITTED, else ABORTED) and
-// resolves the intents.
+// resolve the intents.
 //
 // # Version garbage collection
 //
@@ -150,8 +152,8 @@
 // (waitingHere), staging again stages the same record, a commit of a forgotten committed record
 // is answered committed; the first answer wins. What is sent once stays so, each loss covered
 // by a mechanism with its own period: heartbeats (5 may go before a record expires), the
-// explicit commit after a parallel commit (the STAGING record is recovered an expiry after its
-// coordinator falls silent), rollbacks and resolutions (a push finds the decision), Resolved
+// explicit commit after a parallel commit (the STAGING record is recovered a heartbeat and a
+// retransmission timeout after its coordinator falls silent), rollbacks and resolutions (a push finds the decision), Resolved
 // and EndedQuery (asked again every expiry). Late copies of a finished transaction's messages
 // neither lay its intents again nor re-open its record (gc.go). Without faults, only requests
 // that wait on an intent longer than their timeout are sent again (a sender cannot tell a wait
@@ -180,7 +182,7 @@
 //     writes has acknowledged that its resolution is durable (Resolved) and its coordinator has
 //     ended the transaction, an aborted one once its coordinator has ended it (EndedQuery,
 //     Ended). gc.go says why no late message about a forgotten transaction can be answered
-//     wrongly. Record holders also recover an expired STAGING record without waiting for a
+//     wrongly. Record holders also recover a silent STAGING record without waiting for a
 //     push, and ask the coordinator of an expired PENDING one whether it ended it.
 //
 // # Options

@@ -240,9 +240,9 @@ func (n *Node) armGCTick() {
 
 // gcTick persists the deletions of forgotten records that no batch took, and follows up the
 // records that wait on someone who has been silent for the expiry: an undecided record's
-// coordinator is asked whether it ended the transaction, a staging one is recovered, a decided
-// one's coordinator is asked, and a committed one's resolution re-sent once its coordinator has
-// ended it.
+// coordinator is asked whether it ended the transaction, a staging one is recovered (sooner:
+// stagingSilent), a decided one's coordinator is asked, and a committed one's resolution re-sent
+// once its coordinator has ended it.
 func (n *Node) gcTick() {
 	if n.gcPending {
 		n.flush(nil, nil)
@@ -263,7 +263,7 @@ func (n *Node) gcTick() {
 				query(txn, rs)
 			}
 		case statusStaging:
-			if now-rs.lastHB > expiry {
+			if n.stagingSilent(txn, rs) {
 				n.recoverStaging(txn)
 			}
 		default:

@@ -176,3 +176,36 @@ func TestLossyNetworkKeepsCommitting(t *testing.T) {
 		}
 	}
 }
+
+// TestLostExplicitCommitRecovered: a transaction's coordinator stages it (parallel commit), has
+// its writes proven, tells its client, and sends the explicit commit, which the network loses;
+// the coordinator then falls silent, as it ended the transaction. The record holder must recover
+// the STAGING record (query the writes, then commit it and resolve its intents) once it has
+// heard nothing for a heartbeat interval and the retransmission timeout to the coordinator, not
+// only after the record expiry (5 heartbeats, a second): every request on the transaction's
+// keys waits on its intents meanwhile.
+func TestLostExplicitCommitRecovered(t *testing.T) {
+	g := newGCScript(t, false)
+	meta := TxnMeta{ID: g.txn, Age: g.at, RecordNode: g.n.self, Coord: g.c}
+	w := g.writeAnswer(&WriteReq{Req: 1, Txn: meta, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
+	g.deliver(g.c, &EndTxnReq{Req: 2, Txn: g.txn, Status: EndStage, TS: w.WrittenTS, InFlight: []string{g.kh, g.kl}})
+	silence := g.n.set.heartbeat + g.n.rto(g.c)
+	var recoveredAfter time.Duration
+	for waited := time.Duration(0); waited < g.n.set.expiry; waited += g.n.set.heartbeat / 4 {
+		g.env.Advance(g.n.set.heartbeat / 4)
+		g.settle()
+		for _, s := range g.env.Take() {
+			if m, ok := s.M.(*QueryIntentReq); ok && s.To == g.l && m.Txn == g.txn && m.Prevent && recoveredAfter == 0 {
+				recoveredAfter = waited + g.n.set.heartbeat/4
+			}
+		}
+		if recoveredAfter > 0 {
+			break
+		}
+	}
+	t.Logf("recovery began %v after the staging (silence allowed %v, expiry %v)", recoveredAfter, silence, g.n.set.expiry)
+	if recoveredAfter == 0 || recoveredAfter > silence+g.n.set.heartbeat {
+		t.Fatalf("the STAGING record whose explicit commit was lost was not recovered within %v (a tick after %v of silence)",
+			silence+g.n.set.heartbeat, silence)
+	}
+}
