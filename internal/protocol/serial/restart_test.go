@@ -149,3 +149,29 @@ func TestCoordinatorStampsSerialLife(t *testing.T) {
 		t.Errorf("after an answer from life 2 forwarded %+v, want txn 2's get again under life 1", fs)
 	}
 }
+
+// TestCommitCopyAfterRestartUnknown: the serial node makes a commit durable, its answer is
+// lost, and the node restarts; the network's copy of the commit (not forwarded again) reaches
+// the next life before the coordinator's own copy. That life cannot tell whether the earlier
+// one committed the transaction, and answers unknown (before: aborted, unknown-transaction,
+// which the coordinator handed the client, awaiting that very answer: a committed transaction
+// reported aborted). A commit forwarded again is answered alike; a commit or abort that is the
+// transaction's first request did nothing, and is answered OK.
+func TestCommitCopyAfterRestartUnknown(t *testing.T) {
+	s := newScript(t)
+	coord := s.tp.DataNodes(1)[0]
+	s.one("the put", s.fwd(coord, &wire.ClientRequest{Txn: 1, Op: wire.OpPut, Key: "k", Value: []byte("v")}, false), 1, 0, wire.CodeOK, "")
+	commit := &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}
+	s.fwd(coord, commit, false) // durable; the answer is lost
+
+	s.life()
+	s.one("the commit's network copy", s.fwdUnder(1, coord, commit, false), 1, 1, wire.CodeUnknown, "")
+	s.one("the commit forwarded again", s.fwdUnder(1, coord, commit, true), 1, 1, wire.CodeUnknown, "")
+	if v, _ := s.n.Value("k"); string(v) != "v" {
+		t.Errorf("k = %q, want v", v)
+	}
+	for _, op := range []wire.Op{wire.OpCommit, wire.OpAbort} {
+		s.one("a first "+op.String(), s.fwdUnder(1, coord, &wire.ClientRequest{Txn: 2, Op: op}, false), 2, 0, wire.CodeOK, "")
+	}
+	s.one("an abort", s.fwdUnder(1, coord, &wire.ClientRequest{Txn: 3, Seq: 2, Op: wire.OpAbort}, false), 3, 2, wire.CodeAborted, txnkit.CauseUnknownTxn)
+}

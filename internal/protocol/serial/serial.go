@@ -34,11 +34,9 @@
 // and dropped, as is a copy of the commit while its writes are being persisted (its answer
 // follows once they are durable). A transaction that ended at its client's commit or abort is
 // remembered for twice idle-timeout, and a copy of that last request is answered OK again. A
-// commit forwarded again of a transaction the node does not remember (it restarted, or the
-// answer could not get through for that long) may have committed with its answer lost: the
-// node cannot tell, and answers unknown. A commit's first forwarding is still answered aborted
-// then; only the network's copy of a commit that an earlier life made durable, reaching the
-// next life, would be misjudged.
+// commit forwarded again of a transaction the node no longer remembers (the answer could not
+// get through for that long) may have committed with its answer lost: the node cannot tell,
+// and answers unknown.
 //
 // All that is remembered against copies is in memory, and a restart of the serial node does
 // not end the connections of clients attached to other nodes: their endpoints, and the
@@ -50,7 +48,9 @@
 // life it heard of (Forward.Life; 1 until it hears otherwise), every copy under the same. A
 // life refuses a request forwarded under an earlier one, beginning nothing: its transaction
 // began there, or its first request was sent before the coordinator heard of this life (a
-// retry, and a needless abort only for transactions caught in the restart). A restarted
+// retry, and a needless abort only for transactions caught in the restart). Such a commit may
+// have been made durable by the earlier life, its answer lost with it, and is answered
+// unknown, whether it is forwarded again or the network's copy of the first. A restarted
 // serial node announces its life to the other data nodes (Life), and every answer carries it,
 // so a coordinator that missed the announcement learns it from the first refusal; either way
 // the requests it still awaits from an earlier life are forwarded again at once, for their
@@ -337,7 +337,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 			return
 		}
 		if m.Life < n.life {
-			n.refuseEarlierLife(m.Client, from, m.Req, m.Resent)
+			n.refuseEarlierLife(m.Client, from, m.Req)
 			return
 		}
 		n.request(m.Client, from, m.Req, m.Resent)
@@ -551,8 +551,8 @@ func (n *Node) request(client, host topo.NodeID, req wire.ClientRequest, resent 
 // remembers of the transaction's end, and reports whether it did. The last request of a
 // transaction its client committed or aborted is answered OK again: the commit is durable, and
 // applying it again could undo what later transactions wrote. A commit forwarded again of a
-// transaction the node does not remember may have committed in an earlier life (or long ago),
-// its answer lost: the node cannot tell, and answers unknown. The rest is the caller's.
+// transaction the node no longer remembers may have committed long ago, its answers lost: the
+// node cannot tell, and answers unknown. The rest is the caller's.
 func (n *Node) answerFinished(client, host topo.NodeID, req wire.ClientRequest, resent bool) bool {
 	f, ok := n.finished[txnKey{client, req.Txn}]
 	switch {
@@ -574,17 +574,21 @@ func (n *Node) answerFinished(client, host topo.NodeID, req wire.ClientRequest, 
 // forward again what was not answered): begun again, the transaction would apply its writes a
 // second time, over later ones, or commit without the writes that life took. A first request
 // that reads or writes aborts (retryably, a client that sent the original no longer waits for
-// it), as does a later one; the rest is answered as for a transaction the node does not hold.
-func (n *Node) refuseEarlierLife(client, host topo.NodeID, req wire.ClientRequest, resent bool) {
+// it), as does a later one. A commit after the first request may have been made durable by
+// that life, its answer lost with it, so its outcome is unknown: the first copy to arrive may
+// well be the network's, not forwarded again, and an abort would report a committed
+// transaction aborted. A first request that commits or aborts did nothing, and is answered OK.
+func (n *Node) refuseEarlierLife(client, host topo.NodeID, req wire.ClientRequest) {
 	env := n.via(host)
-	if req.Seq == 0 && req.Op != wire.OpCommit && req.Op != wire.OpAbort {
+	switch {
+	case req.Op == wire.OpCommit && req.Seq > 0:
+		n.reply(client, host, req, &wire.ClientReply{Code: wire.CodeUnknown,
+			Error: "the serial node restarted: the commit may have been applied before"})
+	case req.Seq == 0 && req.Op != wire.OpCommit && req.Op != wire.OpAbort:
 		txnkit.Aborted(env, client, &req, txnkit.CauseUnknownTxn)
-		return
+	default:
+		txnkit.AnswerUnheld(env, client, &req)
 	}
-	if n.answerFinished(client, host, req, resent) {
-		return
-	}
-	txnkit.AnswerUnheld(env, client, &req)
 }
 
 // apply runs one read or write of t; a read returns what it found (t's own writes first).
