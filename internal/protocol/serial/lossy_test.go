@@ -89,6 +89,7 @@ func newCoordScript(t *testing.T, tp *topo.Topology, opts map[string]string) *co
 	if err != nil {
 		t.Fatal(err)
 	}
+	env.Flush() // the life's number
 	return &coordScript{t: t, env: env, n: h.(*Node), server: tp.DataNodes(0)[0]}
 }
 
@@ -203,7 +204,7 @@ func (s *script) fwd(coord topo.NodeID, req *wire.ClientRequest, resent bool) []
 // fwdUnder is fwd for a request forwarded under the serial node's life-th life.
 func (s *script) fwdUnder(life uint64, coord topo.NodeID, req *wire.ClientRequest, resent bool) []*wire.ClientReply {
 	s.t.Helper()
-	s.n.Handle(coord, &Forward{Client: s.client, Req: *req, Resent: resent, Life: life})
+	s.n.Handle(coord, &Forward{Client: s.client, Req: *req, Resent: resent, Life: life, HostLife: 1})
 	s.env.Flush()
 	return s.answers(coord)
 }

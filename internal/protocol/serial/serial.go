@@ -9,13 +9,14 @@
 // node that hosts its connection.
 //
 // A transaction lives only in the serial node's memory, and ends, its writes discarded, when its
-// client sends nothing for idle-timeout (no one is told: the client waits for no answer) or when
-// the node restarts. A later request of it (Seq > 0) then aborts (cause "unknown-transaction",
-// retryable) rather than begin a fresh transaction under its name, which would commit only the
-// writes from that request on while the client took the commit for all of them. A copy of a
-// first request that arrives after its transaction ended would begin it again and hold the lock
-// until the idle timeout; clients number their transactions increasingly, so one numbered at or
-// below a transaction of the same client that ended is refused instead (txnkit.EndedTxns).
+// client sends nothing for idle-timeout (no one is told: the client waits for no answer), when
+// the node restarts, or when the coordinator its client is attached to does. A later request
+// of it (Seq > 0) then aborts (cause "unknown-transaction", retryable) rather than begin a
+// fresh transaction under its name, which would commit only the writes from that request on
+// while the client took the commit for all of them. A copy of a first request that arrives
+// after its transaction ended would begin it again and hold the lock until the idle timeout;
+// clients number their transactions increasingly, so one numbered at or below a transaction of
+// the same client that ended is refused instead (txnkit.EndedTxns).
 //
 // Messages between nodes may be lost or delivered twice, and a lost forward or answer must cost
 // a bounded delay, not the client's timeout; for the lock holder, not every other client's time
@@ -42,19 +43,30 @@
 // not end the connections of clients attached to other nodes: their endpoints, and the
 // forwards and copies on their way, outlive it. A late copy of a committed transaction's first
 // request would begin it again in the next life, and its commit's copy commit it a second
-// time, over later writes. So the serial node numbers its lives (txnkit.Incarnation, durable
-// before the life handles anything: one that crashed sooner leaves its number to the next, and
-// must not have answered under it) and a coordinator forwards each request under the latest
-// life it heard of (Forward.Life; 1 until it hears otherwise), every copy under the same. A
-// life refuses a request forwarded under an earlier one, beginning nothing: its transaction
-// began there, or its first request was sent before the coordinator heard of this life (a
-// retry, and a needless abort only for transactions caught in the restart). Such a commit may
-// have been made durable by the earlier life, its answer lost with it, and is answered
-// unknown, whether it is forwarded again or the network's copy of the first. A restarted
-// serial node announces its life to the other data nodes (Life), and every answer carries it,
-// so a coordinator that missed the announcement learns it from the first refusal; either way
-// the requests it still awaits from an earlier life are forwarded again at once, for their
-// refusal, instead of at their resend timers.
+// time, over later writes. So every node numbers its lives (txnkit.Incarnation, durable before
+// the life handles anything: one that crashed sooner leaves its number to the next, and must
+// not have answered or forwarded under it) and a coordinator forwards each request under the
+// latest life of the serial node it heard of (Forward.Life; 1 until it hears otherwise), every
+// copy under the same. A life refuses a request forwarded under an earlier one, beginning
+// nothing: its transaction began there, or its first request was sent before the coordinator
+// heard of this life (a retry, and a needless abort only for transactions caught in the
+// restart). Such a commit may have been made durable by the earlier life, its answer lost with
+// it, and is answered unknown, whether it is forwarded again or the network's copy of the
+// first. A restarted serial node announces its life to the other data nodes (Life), and every
+// answer carries it, so a coordinator that missed the announcement learns it from the first
+// refusal; either way the requests it still awaits from an earlier life are forwarded again at
+// once, for their refusal, instead of at their resend timers.
+//
+// A coordinator's restart, for its part, ends its clients' connections, and with them their
+// transactions, which the serial node would otherwise hold (the holder the lock, until its
+// idle timeout) or begin when their turn came, each holding the lock for the idle timeout:
+// one coordinator down for 300 ms stalled every other client for tens of seconds. A restarted
+// coordinator tells the serial node its life (Life), and every forward carries it
+// (Forward.HostLife): the serial node ends at once what an earlier life of that coordinator
+// forwarded, held or waiting, answering no one, and drops a late copy from such a life. A
+// forward of the new life that arrives first, its announcement lost, stands in for it. The
+// serial node answers the announcement with its own life if it restarted too, since the
+// coordinator's new life knows nothing of it.
 package serial
 
 import (
@@ -82,6 +94,9 @@ type Forward struct {
 	// request; every copy carries the same. A life refuses a request forwarded under an
 	// earlier one: what became of it there is lost with that life.
 	Life uint64
+	// HostLife is the coordinator's own life. Its clients' connections die with it, and the
+	// serial node ends the transactions an earlier life forwarded once it hears of a later one.
+	HostLife uint64
 }
 
 // Answer carries the serial node's reply to a forwarded request back to the coordinator that
@@ -102,7 +117,9 @@ type Queued struct {
 	Life   uint64 // as in Answer
 }
 
-// Life tells the other data nodes that the sender restarted and is in its N-th life (N > 1).
+// Life tells the other data nodes that the sender restarted and is in its N-th life (N > 1):
+// the serial node tells every coordinator, a coordinator tells the serial node, which answers
+// with its own life if it restarted too.
 type Life struct {
 	N uint64
 }
@@ -181,7 +198,8 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	server := env.Topology().DataNodes(0)[0]
 	n := &Node{env: env, server: server, idle: opts.idle, resendAfterOpt: opts.resendAfter, noLock: opts.mutant == "no-lock",
 		data: map[string][]byte{}, txns: map[txnKey]*txn{}, queued: map[txnKey]bool{},
-		finished: map[txnKey]finishedTxn{}, pending: map[txnkit.ClientTxn]*outstanding{}, serialLife: 1}
+		finished: map[txnKey]finishedTxn{}, hostLives: map[topo.NodeID]uint64{},
+		pending: map[txnkit.ClientTxn]*outstanding{}, serialLife: 1}
 	if env.Self() == server {
 		if err := cfg.Durable.Scan([]byte(dataPrefix), []byte(dataPrefixEnd), func(k, v []byte) bool {
 			n.data[string(k[len(dataPrefix):])] = append([]byte(nil), v...)
@@ -189,15 +207,13 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		}); err != nil {
 			return nil, err
 		}
-		inc, err := txnkit.StartIncarnation(cfg.Durable, incarnationKey)
-		if err != nil {
-			return nil, fmt.Errorf("serial: node %d: %w", env.Self(), err)
-		}
-		n.life = inc.N
-		env.Persist([]node.Write{inc.Write()}, n.becomeReady)
-	} else {
-		n.ready = true
 	}
+	inc, err := txnkit.StartIncarnation(cfg.Durable, incarnationKey)
+	if err != nil {
+		return nil, fmt.Errorf("serial: node %d: %w", env.Self(), err)
+	}
+	n.life = inc.N
+	env.Persist([]node.Write{inc.Write()}, n.becomeReady)
 	return n, nil
 }
 
@@ -206,10 +222,10 @@ const (
 	dataPrefixEnd = "d0" // '0' follows '/'
 )
 
-// incarnationKey holds the number of the serial node's last life.
+// incarnationKey holds the number of the node's last life.
 var incarnationKey = []byte("serial/incarnation")
 
-// maxHeld bounds the messages the serial node holds while its life's number is being persisted.
+// maxHeld bounds the messages a node holds while its life's number is being persisted.
 const maxHeld = 10000
 
 type heldMsg struct {
@@ -225,6 +241,7 @@ type txnKey struct {
 type txn struct {
 	key        txnKey
 	host       topo.NodeID       // the node its client is attached to
+	hostLife   uint64            // that node's life
 	writes     map[string][]byte // nil value: delete
 	order      []string          // write keys in first-write order, for deterministic batches
 	lastSeen   int64
@@ -244,6 +261,7 @@ type finishedTxn struct {
 
 type queued struct {
 	client, host topo.NodeID
+	hostLife     uint64
 	req          wire.ClientRequest
 }
 
@@ -263,10 +281,11 @@ type Node struct {
 	resendAfterOpt time.Duration // 0: derived from the round trip
 	noLock         bool
 
+	life  uint64 // this life's number (txnkit.Incarnation), durable before it is used
+	ready bool   // the life's number is durable: messages are handled, not held
+	held  []heldMsg
+
 	// The serial node's state.
-	life     uint64 // this life's number (txnkit.Incarnation), durable before it is used
-	ready    bool   // the life's number is durable: messages are handled, not held
-	held     []heldMsg
 	data     map[string][]byte
 	holder   *txn
 	txns     map[txnKey]*txn
@@ -276,6 +295,9 @@ type Node struct {
 	waiting  []queued
 	queued   map[txnKey]bool // the transactions in waiting
 	commits  int
+	// hostLives is each coordinator's latest life heard of: what its earlier lives forwarded
+	// is ended, or refused.
+	hostLives map[topo.NodeID]uint64
 
 	// A coordinator's state: the requests it forwarded and has no answer to, and the serial
 	// node's latest life it heard of (1 until it hears otherwise).
@@ -283,20 +305,25 @@ type Node struct {
 	serialLife uint64
 }
 
-// becomeReady runs once the serial node's life number is durable. Until then the node handles
-// nothing: a life that crashed earlier leaves its number to the next one, and coordinators could
-// not tell that one from it, had it answered a request under that number (the first life's is
-// taken for granted). The restart is announced to the other data nodes, whose requests
-// forwarded under an earlier life are refused from now on, so that they learn it at once
-// (learnSerialLife) rather than from a refusal.
+// becomeReady runs once the node's life number is durable. Until then the node handles
+// nothing: a life that crashed earlier leaves its number to the next one, which could not be
+// told from it, had it answered or forwarded a request under that number (the serial node's
+// first life's is taken for granted). A restart is announced. The serial node's tells the
+// coordinators, whose requests forwarded under an earlier life are refused from now on, so
+// that they learn it at once (learnSerialLife) rather than from a refusal. A coordinator's
+// tells the serial node that its earlier lives' clients are gone (hostRestarted).
 func (n *Node) becomeReady() {
 	n.ready = true
-	if n.life > 1 {
+	switch {
+	case n.life <= 1:
+	case n.env.Self() == n.server:
 		for _, nd := range n.env.Topology().Nodes {
 			if nd.ID != n.env.Self() && nd.Roles&topo.RoleData != 0 {
 				n.env.Send(nd.ID, &Life{N: n.life})
 			}
 		}
+	default:
+		n.env.Send(n.server, &Life{N: n.life})
 	}
 	held := n.held
 	n.held = nil
@@ -326,10 +353,16 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 			n.forward(from, *m)
 			return
 		}
-		n.request(from, n.server, *m, false)
+		n.request(from, n.server, n.life, *m, false)
 	case *Forward:
 		if n.env.Self() != n.server {
 			return
+		}
+		switch last := n.hostLives[from]; {
+		case m.HostLife < last:
+			return // from a coordinator's dead life: its client is gone
+		case m.HostLife > last:
+			n.hostRestarted(from, m.HostLife) // its Life notice was lost, or is still on its way
 		}
 		// Checked by the coordinator already, unless the frame was not from one.
 		if bad := txnkit.Validate(&m.Req); bad != nil {
@@ -340,7 +373,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 			n.refuseEarlierLife(m.Client, from, m.Req)
 			return
 		}
-		n.request(m.Client, from, m.Req, m.Resent)
+		n.request(m.Client, from, m.HostLife, m.Req, m.Resent)
 	case *Answer:
 		if n.env.Self() == n.server || from != n.server {
 			return
@@ -360,9 +393,50 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		}
 		n.learnSerialLife(m.Life)
 	case *Life:
-		if n.env.Self() != n.server && from == n.server {
-			n.learnSerialLife(m.N)
+		switch {
+		case n.env.Self() != n.server:
+			if from == n.server {
+				n.learnSerialLife(m.N)
+			}
+		case from != n.server:
+			if m.N > n.hostLives[from] {
+				n.hostRestarted(from, m.N)
+			}
+			if n.life > 1 {
+				// The coordinator's new life knows nothing of this node's restarts.
+				n.env.Send(from, &Life{N: n.life})
+			}
 		}
+	}
+}
+
+// hostRestarted notes that coordinator host is in its life-th life. The transactions its
+// earlier lives forwarded belong to clients whose connections died with them; no one will
+// commit or abort them, and each would hold the global lock for the idle timeout when its turn
+// came, every other transaction queued behind (a 300 ms crash of one coordinator stalled a run
+// for the drain's 30 s). They end now, their waiting requests dropped, none answered: no one
+// waits for the answer. A commit being persisted completes.
+func (n *Node) hostRestarted(host topo.NodeID, life uint64) {
+	n.hostLives[host] = life
+	dead := func(h topo.NodeID, l uint64) bool { return h == host && l < life }
+	n.waiting = slices.DeleteFunc(n.waiting, func(q queued) bool {
+		if dead(q.host, q.hostLife) {
+			delete(n.queued, txnKey{q.client, q.req.Txn})
+			return true
+		}
+		return false
+	})
+	var ended []*txn
+	for _, t := range n.txns {
+		if dead(t.host, t.hostLife) && !t.committing {
+			ended = append(ended, t)
+		}
+	}
+	slices.SortFunc(ended, func(a, b *txn) int {
+		return cmp.Or(cmp.Compare(a.key.client, b.key.client), cmp.Compare(a.key.id, b.key.id))
+	})
+	for _, t := range ended {
+		n.finish(t, true)
 	}
 }
 
@@ -375,7 +449,7 @@ func (n *Node) forward(client topo.NodeID, req wire.ClientRequest) {
 	}
 	o := &outstanding{req: req, life: n.serialLife, interval: n.resendAfter(n.env.Self())}
 	n.pending[k] = o
-	n.env.Send(n.server, &Forward{Client: client, Req: req, Life: o.life})
+	n.env.Send(n.server, &Forward{Client: client, Req: req, Life: o.life, HostLife: n.life})
 	n.armResend(k, o)
 }
 
@@ -384,7 +458,7 @@ func (n *Node) armResend(k txnkit.ClientTxn, o *outstanding) {
 		if n.pending[k] != o {
 			return
 		}
-		n.env.Send(n.server, &Forward{Client: k.Client, Req: o.req, Resent: true, Life: o.life})
+		n.env.Send(n.server, &Forward{Client: k.Client, Req: o.req, Resent: true, Life: o.life, HostLife: n.life})
 		o.interval = min(2*o.interval, n.idle)
 		n.armResend(k, o)
 	})
@@ -412,7 +486,7 @@ func (n *Node) learnSerialLife(life uint64) {
 	for _, k := range stale {
 		o := n.pending[k]
 		n.env.Cancel(o.timer)
-		n.env.Send(n.server, &Forward{Client: k.Client, Req: o.req, Resent: true, Life: o.life})
+		n.env.Send(n.server, &Forward{Client: k.Client, Req: o.req, Resent: true, Life: o.life, HostLife: n.life})
 		o.interval = n.resendAfter(n.env.Self())
 		n.armResend(k, o)
 	}
@@ -475,7 +549,7 @@ func (n *Node) answer(t *txn, client, host topo.NodeID, req wire.ClientRequest, 
 	t.last = r
 }
 
-func (n *Node) request(client, host topo.NodeID, req wire.ClientRequest, resent bool) {
+func (n *Node) request(client, host topo.NodeID, hostLife uint64, req wire.ClientRequest, resent bool) {
 	k := txnKey{client, req.Txn}
 	t := n.txns[k]
 	if t == nil {
@@ -496,13 +570,13 @@ func (n *Node) request(client, host topo.NodeID, req wire.ClientRequest, resent 
 			switch {
 			case !n.queued[k]:
 				n.queued[k] = true
-				n.waiting = append(n.waiting, queued{client, host, req})
+				n.waiting = append(n.waiting, queued{client, host, hostLife, req})
 			case resent && host != n.server:
 				n.env.Send(host, &Queued{Client: client, Txn: req.Txn, Seq: req.Seq, Life: n.life})
 			}
 			return
 		}
-		t = &txn{key: k, host: host, writes: map[string][]byte{}}
+		t = &txn{key: k, host: host, hostLife: hostLife, writes: map[string][]byte{}}
 		n.txns[k] = t
 		if !n.noLock {
 			n.holder = t
@@ -737,7 +811,7 @@ func (n *Node) release(t *txn) {
 		q := n.waiting[0]
 		n.waiting = n.waiting[1:]
 		delete(n.queued, txnKey{q.client, q.req.Txn})
-		n.request(q.client, q.host, q.req, false)
+		n.request(q.client, q.host, q.hostLife, q.req, false)
 	}
 }
 

@@ -261,6 +261,7 @@ func TestBadRequestsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	coord.Flush()
 	for i, req := range []*wire.ClientRequest{
 		{Op: wire.OpPut, Value: []byte("v")},
 		{Op: wire.Op(99), Key: "k"},
