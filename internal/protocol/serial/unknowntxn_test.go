@@ -1,14 +1,9 @@
 package serial
 
 import (
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/meridiandb/meridian/client"
-	"github.com/meridiandb/meridian/internal/check"
-	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
@@ -18,110 +13,14 @@ import (
 	"github.com/meridiandb/meridian/internal/wire"
 )
 
-// TestSilentClientTxnNotBegunAgain: a client puts k1, stays silent past the idle timeout (the
-// serial node ends the transaction, telling no one, and discards the buffered put), then goes
-// on: a put of k2, a get of k2, or the commit. The node must refuse with a retryable abort
-// (unknown-transaction), never begin a fresh transaction under the old one's name: that one
-// committed k2 (or nothing) and the client, told its commit succeeded, had lost its put of k1
-// (before: k1 not found, k2 = 2). The client's view is checked as a list-append history (k1 and
-// k2 as lists, a later transaction reading both): after a put of k2 the checker sees the lost
-// write as a cycle (G-single). The client is attached to another node, which forwards its
-// requests. A commit was refused before too, with the same cause.
+// TestSilentClientTxnNotBegunAgain: the serial node ends a transaction whose client is silent
+// past the idle timeout, telling no one, and discards its buffered put; the client's next
+// request must be refused, not begin the transaction afresh (prototest has the scenario). The
+// client is attached to another node, which forwards its requests. A commit was refused before
+// too, with the same cause.
 func TestSilentClientTxnNotBegunAgain(t *testing.T) {
-	const idle = 5 * time.Second // idle-timeout's default
-	for _, second := range []string{"put", "get", "commit"} {
-		t.Run(second, func(t *testing.T) {
-			s := prototest.NewSim(t, prototest.Case{Protocol: "serial", Seed: 1})
-			t.Cleanup(s.Stop)
-			tp := s.Topology()
-			coord := tp.DataNodes(1)[0] // forwards to the serial node, DataNodes(0)[0]
-			keys := []string{"silent/1", "silent/2"}
-			rec := history.NewRecorder()
-			list := func(found bool, v int64) history.Value {
-				if found {
-					return history.ListValue([]int64{v})
-				}
-				return history.ListValue([]int64{})
-			}
-			var failures []string
-			fail := func(format string, args ...any) {
-				failures = append(failures, fmt.Sprintf(format, args...))
-			}
-			done := false
-			s.AddClient(1, coord, int64(100*time.Millisecond), func(db *client.DB) {
-				defer func() { done = true }()
-				now := db.Transport().Now
-				ops := []history.MicroOp{{F: history.FAppend, Key: 1, Value: history.IntValue(1)}}
-				switch second {
-				case "put":
-					ops = append(ops, history.MicroOp{F: history.FAppend, Key: 2, Value: history.IntValue(2)})
-				case "get":
-					ops = append(ops, history.MicroOp{F: history.FRead, Key: 2})
-				}
-				rec.Invoke(0, 0, now(), ops)
-				tx := db.Begin(client.TxnOptions{})
-				if err := tx.Put(keys[0], []byte("1")); err != nil {
-					fail("put k1: %v", err)
-					return
-				}
-				db.Transport().Sleep(idle + time.Second)
-				var err error
-				switch second {
-				case "put":
-					err = tx.Put(keys[1], []byte("2"))
-				case "get":
-					_, err = tx.Get(keys[1])
-					if found := err == nil; found || errors.Is(err, client.ErrNotFound) {
-						ops[1].Value, err = list(found, 2), nil
-					}
-				}
-				if err == nil {
-					err = tx.Commit()
-				}
-				if err == nil {
-					rec.Complete(history.OK, 0, 0, now(), ops, "")
-					fail("the transaction committed after the serial node had ended it at its idle timeout")
-				} else {
-					rec.Complete(history.Fail, 0, 0, now(), ops, err.Error())
-					if !client.IsRetryable(err) || client.AbortCause(err) != txnkit.CauseUnknownTxn {
-						fail("the %s after the idle timeout failed with %v, want a retryable abort, cause %s", second, err, txnkit.CauseUnknownTxn)
-					}
-				}
-
-				reads := []history.MicroOp{{F: history.FRead, Key: 1}, {F: history.FRead, Key: 2}}
-				rec.Invoke(0, 0, now(), reads)
-				if err := client.RunTxn(db, client.TxnOptions{ReadOnly: true}, func(tx *client.Txn) error {
-					for i, k := range keys {
-						_, err := tx.Get(k)
-						if err != nil && !errors.Is(err, client.ErrNotFound) {
-							return err
-						}
-						reads[i].Value = list(err == nil, int64(i+1))
-					}
-					return nil
-				}); err != nil {
-					fail("read back: %v", err)
-					return
-				}
-				rec.Complete(history.OK, 0, 0, now(), reads, "")
-				t.Logf("%s after %v of silence: %v; then read k1 %v, k2 %v", second, idle+time.Second, err, reads[0].Value.List, reads[1].Value.List)
-			})
-			s.RunUntil(int64(20 * time.Second))
-			for _, f := range failures {
-				t.Error(f)
-			}
-			if !done {
-				t.Fatal("the client did not finish in 20 virtual seconds")
-			}
-			rep, err := check.Check(rec.Ops(), "strict-serializable")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.Verdict != check.Valid {
-				t.Errorf("the client's history is %s:\n%v", rep.Verdict, rep)
-			}
-		})
-	}
+	prototest.SilentClientTxnNotBegunAgain(t, prototest.SilentClient{Case: prototest.Case{Protocol: "serial"},
+		Region: 1, Idle: 5 * time.Second, Model: "strict-serializable"})
 }
 
 // script drives the serial node's lives on one disk by hand.
