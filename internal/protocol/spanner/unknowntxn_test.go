@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/wire"
 )
@@ -223,4 +224,12 @@ func describe(rs []*wire.ClientReply) string {
 		out[i] = fmt.Sprintf("%+v", *r)
 	}
 	return "[" + strings.Join(out, ", ") + "]"
+}
+
+// TestSilentClientTxnNotBegunAgain: a transaction whose client is silent past the idle timeout
+// is aborted, and the client's next request must be refused, not begin it afresh (prototest has
+// the scenario; spanner always refused it, this keeps it so).
+func TestSilentClientTxnNotBegunAgain(t *testing.T) {
+	prototest.SilentClientTxnNotBegunAgain(t, prototest.SilentClient{Case: prototest.Case{Protocol: Name},
+		Idle: 5 * time.Second, Model: "strict-serializable", RefusalCounter: "aborts/" + causeUnknownTxn})
 }
