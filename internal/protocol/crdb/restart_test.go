@@ -114,15 +114,7 @@ func TestStaleAnswerAfterRestart(t *testing.T) {
 	cl := topo.NodeID(len(tp.Nodes) + 1)
 	keys := prototest.KeysOn(t, tp, l, "stale", 2)
 	disk := durable.NewMem()
-	life := func() (*Node, *nodetest.ScriptEnv) {
-		t.Helper()
-		env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: int64(time.Second), Disk: disk}
-		h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h.(*Node), env
-	}
+	life := func() (*Node, *nodetest.ScriptEnv) { return scriptedLife(t, self, tp, disk, int64(time.Second)) }
 	read := func(n *Node, env *nodetest.ScriptEnv, txn uint64, key string) *ReadReq {
 		t.Helper()
 		n.Handle(cl, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: key})
@@ -186,4 +178,16 @@ func TestStaleAnswerAfterRestart(t *testing.T) {
 	if ids := pushes(); len(ids) != 1 || ids[0]>>48 != n.inc.N {
 		t.Fatalf("pushes %#x once the life's number %d was durable, want one under it", ids, n.inc.N)
 	}
+}
+
+// scriptedLife starts node self from disk in a fresh scripted environment whose clock reads
+// clock: whatever an earlier life on disk had not persisted is gone, as after a crash.
+func scriptedLife(t testing.TB, self topo.NodeID, tp *topo.Topology, disk *durable.Mem, clock int64) (*Node, *nodetest.ScriptEnv) {
+	t.Helper()
+	env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: clock, Disk: disk}
+	h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.(*Node), env
 }

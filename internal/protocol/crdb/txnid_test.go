@@ -37,15 +37,7 @@ func TestTxnIDsNotReusedAcrossRestarts(t *testing.T) {
 
 	// life builds the node from disk with a fresh environment: whatever the previous life had
 	// not persisted is gone, as in a crash.
-	life := func() (*Node, *nodetest.ScriptEnv) {
-		t.Helper()
-		env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: start, Disk: disk}
-		h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h.(*Node), env
-	}
+	life := func() (*Node, *nodetest.ScriptEnv) { return scriptedLife(t, self, tp, disk, start) }
 	// begin starts client transaction txn and returns the id it got, if any.
 	begin := func(n *Node, env *nodetest.ScriptEnv, txn uint64) (storage.TxnID, bool) {
 		n.Handle(client, &wire.ClientRequest{Txn: txn, Op: wire.OpGet, Key: key})
@@ -129,15 +121,7 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 	self, client := tp.DataNodes(0)[0], topo.NodeID(len(tp.Nodes)+1)
 	key := prototest.KeysOn(t, tp, self, "id", 1)[0]
 	disk := durable.NewMem()
-	life := func() (*Node, *nodetest.ScriptEnv) {
-		t.Helper()
-		env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: int64(time.Second), Disk: disk}
-		h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h.(*Node), env
-	}
+	life := func() (*Node, *nodetest.ScriptEnv) { return scriptedLife(t, self, tp, disk, int64(time.Second)) }
 	// ids returns the ids of the transactions whose first read went out since the last call.
 	ids := func(env *nodetest.ScriptEnv) []storage.TxnID {
 		var out []storage.TxnID

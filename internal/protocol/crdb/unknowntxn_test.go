@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
@@ -60,12 +59,7 @@ type restartingGateway struct {
 }
 
 func (g *restartingGateway) Restart() {
-	env := &nodetest.ScriptEnv{ID: g.self, Topo: g.tp, Clock: int64(time.Second), Disk: g.disk}
-	h, err := proto{}.NewNode(node.Config{Env: env, Durable: g.disk})
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	g.n, g.env = h.(*Node), env
+	g.n, g.env = scriptedLife(g.t, g.self, g.tp, g.disk, int64(time.Second))
 }
 
 func (g *restartingGateway) Send(req *wire.ClientRequest) (replies []*wire.ClientReply, wrote bool) {
@@ -97,12 +91,7 @@ func TestLateFirstRequestCopyRefused(t *testing.T) {
 	key := prototest.KeysOn(t, tp, self, "late", 1)[0]
 	for _, end := range []wire.Op{wire.OpCommit, wire.OpAbort} {
 		t.Run(end.String(), func(t *testing.T) {
-			env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: int64(time.Second), Disk: durable.NewMem()}
-			h, err := proto{}.NewNode(node.Config{Env: env, Durable: env.Disk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := h.(*Node)
+			n, env := scriptedLife(t, self, tp, durable.NewMem(), int64(time.Second))
 			// settle runs the node to quiet (it is the key's leaseholder and the transaction
 			// record's node: what it sends itself is delivered); it returns the client's replies
 			// and whether a write went out.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/check"
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
@@ -44,20 +45,7 @@ func TestLostMessagesCostBoundedDelay(t *testing.T) {
 	} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("%s/seed=%d", tc.name, seed), func(t *testing.T) {
-				cfg, err := prototest.SimConfig(prototest.Case{Protocol: "serial", Seed: seed})
-				if err != nil {
-					t.Fatal(err)
-				}
-				wl, err := bench.BuildWorkload(cfg.Topology, bench.DefaultWorkloadParams("list-append"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := bench.SimRun(cfg, bench.Spec{Workload: wl, ClientsPerRegion: 10, Warmup: time.Second,
-					Duration: 5 * time.Second, Record: true, Network: tc.faults})
-				if err != nil {
-					t.Fatal(err)
-				}
-				rep := prototest.MustCheck(t, res, "strict-serializable")
+				res, rep := simListAppend(t, seed, func(_ *topo.Topology, spec *bench.Spec) { spec.Network = tc.faults })
 				t.Logf("%d committed, %d without an outcome, %.1f virtual s", res.Committed, rep.Counts.Info, res.VirtualSeconds)
 				if rep.Counts.Info > 0 {
 					t.Errorf("%d transactions got no outcome", rep.Counts.Info)
@@ -72,6 +60,28 @@ func TestLostMessagesCostBoundedDelay(t *testing.T) {
 			})
 		}
 	}
+}
+
+// simListAppend runs serial on list-append with the CLI's defaults (10 clients per region, 1 s
+// warm-up, 5 s) and the faults that faults adds to the spec, and checks the history strict
+// serializable.
+func simListAppend(t *testing.T, seed uint64, faults func(*topo.Topology, *bench.Spec)) (*bench.Result, *check.Report) {
+	t.Helper()
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "serial", Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := bench.BuildWorkload(cfg.Topology, bench.DefaultWorkloadParams("list-append"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := bench.Spec{Workload: wl, ClientsPerRegion: 10, Warmup: time.Second, Duration: 5 * time.Second, Record: true}
+	faults(cfg.Topology, &spec)
+	res, err := bench.SimRun(cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, prototest.MustCheck(t, res, "strict-serializable")
 }
 
 // coordScript drives one coordinator (a node other than the serial node) by hand.

@@ -315,21 +315,9 @@ func TestCrashesCostNoStall(t *testing.T) {
 	} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("%s/seed=%d", tc.name, seed), func(t *testing.T) {
-				cfg, err := prototest.SimConfig(prototest.Case{Protocol: "serial", Seed: seed})
-				if err != nil {
-					t.Fatal(err)
-				}
-				wl, err := bench.BuildWorkload(cfg.Topology, bench.DefaultWorkloadParams("list-append"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := bench.SimRun(cfg, bench.Spec{Workload: wl, ClientsPerRegion: 10, Warmup: time.Second,
-					Duration: 5 * time.Second, Record: true, Crashes: tc.crashes(cfg.Topology),
-					Network: bench.NetFaults{Duplicate: tc.duplicate}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				rep := prototest.MustCheck(t, res, "strict-serializable")
+				res, rep := simListAppend(t, seed, func(tp *topo.Topology, spec *bench.Spec) {
+					spec.Crashes, spec.Network = tc.crashes(tp), bench.NetFaults{Duplicate: tc.duplicate}
+				})
 				t.Logf("%d committed, %d without an outcome (%d unavailable, %d unknown), %.1f virtual s",
 					res.Committed, rep.Counts.Info, res.Unavailable, res.Unknown, res.VirtualSeconds)
 				if stuck := int64(rep.Counts.Info) - res.Unavailable - res.Unknown; stuck > 0 {
