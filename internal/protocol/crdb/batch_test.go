@@ -268,8 +268,55 @@ func TestBatchPushAborted(t *testing.T) {
 	if got := b.counter("abort/push-abort"); got != 1 {
 		t.Errorf("abort/push-abort = %d, want 1 (one abort for the batch)", got)
 	}
+	// The older writer's push is the conflict a wait queue would have let deadlock: one victim.
+	if got := b.counter("deadlocks"); got != 1 {
+		t.Errorf("deadlocks = %d, want 1 (the younger transaction, aborted by the older's push)", got)
+	}
 	if len(after) != 2 || string(after[0].Value) != "old" || after[1].Found {
 		t.Errorf("after: %+v, want hot=old and other absent", after)
+	}
+}
+
+// TestExpiredRecordNotADeadlock: an older writer whose push finds the younger holder's record
+// expired (its coordinator crashed) aborts it as any push to an expired record does; that is
+// a failure cleaned up, not a conflict avoided, so it is no "deadlock" (TestBatchPushAborted
+// has the one that is).
+func TestExpiredRecordNotADeadlock(t *testing.T) {
+	b := newBatchSim(t, nil)
+	older, younger, holder := b.tp.DataNodes(0)[0], b.tp.DataNodes(1)[0], b.tp.DataNodes(2)[0]
+	hot := b.keyOn(t, holder, "expired/hot")
+	const ms = int64(time.Millisecond)
+	var olderErr error
+	olderDone := false
+	b.s.AddClient(0, older, 100*ms, func(db *client.DB) {
+		defer func() { olderDone = true }()
+		tx := db.Begin(client.TxnOptions{})
+		if _, err := tx.GetMany([]string{hot}); err != nil { // begins, so it is the older one
+			olderErr = err
+			return
+		}
+		db.Transport().Sleep(2 * time.Second) // the younger one writes hot and its coordinator dies
+		if err := tx.Put(hot, []byte("older")); err != nil {
+			olderErr = err
+			return
+		}
+		olderErr = tx.Commit()
+	})
+	b.s.AddClient(1, younger, 200*ms, func(db *client.DB) {
+		tx := db.Begin(client.TxnOptions{})
+		_ = tx.Put(hot, []byte("younger")) // its record is on holder, its coordinator on younger
+	})
+	b.s.At(800*ms, func() { b.s.Crash(younger) }) // no more heartbeats: the record expires 1 s later
+	b.s.RunUntil(int64(10 * time.Second))
+	b.s.Stop()
+	if !olderDone || olderErr != nil {
+		t.Fatalf("older transaction: done %v, err %v; want committed", olderDone, olderErr)
+	}
+	if got := b.counter("push/expired"); got < 1 {
+		t.Errorf("push/expired = %d, want the younger record aborted as expired", got)
+	}
+	if got := b.counter("deadlocks"); got != 0 {
+		t.Errorf("deadlocks = %d, want 0: an expired record's abort avoids no deadlock", got)
 	}
 }
 

@@ -206,6 +206,9 @@
 // Counters: abort/<cause> (push-abort, refresh-failed, write-too-old, uncertainty, write-lost,
 // coordinator-timeout, too-old, unknown-transaction), refresh/ok and refresh/failed,
 // uncertainty/hit, /refreshed and /restart, push/abort, /timestamp, /wait and /expired,
+// deadlocks (transactions a record holder aborted for an older writer's push, each victim once:
+// the deadlocks CockroachDB's wait queues would form and break, avoided by age as spanner's
+// wound-wait avoids them, and counted like its wounds; expired records are not counted),
 // write/pushed, commit/ok, /read-only, /pushed and /unknown, recovery/committed and /aborted,
 // record/forgotten, record/ended-query (transactions a holder asked their coordinator about),
 // record/ended-abort (undecided records aborted because the coordinator had ended the transaction),
