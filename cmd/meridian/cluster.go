@@ -202,41 +202,62 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	for _, n := range st.Nodes {
 		prev[n.Name] = n
 	}
-	st.Nodes = nil
+	// Every node is listed before any starts, with the pid of a node that still runs, so that
+	// whatever stops this command part-way, the state names every process it leaves running:
+	// a node started before a later one failed ran on unrecorded, which neither status nor
+	// stop knew, and its port then kept the next start from starting it.
+	st.Nodes = make([]nodeState, len(cfg.Nodes))
 	out := cmd.OutOrStdout()
-	var started []nodeState
-	for _, n := range cfg.Nodes {
-		ns := nodeState{Name: n.Name, ID: int(n.ID), Roles: n.Roles.String(), Addr: n.Addr,
+	var toStart []int
+	for i, n := range cfg.Nodes {
+		st.Nodes[i] = nodeState{Name: n.Name, ID: int(n.ID), Roles: n.Roles.String(), Addr: n.Addr,
 			Log: filepath.Join(cfg.DataDir, n.Name+".log")}
 		if p, ok := prev[n.Name]; ok && alive(p.PID, n.Name, prevConfig) {
-			ns.PID = p.PID
-			st.Nodes = append(st.Nodes, ns)
+			st.Nodes[i].PID = p.PID
 			fmt.Fprintf(out, "%-12s already running (pid %d)\n", n.Name, p.PID)
 			continue
 		}
-		if accepting(n.Addr) {
-			return fmt.Errorf("node %s: address %s is already in use by another process", n.Name, n.Addr)
-		}
-		logf, err := os.OpenFile(ns.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		c := exec.Command(self, "server", "--config", cfgPath, "--node", n.Name, "--data-dir", cfg.DataDir)
-		c.Stdout, c.Stderr = logf, logf
-		// Its own process group: the node outlives this command and ignores its terminal's ^C.
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		err = c.Start()
-		logf.Close()
-		if err != nil {
-			return fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		ns.PID = c.Process.Pid
-		_ = c.Process.Release()
-		st.Nodes = append(st.Nodes, ns)
-		started = append(started, ns)
+		toStart = append(toStart, i)
 	}
+	for _, i := range toStart {
+		if ns := st.Nodes[i]; accepting(ns.Addr) {
+			return fmt.Errorf("node %s: address %s is already in use by another process", ns.Name, ns.Addr)
+		}
+	}
+	var started []nodeState
+	startErr := func() error {
+		for _, i := range toStart {
+			ns := &st.Nodes[i]
+			logf, err := os.OpenFile(ns.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", ns.Name, err)
+			}
+			c := exec.Command(self, "server", "--config", cfgPath, "--node", ns.Name, "--data-dir", cfg.DataDir)
+			c.Stdout, c.Stderr = logf, logf
+			// Its own process group: the node outlives this command and ignores its terminal's ^C.
+			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			err = c.Start()
+			logf.Close()
+			if err != nil {
+				return fmt.Errorf("node %s: %w", ns.Name, err)
+			}
+			ns.PID = c.Process.Pid
+			_ = c.Process.Release()
+			started = append(started, *ns)
+		}
+		return nil
+	}()
 	if err := writeState(cfg.DataDir, st); err != nil {
+		if len(started) > 0 {
+			return fmt.Errorf("%w; started and running unrecorded: %s", err, processes(started))
+		}
 		return err
+	}
+	if startErr != nil {
+		if len(started) > 0 {
+			return fmt.Errorf("%w; started before it and running: %s (meridian cluster stop stops them)", startErr, processes(started))
+		}
+		return startErr
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for _, ns := range started {
@@ -253,6 +274,15 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	}
 	fmt.Fprintf(out, "cluster %s (protocol %s) is running; data and logs in %s\n", cfg.Name, cfg.Protocol.Name(), cfg.DataDir)
 	return nil
+}
+
+// processes names the nodes and their pids, for an error that must say what it leaves running.
+func processes(nodes []nodeState) string {
+	var parts []string
+	for _, n := range nodes {
+		parts = append(parts, fmt.Sprintf("%s (pid %d)", n.Name, n.PID))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // lastLine is the last line of a node's log: a node that fails to start says why there, on

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -305,5 +307,70 @@ func TestAddressCheckAcceptsNoConnection(t *testing.T) {
 			syscall.Close(fd)
 		}
 		t.Fatalf("bindOnly of a listening address: %v, want address already in use", err)
+	}
+}
+
+// A node started before a later one fails to start is recorded, so that status shows it and
+// stop stops it: it ran on unrecorded, and its port kept the next start from starting it.
+func TestClusterStartRecordsTheNodesItStarted(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	data := filepath.Join(dir, "data")
+	// bj-1, the second node, cannot open its log.
+	if err := os.MkdirAll(filepath.Join(data, "bj-1.log"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--config", config, "--data-dir", data)
+		killServersOf(t, data)
+	})
+	_, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data)
+	line := strings.TrimSpace(errs)
+	if want := "node bj-1: open " + filepath.Join(data, "bj-1.log") + ": is a directory; started before it and running: sh-1 (pid "; code <= 0 || strings.Contains(line, "\n") || !strings.Contains(line, want) {
+		t.Errorf("exit %d, stderr %q, want one line mentioning %q", code, errs, want)
+	}
+	out, errs, code := runFor(t, 30*time.Second, "cluster", "status", "--config", config, "--data-dir", data)
+	if code != 0 || !regexp.MustCompile(`(?m)^sh-1 .* (starting|running)$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^bj-1 .* stopped$`).MatchString(out) {
+		t.Errorf("status: exit %d, %s\n%s", code, errs, out)
+	}
+	out, errs, code = runFor(t, 60*time.Second, "cluster", "stop", "--config", config, "--data-dir", data)
+	if code != 0 || !strings.Contains(out, "sh-1         stopped") {
+		t.Errorf("stop: exit %d, %s\n%s", code, errs, out)
+	}
+	if left := serversOf(t, data); len(left) > 0 {
+		t.Errorf("servers still running after cluster stop: pids %v", left)
+	}
+}
+
+// serversOf lists the pids of the servers running on data: found by their command lines, as
+// a server this test's command failed to record is in no state file.
+func serversOf(t *testing.T, data string) []int {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, p := range procs {
+		argv, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(argv, []byte("\x00server\x00")) || !bytes.Contains(argv, []byte("\x00"+data+"\x00")) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+		if err != nil || bytes.Contains(stat, []byte(") Z ")) { // gone, or a zombie
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killServersOf kills what serversOf finds, each by its pid.
+func killServersOf(t *testing.T, data string) {
+	for _, pid := range serversOf(t, data) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
