@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/meridiandb/meridian/configs"
 	mrt "github.com/meridiandb/meridian/internal/runtime"
@@ -214,6 +218,10 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"repro", "k2-fig17", "--seeds", "0"}, "--seeds must be 1..100, got 0", 0},
 		{[]string{"repro", "k2-fig17", "--seeds", "101"}, "--seeds must be 1..100, got 101", 0},
 		{[]string{"repro", "k2-fig17", "--out", f("empty.jsonl")}, "--out: mkdir", 0},
+		// The report went to the working directory.
+		{[]string{"repro", "k2-fig17", "--out", ""}, "--out is empty", 0},
+		// The seeds wrapped past the largest to 0.
+		{[]string{"repro", "k2-fig17", "--seed", "18446744073709551615", "--seeds", "2"}, "--seed 18446744073709551615 with --seeds 2: the seeds would pass", 0},
 		// demo.
 		{[]string{"demo", "--duration", "0s"}, "--duration must be positive", 0},
 		{[]string{"demo", "--duration", "2562047h"}, "--duration must be at most 1000h", 0},
@@ -222,6 +230,9 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"demo", "--protocols", "nope"}, `--protocols: unknown protocol "nope"`, 0},
 		{[]string{"demo", "--protocols", "serial,serial"}, "--protocols names serial twice", 0},
 		{[]string{"demo", "--protocols", "serial", "--out", f("empty.jsonl")}, "--out: mkdir", 0},
+		// An empty list (an unset shell variable) ran every protocol.
+		{[]string{"demo", "--protocols", ""}, "--protocols is empty", 0},
+		{[]string{"demo", "--protocols", "serial", "--out", ""}, "--out is empty", 0},
 		// bench, kv, cluster and server without a running cluster.
 		{bench("--duration", "0s"), "--duration must be positive", 0},
 		{bench("--clients", "0"), "--clients must be 1..100000", 0},
@@ -243,6 +254,11 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"kv", "put", "\xff", "v", "--config", cluster}, `key "\xff" is not valid UTF-8`, 0},
 		{[]string{"kv", "exec", "--namespace", "\xff", "--config", cluster}, `--namespace "\xff" is not valid UTF-8`, 0},
 		{bench("--namespace", "\xff"), `--namespace "\xff" is not valid UTF-8`, 0},
+		// Keys past the client's limit: every transaction failed, and the run exited 0.
+		{bench("--namespace", strings.Repeat("n", 5000)), "--namespace is 5000 bytes long: keys under it would pass the 4096-byte key limit", 0},
+		{[]string{"kv", "exec", "--namespace", strings.Repeat("n", 5000), "--config", cluster}, "--namespace is 5000 bytes long", 0},
+		// Only list-append and rw-register have keys under a namespace.
+		{bench("--workload", "ycsbt", "--namespace", "a"), "--namespace does not apply to --workload ycsbt", 0},
 		{[]string{"kv", "bogus"}, `unknown command "bogus" for "meridian kv" (want del, exec, get, put, scan)`, 0},
 		{[]string{"cluster", "bogus"}, `unknown command "bogus" for "meridian cluster" (want start, status, stop)`, 0},
 		{[]string{"cluster", "status", "--data-dir", missingDir}, "no cluster was started in", 0},
@@ -255,6 +271,10 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"kv", "get", "k", "--config", f("scale.toml")}, "scale.toml:26: latency scale NaN: want 0..100", 0},
 		// The command tree.
 		{[]string{"nope"}, "unknown command", 0},
+		// Cobra printed its suggestions on four more lines.
+		{[]string{"sm"}, `unknown command "sm" for "meridian" (did you mean kv or sim?)`, 0},
+		// An empty command name (an unset shell variable) printed the usage and exited 0.
+		{[]string{""}, `unknown command "" for "meridian" (meridian --help lists the commands)`, 0},
 		{[]string{"help", "nope"}, `help: unknown command "nope"`, 0},
 		{[]string{"completion", "nope"}, `unknown command "nope" for "meridian completion"`, 0},
 		{[]string{"topologies", "extra"}, `unknown command "extra"`, 0},
@@ -278,6 +298,9 @@ func TestBadInputTable(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 300000 {
 		cases = append(cases, badCase{bench("--clients", "100000"), "exceed this process's open-file limit", 0})
 	}
+	// A command that wrongly accepts its input writes where it runs (demo's and repro's
+	// reports): not into the source tree.
+	t.Chdir(t.TempDir())
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			out, errs, code := run(t, c.args...)
@@ -368,3 +391,103 @@ func TestShorten(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// An output flag naming a file the command reads is refused before the run: the history was
+// written over the --topology file or the cluster configuration it was given, and bench wrote
+// it over the cluster's state or a node's store when asked to.
+func TestOutputNeverReplacesAnInput(t *testing.T) {
+	dir := t.TempDir()
+	topology := "[[region]]\nname = \"A\"\n"
+	writeFiles(t, dir, map[string]string{"one.toml": topology})
+	topo := filepath.Join(dir, "one.toml")
+	if err := os.Symlink(topo, filepath.Join(dir, "link.toml")); err != nil {
+		t.Fatal(err)
+	}
+	cluster := freeClusterConfig(t, dir)
+	clusterText, err := os.ReadFile(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	text := strings.Replace(string(clusterText), `data_dir = "meridian-data"`, `data_dir = "data"`, 1)
+	if text == string(clusterText) {
+		t.Fatal(`data_dir = "meridian-data" is not in the default configuration`)
+	}
+	writeFiles(t, dir, map[string]string{"cluster.toml": text})
+	if err := os.MkdirAll(filepath.Join(data, "sh-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, data, map[string]string{"cluster.json": "{}", "sh-1/CURRENT": "MANIFEST-000001\n"})
+	before := listing(t, dir)
+	sim := []string{"sim", "--protocol", "serial", "--duration", "100ms", "--warmup", "0s", "--clients", "1", "--topology", topo}
+	bench := []string{"bench", "--config", cluster, "--duration", "100ms", "--warmup", "0s", "--clients", "1"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append(sim, "--history", topo), "--history " + topo + " is the --topology file, which this command reads"},
+		{append(sim, "--cpuprofile", filepath.Join(dir, ".", "link.toml")), "is the --topology file"},
+		{append(sim, "--memprofile", filepath.Join(dir, "..", filepath.Base(dir), "one.toml")), "is the --topology file"},
+		{append(bench, "--history", cluster), "is the cluster configuration, which this command reads"},
+		{append(bench, "--history", filepath.Join(data, "cluster.json")), "is inside the cluster's data directory " + data},
+		{append(bench, "--history", filepath.Join(data, "sh-1", "CURRENT")), "is inside the cluster's data directory"},
+		{append(bench, "--history", filepath.Join(data, "h.jsonl")), "is inside the cluster's data directory"},
+	} {
+		out, errs, code := run(t, c.args...)
+		line := strings.TrimSpace(errs)
+		if code == 0 || strings.Contains(line, "\n") || !strings.Contains(line, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want one line mentioning %q (stdout %q)", c.args[len(c.args)-2:], code, errs, c.want, out)
+		}
+		if after := listing(t, dir); after != before {
+			t.Fatalf("%v changed %s:\nbefore:\n%s\nafter:\n%s", c.args[len(c.args)-2:], dir, before, after)
+		}
+	}
+	// Another file beside the topology is no input.
+	if out, errs, code := run(t, append(sim, "--history", filepath.Join(dir, "h.jsonl"))...); code != 0 {
+		t.Errorf("--history beside the topology file: exit %d: %s%s", code, errs, out)
+	}
+}
+
+// A profile that cannot be written whole fails the run: pprof drops its write errors, and a
+// full disk left a truncated CPU profile behind a run that exited 0.
+func TestProfileWriteErrorsFailTheRun(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full:", err)
+	}
+	for _, flag := range []string{"--cpuprofile", "--memprofile"} {
+		_, errs, code := run(t, "sim", "--protocol", "serial", "--duration", "100ms", "--warmup", "0s", "--clients", "1", flag, "/dev/full")
+		line := strings.TrimSpace(errs)
+		if want := flag + " /dev/full: write /dev/full: no space left on device"; code == 0 || strings.Contains(line, "\n") || !strings.Contains(line, want) {
+			t.Errorf("%s /dev/full: exit %d, stderr %q, want one line mentioning %q", flag, code, errs, want)
+		}
+	}
+}
+
+// pflag takes a `quoted` word of a flag's usage for its value's name: --topology showed as
+// "--topology meridian topologies" in sim --help.
+func TestFlagUsageNamesTheValue(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.LocalFlags(), c.PersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if name, _ := pflag.UnquoteUsage(f); strings.Contains(name, " ") {
+					t.Errorf("%s --%s: help shows its value as %q", c.CommandPath(), f.Name, name)
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(rootCmd)
+}
+
+// Every error prints on one line, whatever its text holds: Pebble names each missing file of a
+// damaged store on a line of its own, and a node refusing it printed two lines.
+func TestErrorsPrintOnOneLine(t *testing.T) {
+	var b strings.Builder
+	printError(&b, errors.Join(errors.New("meridian: node sh-1: durable: open d: L0: 000013: missing"), errors.New("L6: 000011: missing\r\n")))
+	if got, want := b.String(), "meridian: node sh-1: durable: open d: L0: 000013: missing; L6: 000011: missing\n"; got != want {
+		t.Fatalf("printed %q, want %q", got, want)
+	}
+}

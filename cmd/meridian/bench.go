@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -47,7 +48,7 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 			if err := checkConnections(clients, len(cfg.Topology.Regions)); err != nil {
 				return err
 			}
-			if err := checkNamespace(namespace); err != nil {
+			if err := checkNamespace(namespace, cfg.Topology); err != nil {
 				return err
 			}
 			// Each run checks its own keys: a cluster keeps the data of earlier runs, whose
@@ -60,12 +61,25 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 			if err != nil {
 				return err
 			}
+			// Only list-append and rw-register keep their keys under a namespace; another
+			// workload would ignore it without a word.
+			if cmd.Flags().Changed("namespace") && !checkable(wl) {
+				return fmt.Errorf("--namespace does not apply to --workload %s (only to list-append, rw-register)", wl.Name())
+			}
 			model, err := modelFor(check, protocol.PromisedModel(cfg.Protocol, cfg.Options), wl)
 			if err != nil {
 				return err
 			}
 			// The driver holds the whole initial database while it loads it.
 			if err := checkMemory(wl, cfg.Topology, clients); err != nil {
+				return err
+			}
+			inputs := []input{{what: "the cluster configuration", path: cf.config},
+				{what: "the cluster's data directory", path: cfg.DataDir, dir: true}}
+			for _, n := range cfg.Nodes {
+				inputs = append(inputs, input{what: "node " + n.Name + "'s data directory", path: n.DataDir, dir: true})
+			}
+			if err := checkNotInput("--history", history, inputs); err != nil {
 				return err
 			}
 			if err := checkOutputPath("--history", history); err != nil {

@@ -43,7 +43,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	d := sim.DefaultConfig()
 	f.fs = fs
 	fs.StringVar(&f.protocol, "protocol", "k2", "transaction protocol ("+strings.Join(protocol.Names(), ", ")+")")
-	fs.StringVar(&f.topology, "topology", "k2-5region", "latency preset or .toml file (see `meridian topologies`)")
+	fs.StringVar(&f.topology, "topology", "k2-5region", "latency preset or .toml file (see: meridian topologies)")
 	fs.IntVar(&f.nodesPerRegion, "nodes-per-region", 1, "data nodes per region")
 	fs.IntVar(&f.shardsPerNode, "shards-per-node", 4, "primary shards per data node")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed: the same seed gives the same trace")

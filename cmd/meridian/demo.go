@@ -62,7 +62,15 @@ func (c *demoCommand) run(cmd *cobra.Command) error {
 	}
 	names := c.protocols
 	if len(names) == 0 {
+		// An empty --protocols, as from an unset shell variable, names none: running all of
+		// them instead would take minutes no one asked for.
+		if cmd.Flags().Changed("protocols") {
+			return fmt.Errorf("--protocols is empty: name at least one of %s, or leave it out for all", strings.Join(protocol.Names(), ", "))
+		}
 		names = protocol.Names()
+	}
+	if c.out == "" {
+		return fmt.Errorf("--out is empty: give the report a directory")
 	}
 	seen := map[string]bool{}
 	for _, n := range names {

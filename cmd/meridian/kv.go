@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -163,7 +165,11 @@ With --register, micro-ops are ["w",k,v] and ["r",k,null] on single integers. Ke
 exactly as the list-append workload stores them, so exec and the workload see the same data.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkNamespace(laNamespace); err != nil {
+			cfg, err := f.cf.load()
+			if err != nil {
+				return err
+			}
+			if err := checkNamespace(laNamespace, cfg.Topology); err != nil {
 				return err
 			}
 			cfg, db, closeFn, err := f.connect(cmd)
@@ -175,7 +181,7 @@ exactly as the list-append workload stores them, so exec and the workload see th
 		},
 	}
 	exec.Flags().BoolVar(&register, "register", false, "read-write registers (w, r) instead of lists (append, r)")
-	exec.Flags().StringVar(&laNamespace, "namespace", "", "work on the keys of this list-append namespace (as given to `meridian bench --namespace`)")
+	exec.Flags().StringVar(&laNamespace, "namespace", "", "work on the keys of this list-append namespace (as given to meridian bench --namespace)")
 	cmd.AddCommand(exec)
 	return cmd
 }
@@ -192,10 +198,18 @@ func checkKey(k string) error {
 	return nil
 }
 
-// checkNamespace refuses a list-append namespace that would make every key invalid (checkKey).
-func checkNamespace(ns string) error {
+// checkNamespace refuses a list-append namespace that would make every key of topology tp
+// invalid: one that is not UTF-8 (checkKey), or so long that its keys pass the client's key
+// limit, which failed every transaction of a run that then reported 0 txn/s and exited 0.
+func checkNamespace(ns string, tp *topo.Topology) error {
 	if !utf8.ValidString(ns) {
 		return fmt.Errorf("--namespace %q is not valid UTF-8", ns)
+	}
+	// The longest key: the largest list-append key, on a shard whose id has the most digits.
+	longest := len(listappend.StorageKey(tp, ns, math.MaxInt64)) + len(strconv.Itoa(len(tp.Shards)))
+	if longest > client.MaxKeyBytes {
+		return fmt.Errorf("--namespace is %d bytes long: keys under it would pass the %d-byte key limit; give a shorter one",
+			len(ns), client.MaxKeyBytes)
 	}
 	return nil
 }

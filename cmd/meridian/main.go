@@ -15,8 +15,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -51,7 +53,27 @@ var helpCmd = &cobra.Command{
 	},
 }
 
-func init() { rootCmd.SetHelpCommand(helpCmd) }
+func init() {
+	rootCmd.SetHelpCommand(helpCmd)
+	rootCmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only for its own check
+	// Cobra's own check of the root's arguments printed its suggestions on four more lines,
+	// and passed an empty command name (an unset shell variable) to print the whole usage
+	// and exit 0.
+	rootCmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		hint := "meridian --help lists the commands"
+		// After "--" a command's own name is an argument, and no suggestion; "" is a prefix
+		// of every name.
+		s := slices.DeleteFunc(cmd.SuggestionsFor(args[0]), func(s string) bool { return s == args[0] })
+		if len(s) > 0 && args[0] != "" {
+			hint = "did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return fmt.Errorf("unknown command %q for %q (%s)", args[0], cmd.CommandPath(), hint)
+	}
+	rootCmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+}
 
 func main() {
 	// Simulations allocate many short-lived messages; trading memory (plentiful) for fewer GC
@@ -78,8 +100,28 @@ func main() {
 				os.Exit(code)
 			}
 		}
-		// The client library's errors carry their own "meridian:" prefix.
-		fmt.Fprintln(os.Stderr, "meridian:", shorten(strings.TrimPrefix(err.Error(), "meridian: ")))
+		printError(os.Stderr, err)
 		os.Exit(code)
 	}
+}
+
+// printError prints err as the one line an error gets.
+func printError(w io.Writer, err error) {
+	// The client library's errors carry their own "meridian:" prefix.
+	fmt.Fprintln(w, "meridian:", shorten(oneLine(strings.TrimPrefix(err.Error(), "meridian: "))))
+}
+
+// oneLine joins the lines of an error message with "; ". Some errors span lines: Pebble's
+// report of a damaged store names each missing file on a line of its own, and a node that
+// failed to start then printed a second line that `cluster start`, which quotes the last line
+// of the node's log, showed alone.
+func oneLine(msg string) string {
+	lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' })
+	var kept []string
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "; ")
 }

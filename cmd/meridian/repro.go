@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -85,6 +86,15 @@ func (c *reproCommand) run(cmd *cobra.Command, args []string) error {
 	}
 	if c.seeds < 1 || c.seeds > maxReproSeeds {
 		return fmt.Errorf("--seeds must be 1..%d, got %d", maxReproSeeds, c.seeds)
+	}
+	// The seeds run are --seed to --seed+N-1; past the largest they wrapped to 0, and the
+	// report named the range "18446744073709551615–0".
+	if c.seed > math.MaxUint64-uint64(c.seeds-1) {
+		return fmt.Errorf("--seed %d with --seeds %d: the seeds would pass %d; give a smaller --seed", c.seed, c.seeds, uint64(math.MaxUint64))
+	}
+	// filepath.Join drops an empty directory, and the report went to the working directory.
+	if c.out == "" {
+		return fmt.Errorf("--out is empty: give the report a directory")
 	}
 	// The report is written after every simulation has run, which can take hours; a directory
 	// that cannot be made should fail now.

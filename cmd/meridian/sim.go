@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -118,21 +120,25 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err := checkDistinctOutputs(outputs); err != nil {
 		return err
 	}
+	var inputs []input
+	if strings.HasSuffix(c.sf.topology, ".toml") {
+		inputs = append(inputs, input{what: "the --topology file", path: c.sf.topology})
+	}
 	for _, o := range outputs {
+		if err := checkNotInput(o.flag, o.path, inputs); err != nil {
+			return err
+		}
 		if err := checkOutputPath(o.flag, o.path); err != nil {
 			return err
 		}
 	}
+	stopCPUProfile := func() error { return nil }
 	if c.cpuProf != "" {
-		f, err := os.Create(c.cpuProf)
-		if err != nil {
+		if stopCPUProfile, err = startCPUProfile(c.cpuProf); err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		// Stops the profile on an early return; the run's own path reports its error.
+		defer func() { _ = stopCPUProfile() }()
 	}
 	// Building a large database (TPC-C with hundreds of warehouses) takes minutes before the
 	// first virtual second runs; say so on a terminal rather than sit silent.
@@ -163,6 +169,9 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		if err := attachCheck(res, model); err != nil {
 			return err
 		}
+	}
+	if err := stopCPUProfile(); err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	if c.json {
@@ -202,6 +211,10 @@ func (c *simCommand) netFaults(cmd *cobra.Command, tp *topo.Topology) (bench.Net
 		switch {
 		case c.duplicateDelay <= 0:
 			return f, fmt.Errorf("--duplicate-delay %s: must be positive", c.duplicateDelay)
+		// Like every other simulated delay: the simulator adds it to the clock, and at the
+		// largest duration drawing it overflowed and panicked.
+		case c.duplicateDelay > maxModelDelay:
+			return f, fmt.Errorf("--duplicate-delay %s: must be at most %s", human(c.duplicateDelay), human(maxModelDelay))
 		case c.duplicate == 0:
 			return f, fmt.Errorf("--duplicate-delay %s without --duplicate: no message is duplicated", c.duplicateDelay)
 		}
@@ -236,19 +249,70 @@ func parseCrashes(texts []string, tp *topo.Topology, runLength time.Duration) ([
 	return crashes, nil
 }
 
+// startCPUProfile starts a CPU profile into path and returns the function that stops it and
+// reports whether the whole profile was written. pprof drops the errors of its writes, so a
+// full disk left a truncated profile and the run exited 0.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	w := &errWriter{w: f}
+	if err := pprof.StartCPUProfile(w); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	stopped := false
+	return func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		pprof.StopCPUProfile()
+		err := w.err
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("--cpuprofile %s: %w", path, err)
+		}
+		return nil
+	}, nil
+}
+
+// errWriter keeps the first error of its writes.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
 // writeHeapProfile writes the heap as of the last garbage collection, which ran while the
 // simulation's state was still reachable, so "inuse" shows what the run held at its end.
 func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
+	err := func() error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		runtime.GC() // the profile shows the heap as of the last collection: make that now
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}()
 	if err != nil {
-		return err
+		return fmt.Errorf("--memprofile %s: %w", path, err)
 	}
-	runtime.GC() // the profile shows the heap as of the last collection: make that now
-	if err := pprof.WriteHeapProfile(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }
 
 // runBar shows on a terminal that a simulation is loading, then how much of its virtual time

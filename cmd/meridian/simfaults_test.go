@@ -22,6 +22,9 @@ func TestSimFaultBadInput(t *testing.T) {
 		{[]string{"--duplicate-delay", "10ms"}, "--duplicate-delay", "without --duplicate"},
 		{[]string{"--duplicate", "0.1", "--duplicate-delay", "0s"}, "--duplicate-delay", "must be positive"},
 		{[]string{"--duplicate", "0.1", "--duplicate-delay", "-1ms"}, "--duplicate-delay", "must be positive"},
+		// The largest duration overflowed the simulator's draw of a copy's delay: a panic.
+		{[]string{"--duplicate", "0.1", "--duplicate-delay", "2562047h47m16.854775807s"}, "--duplicate-delay", "must be at most 100s"},
+		{[]string{"--duplicate", "0.1", "--duplicate-delay", "101s"}, "--duplicate-delay", "must be at most 100s"},
 		{[]string{"--partition", "SH|BJ"}, "--partition", "want A|B@AT/FOR"},
 		{[]string{"--partition", "SH@1s/1s"}, "--partition", "no pair of regions"},
 		{[]string{"--partition", "SH|@1s/1s"}, "--partition", "no pair of regions"},

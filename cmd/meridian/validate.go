@@ -285,6 +285,59 @@ func checkOutputPath(flag, path string) error {
 	return nil
 }
 
+// input is a file a command reads, or a directory whose files are not the command's to write.
+type input struct {
+	what, path string
+	dir        bool
+}
+
+// checkNotInput refuses an output path that names a file the command reads, or one inside a
+// directory that holds others' data: the output is written when the run ends, and replaced
+// the topology or cluster configuration it was given (or a node's store, or the cluster's
+// state) without a word.
+func checkNotInput(flag, path string, inputs []input) error {
+	if path == "" {
+		return nil
+	}
+	st, statErr := os.Stat(path)
+	out := resolvedPath(path)
+	for _, in := range inputs {
+		if in.path == "" {
+			continue
+		}
+		if in.dir {
+			rel, err := filepath.Rel(resolvedPath(in.path), out)
+			if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return fmt.Errorf("%s %s is inside %s %s: write it elsewhere", flag, path, in.what, in.path)
+			}
+			continue
+		}
+		if ist, err := os.Stat(in.path); statErr == nil && err == nil && os.SameFile(st, ist) {
+			return fmt.Errorf("%s %s is %s, which this command reads: give the output its own file", flag, path, in.what)
+		}
+	}
+	return nil
+}
+
+// resolvedPath is path made absolute, with the symbolic links of its deepest existing
+// directory resolved, so that two spellings of one place compare equal.
+func resolvedPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	var tail []string
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(append([]string{real}, tail...)...)
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return abs
+		}
+		tail = append([]string{filepath.Base(dir)}, tail...)
+	}
+}
+
 // Lower bounds of what a run holds in memory. The process keeps its heap under a soft limit
 // below the machine's memory (main), so what must fit is the live heap: at the end of a
 // 50-warehouse k2 TPC-C run (`meridian sim --protocol k2 --workload tpcc --warehouses 50
