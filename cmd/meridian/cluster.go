@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	mrt "github.com/meridiandb/meridian/internal/runtime"
 )
 
 // clusterState is what `cluster start` leaves in the data directory for status and stop.
@@ -161,6 +163,9 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDistinctSockets(cfg); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -273,6 +278,39 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 		fmt.Fprintf(out, "%-12s started (pid %d) on %s\n", ns.Name, ns.PID, ns.Addr)
 	}
 	fmt.Fprintf(out, "cluster %s (protocol %s) is running; data and logs in %s\n", cfg.Name, cfg.Protocol.Name(), cfg.DataDir)
+	return nil
+}
+
+// checkDistinctSockets refuses two addresses of a cluster's nodes that are one socket on this
+// machine, where cluster start runs them all. The configuration compares addresses as text,
+// so localhost:7301 beside 127.0.0.1:7301 (or 0.0.0.0:7301) passed; the second node could not
+// listen and exited, and cluster start, finding its port answered by the first, reported it
+// started and the cluster running.
+func checkDistinctSockets(cfg *mrt.Config) error {
+	type socket struct {
+		node, addr string
+		tcp        *net.TCPAddr
+	}
+	wildcard := func(ip net.IP) bool { return len(ip) == 0 || ip.IsUnspecified() }
+	var seen []socket
+	for _, n := range cfg.Nodes {
+		for _, addr := range []string{n.Addr, n.GRPCAddr} {
+			if addr == "" {
+				continue
+			}
+			ta, err := net.ResolveTCPAddr("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", n.Name, err)
+			}
+			for _, s := range seen {
+				if s.tcp.Port == ta.Port && (s.tcp.IP.Equal(ta.IP) || wildcard(s.tcp.IP) || wildcard(ta.IP)) {
+					return fmt.Errorf("%s: node %s's %s and node %s's %s are one socket on this machine: give each its own port",
+						cfg.Source, s.node, s.addr, n.Name, addr)
+				}
+			}
+			seen = append(seen, socket{n.Name, addr, ta})
+		}
+	}
 	return nil
 }
 

@@ -374,3 +374,41 @@ func killServersOf(t *testing.T, data string) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
+
+// Two nodes whose addresses differ as text but are one socket are refused before any node
+// starts: the second node exited at once, and cluster start, finding its port answered by the
+// first, reported it started and the cluster running.
+func TestClusterStartRefusesNodesSharingASocket(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	text, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first two addr = "127.0.0.1:P" lines are sh-1's and bj-1's.
+	_, rest, _ := strings.Cut(string(text), `addr = "127.0.0.1:`)
+	shPort, _, _ := strings.Cut(rest, `"`)
+	_, rest, _ = strings.Cut(rest, "[[node]]")
+	_, rest, _ = strings.Cut(rest, `addr = "`)
+	bjAddr, _, _ := strings.Cut(rest, `"`)
+	for _, host := range []string{"localhost", "0.0.0.0"} {
+		shared := host + ":" + shPort
+		edited := strings.Replace(string(text), `addr = "`+bjAddr+`"`, `addr = "`+shared+`"`, 1)
+		writeFiles(t, dir, map[string]string{"shared.toml": edited})
+		sharedConfig := filepath.Join(dir, "shared.toml")
+		data := filepath.Join(dir, "data-"+host)
+		_, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", sharedConfig, "--data-dir", data)
+		if code == 0 {
+			_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--config", sharedConfig, "--data-dir", data)
+		}
+		line := strings.TrimSpace(errs)
+		if want := "node sh-1's 127.0.0.1:" + shPort + " and node bj-1's " + shared + " are one socket on this machine"; code <= 0 ||
+			strings.Contains(line, "\n") || !strings.Contains(line, want) {
+			t.Errorf("bj-1 at %s: exit %d, stderr %q, want one line mentioning %q", shared, code, errs, want)
+		}
+		if left := serversOf(t, data); len(left) > 0 {
+			killServersOf(t, data)
+			t.Errorf("bj-1 at %s: servers started: pids %v", shared, left)
+		}
+	}
+}
