@@ -144,17 +144,21 @@ func newParticipant(env node.Env, c Config, m *protocol.Metrics, store *mvcc.Sto
 var refuseBelowGCHorizon = true
 
 // recover re-locks the intents of transactions prepared before a crash, and the read locks of
-// every one that voted yes holding some, and asks their coordinators for the decisions.
-// Timestamps restart above anything served before the crash.
+// every one that voted yes holding some, under the transactions' ages, and asks their
+// coordinators for the decisions. Timestamps restart above anything served before the crash.
 func (p *Participant) recover(d node.Durable) error {
 	tt := p.env.TrueTime()
 	// A snapshot read served before the crash used at most some coordinator's TT.latest, which
 	// is below our TT.latest plus the interval width.
 	p.maxTS = ts.Timestamp{Wall: tt.Latest + tt.Width()}
+	ages, err := readPrepareAges(d)
+	if err != nil {
+		return err
+	}
 	for _, id := range p.store.PendingTxns() {
-		t := &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared, voteSent: true}
+		t := &partTxn{id: id, coord: node.ID(id.Coordinator()), age: ages[id], state: partPrepared, voteSent: true}
 		for _, k := range p.store.IntentKeys(id) {
-			p.locks.Acquire(id, k, locks.Exclusive, locks.Wait, ts.Zero)
+			p.locks.Acquire(id, k, locks.Exclusive, locks.Wait, t.age)
 			for _, v := range p.store.Versions(k) {
 				if v.Txn == id && v.State == mvcc.Intent {
 					t.prepTS = ts.MaxOf(t.prepTS, v.TS)
@@ -166,7 +170,7 @@ func (p *Participant) recover(d node.Durable) error {
 		p.armPoll(t, time.Millisecond)
 	}
 	var bad error
-	err := d.Scan(readVotePrefix, readVoteEnd, func(k, v []byte) bool {
+	err = d.Scan(readVotePrefix, readVoteEnd, func(k, v []byte) bool {
 		id, ok := readVoteTxn(k)
 		keys, err := decodeKeys(v)
 		if !ok || err != nil {
@@ -176,13 +180,13 @@ func (p *Participant) recover(d node.Durable) error {
 		}
 		t := p.txns[id]
 		if t == nil { // voted with read locks only
-			t = &partTxn{id: id, coord: node.ID(id.Coordinator()), state: partPrepared, voteSent: true}
+			t = &partTxn{id: id, coord: node.ID(id.Coordinator()), age: ages[id], state: partPrepared, voteSent: true}
 			p.txns[id] = t
 			p.armPoll(t, time.Millisecond)
 		}
 		t.readVote = true
 		for _, key := range keys {
-			p.locks.Acquire(id, key, locks.Shared, locks.Wait, ts.Zero)
+			p.locks.Acquire(id, key, locks.Shared, locks.Wait, t.age)
 		}
 		return true
 	})
@@ -760,7 +764,7 @@ func (p *Participant) continuePrepare(t *partTxn) {
 		t.state, t.readVote = partPrepared, true
 		p.env.Cancel(t.idleTimer)
 		coord, id := t.coord, t.id
-		p.persist([]node.Write{{Key: readVoteKey(id), Value: encodeKeys(p.locks.Held(id))}}, func() {
+		p.persist([]node.Write{{Key: readVoteKey(id), Value: encodeKeys(p.locks.Held(id))}, prepareAgeWrite(t)}, func() {
 			t.voteSent = true
 			p.env.Send(coord, &PrepareResp{Txn: id, OK: true})
 		})
@@ -801,10 +805,10 @@ func (p *Participant) continuePrepare(t *partTxn) {
 	// intents bring the exclusive ones back: they go to disk with the intents, as a read-only
 	// vote's do, so that no writer can take them before the decision (its prepare timestamp
 	// could fall below the commit timestamp this transaction is yet to get).
-	var record []node.Write
+	record := []node.Write{prepareAgeWrite(t)}
 	if reads := readOnlyKeys(p.locks.Held(t.id), writes); len(reads) > 0 {
 		t.readVote = true
-		record = []node.Write{{Key: readVoteKey(t.id), Value: encodeKeys(reads)}}
+		record = append(record, node.Write{Key: readVoteKey(t.id), Value: encodeKeys(reads)})
 	}
 	coord, id, prepTS := t.coord, t.id, t.prepTS
 	p.persist(record, func() {
@@ -887,6 +891,11 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 		// In the batch that installs the intents: a crash must not leave the intents without
 		// the read locks that went with them.
 		record = []node.Write{{Key: readVoteKey(id), Delete: true}}
+	}
+	if t != nil && t.state == partPrepared {
+		// Its batch is never empty otherwise (the intents, or the read-vote record), so this
+		// costs no flush.
+		record = append(record, node.Write{Key: recordKey(prepareAgePrefix, id), Delete: true})
 	}
 	if t != nil {
 		p.env.Cancel(t.idleTimer)
@@ -1008,15 +1017,58 @@ var (
 	readVoteEnd    = []byte("s/rv0") // '0' follows '/'
 )
 
-func readVoteKey(id storage.TxnID) []byte {
-	return binary.BigEndian.AppendUint64(append([]byte{}, readVotePrefix...), uint64(id))
+func readVoteKey(id storage.TxnID) []byte { return recordKey(readVotePrefix, id) }
+
+func readVoteTxn(k []byte) (storage.TxnID, bool) { return recordTxn(readVotePrefix, k) }
+
+// Durable prepare-age records: "s/pa/" + the transaction id → its lock age (ts.Timestamp.Encode),
+// written with the vote and deleted with the decision, so that the locks a restarted
+// participant takes back (recover) carry the transaction's age. At age zero they were older
+// than every transaction, so no requester wounded them, and under wound-wait an older
+// transaction waited here for a younger one that was still waiting for locks at another
+// participant: the one wait the policy exists to rule out, and a deadlock for good once that
+// chain of waits led back to the older one (doc.go, "Faults"). Under wait-die the zero age made
+// every conflicting requester die until the decision. Without a record (a disk written before
+// there were any) the age stays zero.
+var (
+	prepareAgePrefix = []byte("s/pa/")
+	prepareAgeEnd    = []byte("s/pa0")
+)
+
+func prepareAgeWrite(t *partTxn) node.Write {
+	return node.Write{Key: recordKey(prepareAgePrefix, t.id), Value: t.age.Encode(nil)}
 }
 
-func readVoteTxn(k []byte) (storage.TxnID, bool) {
-	if len(k) != len(readVotePrefix)+8 {
+// readPrepareAges returns the ages the prepare-age records hold, by transaction.
+func readPrepareAges(d node.Durable) (map[storage.TxnID]locks.Age, error) {
+	ages := map[storage.TxnID]locks.Age{}
+	var bad error
+	err := d.Scan(prepareAgePrefix, prepareAgeEnd, func(k, v []byte) bool {
+		id, ok := recordTxn(prepareAgePrefix, k)
+		age, err := ts.Decode(v)
+		if !ok || err != nil || len(v) != ts.EncodedLen {
+			bad = fmt.Errorf("spanner: corrupt prepare-age record %q (value %x)", k, v)
+			return false
+		}
+		ages[id] = age
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ages, bad
+}
+
+// recordKey is prefix followed by id, 8 bytes big-endian.
+func recordKey(prefix []byte, id storage.TxnID) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte{}, prefix...), uint64(id))
+}
+
+func recordTxn(prefix, k []byte) (storage.TxnID, bool) {
+	if len(k) != len(prefix)+8 {
 		return 0, false
 	}
-	return storage.TxnID(binary.BigEndian.Uint64(k[len(readVotePrefix):])), true
+	return storage.TxnID(binary.BigEndian.Uint64(k[len(prefix):])), true
 }
 
 func encodeKeys(keys []string) []byte {
