@@ -148,6 +148,11 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		return nil, err
 	}
 	wallStart := time.Now()
+	// Only a restart reads what nodes persisted; a run that schedules none need not keep it.
+	// Faults may crash and restart nodes, so a run with them keeps it.
+	if len(spec.Crashes) == 0 && spec.Faults == nil {
+		cfg.DiscardPersisted = true
+	}
 	s, err := sim.New(cfg)
 	if err != nil {
 		return nil, err

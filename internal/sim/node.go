@@ -247,8 +247,10 @@ func (n *simNode) flushDone(inc uint32) {
 		return
 	}
 	for _, p := range n.inFlight {
-		// Mem.Apply cannot fail; the durable state now holds the batch and survives a crash.
-		_ = n.disk.Apply(p.batch)
+		if !n.sim.cfg.DiscardPersisted {
+			// Mem.Apply cannot fail; the durable state now holds the batch and survives a crash.
+			_ = n.disk.Apply(p.batch)
+		}
 		n.sim.stats.PersistedKeys += uint64(len(p.batch))
 	}
 	done := n.inFlight

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +125,11 @@ func TestPartitionStopsAndHealResumes(t *testing.T) {
 
 // counterRun runs clients incrementing counters under the serial protocol and returns the sim.
 func counterRun(t testing.TB, seed uint64, clients int, d time.Duration) (*Sim, *int) {
+	return counterRunWith(t, seed, clients, d, func(*Config) {})
+}
+
+// counterRunWith is counterRun with the configuration changed by tweak.
+func counterRunWith(t testing.TB, seed uint64, clients int, d time.Duration, tweak func(*Config)) (*Sim, *int) {
 	tp, err := topo.FromPreset("k2-5region", topo.DefaultLayout())
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +140,7 @@ func counterRun(t testing.TB, seed uint64, clients int, d time.Duration) (*Sim, 
 	}
 	cfg := DefaultConfig()
 	cfg.Topology, cfg.Protocol, cfg.Seed = tp, p, seed
+	tweak(&cfg)
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +182,33 @@ func TestSameSeedSameDigest(t *testing.T) {
 	}
 	if *ca == 0 {
 		t.Fatal("no transaction committed")
+	}
+}
+
+// A run that discards what nodes persist runs exactly as one that keeps it (same trace, same
+// commits), keeps nothing on any node's disk, and refuses to restart a node with a clear error
+// rather than bring it back empty.
+func TestDiscardPersistedKeepsTheTrace(t *testing.T) {
+	kept, keptCommits := counterRun(t, 3, 20, time.Second)
+	gone, goneCommits := counterRunWith(t, 3, 20, time.Second, func(c *Config) { c.DiscardPersisted = true })
+	if kept.Digest() != gone.Digest() || *keptCommits != *goneCommits {
+		t.Fatalf("discarding persisted writes changed the run: digest %x, %d commits; kept: %x, %d", gone.Digest(), *goneCommits, kept.Digest(), *keptCommits)
+	}
+	if kept.Stats().PersistedKeys == 0 || gone.Stats().PersistedKeys != kept.Stats().PersistedKeys {
+		t.Fatalf("persisted keys: %d discarding, %d keeping; want the same, above 0", gone.Stats().PersistedKeys, kept.Stats().PersistedKeys)
+	}
+	server := kept.Topology().DataNodes(0)[0]
+	if kept.Durable(server).Len() == 0 {
+		t.Fatal("the run that keeps persisted writes has none on the serial node's disk")
+	}
+	for _, n := range gone.Topology().Nodes {
+		if l := gone.Durable(n.ID).Len(); l != 0 {
+			t.Errorf("node %d keeps %d keys on disk though the run discards them", n.ID, l)
+		}
+	}
+	gone.Crash(server)
+	if err := gone.Restart(server); err == nil || !strings.Contains(err.Error(), "cannot restart") {
+		t.Errorf("restart without durable state: %v, want a refusal", err)
 	}
 }
 
