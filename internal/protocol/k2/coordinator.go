@@ -51,7 +51,8 @@ type ctxn struct {
 	// order. The ends and the longest PUSHWS wait make the request's phase times.
 	flights          map[uint64]flight
 	results          []wire.BatchResult
-	round            uint64 // numbers the requests served, so a stale timer can tell
+	rows             []wire.KV // a scan's rows so far, from the nodes that answered
+	round            uint64    // numbers the requests served, so a stale timer can tell
 	readEndLocal     int64
 	writeEndLocal    int64
 	maxPushNanos     int64
@@ -82,10 +83,19 @@ type ctxn struct {
 	writeWaitLocal int64 // with pipelining: when the commit began waiting for durability
 }
 
-// flight is one read or write of a client request, out at a data node.
+// opKind is what a flight is: its answer must be of the same kind.
+type opKind uint8
+
+const (
+	opRead opKind = iota
+	opWrite
+	opScan // one data node's share of a range scan (scan.go)
+)
+
+// flight is one read, write or scan share of a client request, out at a data node.
 type flight struct {
 	i       int // position in the request (0 for a single operation)
-	write   bool
+	kind    opKind
 	to      topo.NodeID
 	wseq    uint32
 	creates bool // this write creates the transaction record
@@ -149,10 +159,6 @@ func (n *Node) reply(t *ctxn, r *wire.ClientReply) {
 func (n *Node) onClient(from node.ID, req *wire.ClientRequest) {
 	if bad := txnkit.Validate(req); bad != nil {
 		n.env.Send(from, bad)
-		return
-	}
-	if req.Op == wire.OpScan {
-		txnkit.Reply(n.env, from, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "scan not supported"})
 		return
 	}
 	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
@@ -279,6 +285,8 @@ func (n *Node) exec(t *ctxn, req wire.ClientRequest) {
 		n.startOps(t, []wire.BatchOp{{Op: req.Op, Key: req.Key, Value: req.Value}})
 	case wire.OpBatch:
 		n.startOps(t, req.Batch)
+	case wire.OpScan:
+		n.startScan(t, req)
 	case wire.OpCommit:
 		n.commit(t)
 	case wire.OpAbort:
@@ -299,11 +307,7 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 		n.abort(t, reqIDsSpent, true)
 		return
 	}
-	t.state = stBusy
-	t.sentLocal = n.env.Now()
-	t.results = make([]wire.BatchResult, len(ops))
-	t.flights = make(map[uint64]flight, len(ops))
-	t.hasReads, t.hasWrs, t.maxPushNanos = false, false, 0
+	n.beginOps(t, len(ops))
 	out := map[topo.NodeID]*OpsReq{}
 	var dests []topo.NodeID // in order of first use, for a deterministic send order
 	queue := func(to topo.NodeID) *OpsReq {
@@ -327,7 +331,7 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 			continue
 		}
 		t.hasWrs = true
-		f := flight{i: i, write: true, to: to}
+		f := flight{i: i, kind: opWrite, to: to}
 		if !t.hasRecorder {
 			// The recorder is the primary of the first written key, and the record is created
 			// by that write (notes/k2.md §3.5, recommended placement).
@@ -365,6 +369,20 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 			n.env.Send(to, &q.Writes[0])
 		}
 	}
+	n.armOpTimeout(t)
+}
+
+// beginOps makes t busy serving a client request of ops operations.
+func (n *Node) beginOps(t *ctxn, ops int) {
+	t.state = stBusy
+	t.sentLocal = n.env.Now()
+	t.results = make([]wire.BatchResult, ops)
+	t.flights = make(map[uint64]flight, ops)
+	t.hasReads, t.hasWrs, t.maxPushNanos = false, false, 0
+}
+
+// armOpTimeout aborts t if the request it is serving is not answered within op-timeout.
+func (n *Node) armOpTimeout(t *ctxn) {
 	t.round++
 	round := t.round
 	t.timer = n.env.After(n.cfg.opTimeout, func() {
@@ -432,13 +450,13 @@ func (n *Node) onOpsProbeResp(from topo.NodeID, r *OpsProbeResp) {
 
 // landed takes the answer to request id off t's flights; ok is false for a stale answer, or for
 // an answer of the wrong kind (a write's to a read), which no correct data node sends.
-func (n *Node) landed(id uint64, write bool) (*ctxn, flight, bool) {
+func (n *Node) landed(id uint64, kind opKind) (*ctxn, flight, bool) {
 	t := n.byReq[id]
 	if t == nil || t.state != stBusy {
 		return nil, flight{}, false
 	}
 	f, ok := t.flights[id]
-	if !ok || f.write != write {
+	if !ok || f.kind != kind {
 		return nil, flight{}, false
 	}
 	delete(t.flights, id)
@@ -447,7 +465,7 @@ func (n *Node) landed(id uint64, write bool) (*ctxn, flight, bool) {
 }
 
 func (n *Node) onReadResp(r *ReadResp) {
-	t, f, ok := n.landed(r.ReqID, false)
+	t, f, ok := n.landed(r.ReqID, opRead)
 	if !ok {
 		return
 	}
@@ -462,7 +480,7 @@ func (n *Node) onReadResp(r *ReadResp) {
 }
 
 func (n *Node) onWriteResp(r *WriteResp) {
-	t, f, ok := n.landed(r.ReqID, true)
+	t, f, ok := n.landed(r.ReqID, opWrite)
 	if !ok {
 		return
 	}
@@ -508,6 +526,12 @@ func (n *Node) opsDone(t *ctxn) {
 	t.state = stIdle
 	res := t.results
 	t.results = nil
+	if t.req.Op == wire.OpScan {
+		rows := scanRows(t.rows, t.req.Limit)
+		t.rows = nil
+		n.reply(t, &wire.ClientReply{Code: wire.CodeOK, Rows: rows})
+		return
+	}
 	if t.req.Op == wire.OpBatch {
 		n.reply(t, &wire.ClientReply{Code: wire.CodeOK, Results: res})
 		return

@@ -183,6 +183,8 @@ func (n *Node) onOpsProbe(from topo.NodeID, p *OpsProbe) {
 				held[m.ReqID] = true
 			case *OpsReq:
 				opsOf(m, func(id uint64) { held[id] = true })
+			case *ScanReq:
+				held[m.ReqID] = true
 			}
 		}
 	}
@@ -337,7 +339,7 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq, reply func(*WriteResp)) {
 	}
 	// Strict: a write at the watermark is the transaction's own earlier read (timestamps are
 	// unique), which must not abort it.
-	if wm := n.store.ReadWatermark(w.Key); w.TS.Less(wm) {
+	if wm := n.readWatermark(w.Key); w.TS.Less(wm) {
 		// Which reads refuse writes: K2 raises the watermark when a read arrives, also when
 		// the read then waits by PUSHWS, so every older read-modify-write of a row read
 		// while its write stream was open is refused here.

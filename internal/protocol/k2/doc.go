@@ -165,8 +165,14 @@
 //     the paper does not describe the mechanism; acknowledging each write after its own flush
 //     made a NewOrder's writes cost ~25 sequential flushes. write-pipelining=off keeps that
 //     behaviour for comparison.
-//   - Scans are not supported (CodeBadArgument): the paper's phantom protection for ranges is
-//     unspecified (notes §3.4), and Meridian's TPC-C uses point reads.
+//   - Range scans (scan.go) are ours: the paper has point reads only and leaves phantom
+//     protection for ranges open (notes §3.3). A scan is a point read of every key in the range
+//     at every shard's primary (keys are hash-partitioned, so it fans out to all data nodes),
+//     plus a read watermark on the range itself, checked by every write like a key's: no
+//     write below the scan's timestamp lands in the range after it, so no phantom appears
+//     under it. A node keeps at most 256 range watermarks and folds older ones into its read
+//     floor. mutant=no-scan-watermark drops them (TestScanNoPhantoms catches it). Meridian's
+//     TPC-C still uses point reads.
 //   - No K2-VCR: no epochs, no replica reads; records carry no commit epoch.
 //   - Old versions are garbage-collected (the paper keeps its immutable log and says nothing of
 //     its growth): a data node keeps every version a transaction younger than gc-ttl (default
@@ -200,7 +206,8 @@
 // longer holds), late-first-request (a copy of a first request arriving after its
 // transaction ended, refused: txnkit.EndedTxns), pushws (PUSHWS sent), write-duplicate (a data
 // node received a write of a transaction it already has, or an older one, on the key: a
-// duplicated message),
+// duplicated message), scan.keys (keys a data node visited for scans), scan.marks-evicted
+// (times a node folded its range watermarks into its read floor),
 // probe (OpsProbe sent, after a restart notice), abort.op-lost (a data node's crash lost an
 // operation), recorder.lease-abort, recorder.ended-abort (an undecided transaction aborted because
 // its coordinator said it had ended it), recorder.forgotten (records forgotten),

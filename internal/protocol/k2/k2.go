@@ -41,7 +41,7 @@ func (proto) Options() map[string]string {
 		"idle-timeout":       "a coordinator aborts a transaction whose client sends nothing for this long (default 5s)",
 		"read-block-timeout": "with mv-reads=off, a read blocked on a higher-timestamp intent aborts after this long (default 100ms)",
 		txnkit.GCTTLOption:   "a data node keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s)",
-		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait, ttl-wrong-drift",
+		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait, ttl-wrong-drift, no-scan-watermark (scans leave no range watermark: phantoms)",
 	}
 }
 
@@ -66,6 +66,7 @@ type config struct {
 	readBlockTimeout time.Duration
 	gcTTL            time.Duration
 	mutation         clock.BatcherMutation
+	noScanWatermark  bool // mutant: scans leave no range watermark, so phantoms can appear
 	// forgetAtDecision breaks record garbage collection on purpose (tests only, no option):
 	// a record is forgotten as soon as its decision is durable, before the participants
 	// acknowledge, so a late PUSHWS finds the transaction unknown.
@@ -118,7 +119,9 @@ func parseConfig(eps time.Duration, m map[string]string) (config, error) {
 		gcTTL:            o.GCTTL(),
 		maxDrift:         clock.K2TrueTime.MaxDrift,
 	}
-	switch o.Enum("mutant", "", "", "no-commit-wait", "ttl-wrong-drift") {
+	switch o.Enum("mutant", "", "", "no-commit-wait", "ttl-wrong-drift", "no-scan-watermark") {
+	case "no-scan-watermark":
+		c.noScanWatermark = true
 	case "no-commit-wait":
 		c.mutation = clock.MutationNoCommitWait
 	case "ttl-wrong-drift":
@@ -268,6 +271,9 @@ type Node struct {
 	// last operation), so that an OpsProbe hears they are still here. It is volatile on
 	// purpose: what a crash lost, a probe must hear is missing.
 	serving map[opRef]struct{}
+	// scanMarks are the read watermarks of scanned ranges (scan.go), volatile like the
+	// per-key ones: after a crash the recovery read floor covers them.
+	scanMarks []scanMark
 }
 
 // outProbe is an OpsProbe out at a restarted data node: its request id and the operations it
@@ -405,6 +411,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.onWriteDurable(from, m)
 	case *DurableNotes:
 		n.onDurableNotes(from, m)
+	case *ScanResp:
+		n.onScanResp(m)
 	case *OpsResp:
 		for i := range m.Writes {
 			n.onWriteResp(&m.Writes[i])
@@ -423,7 +431,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		// A coordinator's answer needs nothing recovered: a restarted one runs nothing of its
 		// earlier lives, and hands out no transaction id before its incarnation is durable.
 		n.onEndedQuery(from, m)
-	case *ReadReq, *WriteReq, *OpsReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq, *Finalized, *Ended:
+	case *ReadReq, *WriteReq, *OpsReq, *ScanReq, *CommitReq, *AbortReq, *PushReq, *FinalizeReq, *Heartbeat, *DurableReq, *Finalized, *Ended:
 		// Nothing is served before this life's incarnation is durable either: a node that
 		// crashed before that restarts as new, without the recovery read floor, which is only
 		// safe if its lost life had set no read watermark.
@@ -447,6 +455,8 @@ func (n *Node) onData(from node.ID, m wire.Msg) {
 		served()
 	case *OpsReq:
 		n.onOps(from, m)
+	case *ScanReq:
+		n.onScan(from, m)
 	case *CommitReq:
 		n.onCommit(from, m)
 	case *AbortReq:

@@ -330,7 +330,7 @@ func TestOpsMalformed(t *testing.T) {
 		var readID, writeID uint64
 		for id, t := range n.byReq {
 			switch f, ok := t.flights[id]; {
-			case ok && f.write:
+			case ok && f.kind == opWrite:
 				writeID = id
 			case ok:
 				readID = id
