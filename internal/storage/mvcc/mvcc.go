@@ -112,13 +112,16 @@ var (
 	ErrConflict      = errors.New("mvcc: a different version already exists at that timestamp")
 )
 
+// entry is one key. A store holds one per key it has ever seen, millions at paper scale (about
+// 5 million over the 25 nodes of a 100-warehouse TPC-C deployment), so its fields are laid out
+// to fit 80 bytes rather than 96: the count is an int32, the flags share one word with it.
 type entry struct {
 	key      string
 	versions []Version    // ascending by (TS, Txn)
 	readTS   ts.Timestamp // zero when untracked (the floor applies)
-	intents  int          // undecided intents among versions
-	inTree   bool         // indexed in Store.tree (new keys wait in Store.pending)
 	gcAt     ts.Timestamp // where the key is queued for garbage collection, if gcQueued (gc.go)
+	intents  int32        // undecided intents among versions
+	inTree   bool         // indexed in Store.tree (new keys wait in Store.pending)
 	gcQueued bool
 }
 
@@ -295,14 +298,15 @@ func (s *Store) recordPut(key string, v *Version) {
 	if s.opts.Volatile {
 		return
 	}
-	s.writes = append(s.writes, node.Write{Key: EncodeVersionKey(nil, key, v.TS, v.Txn), Value: EncodeVersionValue(key, v)})
+	dk := encodeVersionKey(key, v.TS, v.Txn)
+	s.writes = append(s.writes, node.Write{Key: dk, Value: encodeVersionValue(dk, v)})
 }
 
 func (s *Store) recordDelete(key string, t ts.Timestamp, txn storage.TxnID) {
 	if s.opts.Volatile {
 		return
 	}
-	s.writes = append(s.writes, node.Write{Key: EncodeVersionKey(nil, key, t, txn), Delete: true})
+	s.writes = append(s.writes, node.Write{Key: encodeVersionKey(key, t, txn), Delete: true})
 }
 
 func (s *Store) addTxnKey(txn storage.TxnID, key string) {
