@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,7 +31,7 @@ type Config struct {
 	Options        map[string]string // protocol options, checked against the protocol
 	Topology       *topo.Topology    // node i of the topology is Nodes[i]
 	Nodes          []NodeConfig      // indexed by topology node id
-	DataDir        string            // absolute, or relative to the working directory
+	DataDir        string            // resolved against the config file's directory; relative (to the working directory) only for the built-in default
 	Epsilon        time.Duration     // TrueTime ε
 	EmulateLatency bool
 	LatencyScale   float64
@@ -43,6 +45,13 @@ type Config struct {
 // the wait; no real clock is that uncertain, so the bound is the one the simulator's clock
 // errors have.
 const MaxEpsilon = 100 * time.Second
+
+// MaxClientTimeout bounds [client] timeout, how long a client waits for one reply before it
+// reports the node unavailable (or a commit's outcome unknown). The slowest request a valid
+// configuration allows is a commit waiting out 2×(ttl+ε) with ε ≤ MaxEpsilon, plus a few WAN
+// round trips at latency scale ≤ 100: minutes at most. Past an hour a timeout no longer bounds
+// anything: with "2000000h" a client of a stopped node waited for centuries.
+const MaxClientTimeout = time.Hour
 
 // NodeConfig is one [[node]] table.
 type NodeConfig struct {
@@ -178,8 +187,9 @@ func Parse(source, text, baseDir string) (*Config, error) {
 	}
 	c.ClientTimeout = 10 * time.Second
 	if f.Client.Timeout != "" {
-		if c.ClientTimeout, err = time.ParseDuration(f.Client.Timeout); err != nil || c.ClientTimeout <= 0 {
-			return nil, fail(lineOfKey(text, "timeout"), "client timeout %q: want a positive duration", f.Client.Timeout)
+		if c.ClientTimeout, err = time.ParseDuration(f.Client.Timeout); err != nil || c.ClientTimeout <= 0 || c.ClientTimeout > MaxClientTimeout {
+			return nil, fail(lineOfKey(text, "timeout"), "client timeout %q: want a positive duration up to %dh (no request a configuration allows takes that long)",
+				f.Client.Timeout, MaxClientTimeout/time.Hour)
 		}
 	}
 	c.DataDir = f.DataDir
@@ -220,6 +230,7 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		oracleIn = make([][]placed, len(probe.Regions))
 		names    = map[string]bool{}
 		addrs    = map[string]string{}
+		sockets  = newSocketSet()
 	)
 	for i, n := range f.Nodes {
 		line := lineOfValue(text, "name", n.Name)
@@ -263,6 +274,10 @@ func Parse(source, text, baseDir string) (*Config, error) {
 				return nil, fail(line, "node %s: address %s already used by node %s", n.Name, a, other)
 			}
 			addrs[a] = n.Name
+			if other, clash := sockets.add(n.Name, a); clash {
+				return nil, fail(line, "node %s's %s and node %s's %s are one socket on this machine: give each its own port",
+					other.node, other.addr, n.Name, a)
+			}
 		}
 		if n.Addr == "" {
 			return nil, fail(line, "node %s: addr is required", n.Name)
@@ -364,6 +379,108 @@ func checkAddr(a string) error {
 		return fmt.Errorf("port %q: want 1..65535", port)
 	}
 	return nil
+}
+
+// socketSet finds two node addresses that are one socket although spelled differently
+// (localhost:7301 beside 127.0.0.1:7301, or 0.0.0.0:7301 beside either): comparing them as text
+// let both pass, and the second node to start could not listen, while clients and peers dialing
+// it reached the first. Every process that loads the configuration checks, not only cluster
+// start: a server on its own would otherwise run beside a node it shadows.
+type socketSet struct {
+	byPort map[int][]socket
+	hosts  map[string][]netip.Addr // each host's addresses, looked up once
+}
+
+type socket struct {
+	node, addr string
+	ips        []netip.Addr // nil for a name the local resolver does not know
+	name       string       // the host name as compared when ips is nil
+}
+
+func newSocketSet() *socketSet {
+	return &socketSet{byPort: map[int][]socket{}, hosts: map[string][]netip.Addr{}}
+}
+
+// add records node's address addr (checked by checkAddr) and returns an earlier address that is
+// the same socket, if any. Two sockets on one port clash when either is a wildcard (0.0.0.0 and
+// :: listen on every address), when their hosts share an address, or when neither host resolves
+// locally and the names are equal.
+func (s *socketSet) add(node, addr string) (socket, bool) {
+	host, portText, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portText) // "07301" is port 7301
+	name := strings.TrimSuffix(strings.ToLower(host), ".")
+	ips, seen := s.hosts[name]
+	if !seen {
+		ips = localAddrs(name)
+		s.hosts[name] = ips
+	}
+	me := socket{node: node, addr: addr, ips: ips, name: name}
+	for _, other := range s.byPort[port] {
+		if sameSocket(me, other) {
+			return other, true
+		}
+	}
+	s.byPort[port] = append(s.byPort[port], me)
+	return socket{}, false
+}
+
+func sameSocket(a, b socket) bool {
+	if hasWildcard(a.ips) || hasWildcard(b.ips) {
+		return true
+	}
+	if a.ips == nil || b.ips == nil {
+		return a.ips == nil && b.ips == nil && a.name == b.name
+	}
+	for _, x := range a.ips {
+		for _, y := range b.ips {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasWildcard(ips []netip.Addr) bool {
+	for _, ip := range ips {
+		if ip.IsUnspecified() {
+			return true
+		}
+	}
+	return false
+}
+
+// hostsOnly is the local resolver without DNS: it reads the hosts file, and any query it would
+// send to a name server fails at once: loading a configuration must neither wait on the network
+// nor depend on a name server's answer. A name only DNS knows is compared by its spelling.
+var hostsOnly = &net.Resolver{
+	PreferGo: true,
+	Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("no DNS while loading a configuration")
+	},
+}
+
+// localAddrs returns the addresses host (lower case, no trailing dot) stands for on this
+// machine, IPv4-mapped IPv6 ones as IPv4, or nil if it is a name the hosts file does not know.
+// localhost and its subdomains are the loopback addresses (RFC 6761) whatever the hosts file
+// says, and both of them: a dialer may reach either.
+func localAddrs(host string) []netip.Addr {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{ip.Unmap()}
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := hostsOnly.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return nil
+	}
+	for i, ip := range ips {
+		ips[i] = ip.Unmap()
+	}
+	return ips
 }
 
 // effectiveOptions are the options the cluster's protocol runs with: the [options] table's

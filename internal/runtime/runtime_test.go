@@ -136,6 +136,8 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 		{"oracles for a protocol without", `protocol = "k2"`, `protocol = "crdb"`, `:53: node sh-oracle: protocol crdb runs no oracle nodes`},
 		{"NaN latency scale", `scale = 1.0`, `scale = nan`, `:26: latency scale NaN: want 0..100`},
 		{"epsilon of millions of hours", `epsilon = "1ms"`, `epsilon = "2000000h"`, `:9: epsilon "2000000h": want a duration from 0 to 100s`},
+		{"client timeout of millions of hours", `timeout = "10s"`, `timeout = "2000000h"`, `:29: client timeout "2000000h": want a positive duration up to 1h`},
+		{"client timeout past an hour", `timeout = "10s"`, `timeout = "61m"`, `:29: client timeout "61m": want a positive duration up to 1h`},
 		{"option duration of millions of hours", `ttl = "5ms"`, `ttl = "2000000h"`, `:18: protocol k2: option ttl=2000000h: want a duration from 0 to 1000h`},
 		{"option set both ways", `[options] `, "[options]\nttl = \"2ms\"", `:19: option ttl is set both in [options] and in [options.k2]: keep one`},
 		{"options of an unknown protocol", `[options.k2]`, `[options.k3]`, `:13: [options.k3]: unknown protocol "k3"`},
