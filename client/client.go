@@ -72,7 +72,8 @@ func AbortCause(err error) string {
 // Transport carries requests to the client's coordinator.
 type Transport interface {
 	// RoundTrip sends req and blocks until its reply (or a transport error, which the client
-	// reports as ErrUnavailable before commit and as an unknown outcome at commit).
+	// reports as ErrUnavailable before commit and as an unknown outcome at commit, under their
+	// "meridian:" prefix: a transport's errors carry none of their own).
 	RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error)
 	// Sleep blocks for d (virtual time in the simulator).
 	Sleep(d time.Duration)
@@ -186,7 +187,7 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 			tx.done = true
 			return nil, &UnknownError{Detail: err.Error()}
 		}
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	switch rep.Code {
 	case wire.CodeOK:

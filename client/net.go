@@ -68,7 +68,7 @@ func Dial(addr string, opts ...DialOption) (*NetTransport, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.connectLocked(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("meridian: %w", err)
 	}
 	return t, nil
 }
@@ -80,24 +80,37 @@ func (t *NetTransport) Endpoint() int32 {
 	return int32(t.self)
 }
 
+// connectLocked dials and shakes hands. Its errors carry no "meridian:" prefix, as no error of
+// a Transport does: the DB wraps them in its own (ErrUnavailable, UnknownError), and Dial adds
+// one, so that each error says "meridian:" once.
 func (t *NetTransport) connectLocked() error {
 	c, err := net.DialTimeout("tcp", t.addr, t.timeout)
 	if err != nil {
-		return fmt.Errorf("meridian: dial %s: %w", t.addr, err)
+		return fmt.Errorf("dial %s: %w", t.addr, err)
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
 	fail := func(err error) error {
 		_ = c.Close()
-		return fmt.Errorf("meridian: handshake with %s: %w", t.addr, err)
+		return fmt.Errorf("handshake with %s: %w", t.addr, err)
 	}
 	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: t.cluster, Protocol: t.protocol, Setup: t.setup}); err != nil {
 		return fail(err)
 	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	_ = c.SetReadDeadline(time.Now().Add(t.timeout))
+	// What the peer answered first, to name it if it is not a frame: a web server's "HTTP/1.1"
+	// read as a length said "frame: length out of range: 1213486160 bytes".
+	var head []byte
+	if _, err := r.Peek(4); err == nil {
+		head, _ = r.Peek(min(r.Buffered(), 16))
+		head = append([]byte(nil), head...)
+	}
 	_, payload, err := frame.Read(r)
+	if errors.Is(err, frame.ErrFrameLength) {
+		return fail(fmt.Errorf("the peer is not a Meridian node (it answered %q)", head))
+	}
 	if err != nil {
 		return fail(err)
 	}
