@@ -24,6 +24,7 @@ type coordTxn struct {
 	observed map[topo.NodeID]ts.Timestamp // first clock reading of each node visited
 
 	readKeys  []string
+	readSpans []Span // spans scanned, refreshed like readKeys
 	read      map[string]bool
 	writeKeys []string
 	wrote     map[string]bool
@@ -138,7 +139,7 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 	case wire.OpBatch:
 		n.batch(t, req.Batch)
 	case wire.OpScan:
-		n.replyClient(t, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "crdb: scans are not supported"})
+		n.scan(t, Span{Start: req.Key, End: req.EndKey}, req.Limit)
 	case wire.OpCommit:
 		n.commit(t)
 	case wire.OpAbort:
@@ -476,18 +477,22 @@ func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
 		t.writeTS = ts.MaxOf(t.writeTS, to)
 		done(true)
 	}
-	if n.set.noRefresh || len(t.readKeys) == 0 {
+	if n.set.noRefresh || len(t.readKeys)+len(t.readSpans) == 0 {
 		ok()
 		return
 	}
 	start := n.env.Now()
 	nodes, byNode := groupByNode(n.tp, t.readKeys)
+	if len(t.readSpans) > 0 {
+		nodes = primaries(n.tp) // a span may hold keys on every leaseholder
+	}
+	spans := t.readSpans
 	left, good, tooOld := len(nodes), true, false
 	from := t.readTS
 	for _, nd := range nodes {
 		keys := byNode[nd]
 		n.callFor(t, nil, nd, func(r uint64) wire.Msg {
-			return &RefreshReq{Req: r, Txn: t.meta.ID, Keys: keys, From: from, To: to}
+			return &RefreshReq{Req: r, Txn: t.meta.ID, Keys: keys, Spans: spans, From: from, To: to}
 		}, func(m wire.Msg) {
 			r := m.(*RefreshResp)
 			good, tooOld = good && r.OK, tooOld || r.TooOld

@@ -176,7 +176,10 @@
 //     timestamp after a reader first visited its node may fall outside the reader's observed
 //     limit. That can only cost single-key linearizability in a narrow window, never
 //     serializability, which rests on commit-timestamp order alone.
-//   - No closed timestamps, follower reads or range scans (OpScan answers "not supported").
+//   - No closed timestamps or follower reads. Range scans (scan.go) go to every leaseholder
+//     (keys are hash-partitioned, not range-partitioned as CockroachDB's are), are evaluated in
+//     one step each (CockroachDB's latches), and put the span in the timestamp cache and the
+//     refresh set; at most 256 spans are kept per node, older ones folded into its read floor.
 //   - Transaction records are forgotten when nobody can validly ask about them any more, not
 //     after CockroachDB's hour of inactivity: a committed one once every leaseholder of its
 //     writes has acknowledged that its resolution is durable (Resolved) and its coordinator has
@@ -200,6 +203,8 @@
 //	                        (cause too-old)
 //	mutant=no-refresh       commit at a pushed timestamp without refreshing the reads (caught
 //	                        by the serializable checker as lost updates / G0 / G2)
+//	mutant=no-span-tscache  scans leave no timestamp-cache entry, so a write can land under a
+//	                        finished scan (TestScanNoPhantoms catches the phantom)
 //
 // # Metrics (protocol.MetricsSource)
 //
@@ -209,7 +214,8 @@
 // deadlocks (transactions a record holder aborted for an older writer's push, each victim once:
 // the deadlocks CockroachDB's wait queues would form and break, avoided by age as spanner's
 // wound-wait avoids them, and counted like its wounds; expired records are not counted),
-// write/pushed, commit/ok, /read-only, /pushed and /unknown, recovery/committed and /aborted,
+// scan/keys (keys visited by scans), scan/marks-evicted (span entries folded into the read
+// floor), write/pushed, commit/ok, /read-only, /pushed and /unknown, recovery/committed and /aborted,
 // record/forgotten, record/ended-query (transactions a holder asked their coordinator about),
 // record/ended-abort (undecided records aborted because the coordinator had ended the transaction),
 // record/reresolve (resolutions re-sent by a holder), record/late-heartbeat (copies of a

@@ -74,11 +74,12 @@ type WriteResp struct {
 
 // RefreshReq re-validates reads: no other transaction wrote Keys in (From, To].
 type RefreshReq struct {
-	Req  uint64
-	Txn  storage.TxnID
-	Keys []string
-	From ts.Timestamp
-	To   ts.Timestamp
+	Req   uint64
+	Txn   storage.TxnID
+	Keys  []string
+	Spans []Span `cbor:",omitempty"` // scanned spans: nothing may have been written in them either
+	From  ts.Timestamp
+	To    ts.Timestamp
 }
 
 // RefreshResp answers RefreshReq.

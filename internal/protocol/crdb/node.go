@@ -35,7 +35,7 @@ func (proto) Options() map[string]string {
 		"write-pipelining":   "acknowledge writes before their intents are durable, proving them at commit (default on)",
 		"parallel-commits":   "persist a STAGING record in parallel with proving the writes (default on)",
 		txnkit.GCTTLOption:   "a leaseholder keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s, from 10ms to 1000h, and at least twice max-offset)",
-		"mutant":             "break a rule on purpose: 'no-refresh' commits at a pushed timestamp without read refresh",
+		"mutant":             "break a rule on purpose: 'no-refresh' commits at a pushed timestamp without read refresh; 'no-span-tscache' lets writes land under a finished scan (phantoms)",
 	}
 }
 
@@ -47,16 +47,19 @@ func (proto) Layout(l topo.Layout) topo.Layout {
 
 // settings are the parsed options.
 type settings struct {
-	maxOffset   time.Duration
-	heartbeat   time.Duration
-	expiry      time.Duration // 5 heartbeats, as CockroachDB's TxnLivenessThreshold
-	idle        time.Duration
-	pipelining  bool
-	parallel    bool
-	gcTTL       time.Duration // versions superseded longer ago than this are collected
-	noRefresh   bool
-	pollPeriod  time.Duration // how often a blocked request re-pushes a transaction it waits for
-	abortMemory int           // how many aborted transactions a leaseholder remembers
+	maxOffset  time.Duration
+	heartbeat  time.Duration
+	expiry     time.Duration // 5 heartbeats, as CockroachDB's TxnLivenessThreshold
+	idle       time.Duration
+	pipelining bool
+	parallel   bool
+	gcTTL      time.Duration // versions superseded longer ago than this are collected
+	noRefresh  bool
+	// noSpanTSCache is a mutant: scans leave no timestamp-cache entry, so a write may land
+	// under a finished scan (a phantom).
+	noSpanTSCache bool
+	pollPeriod    time.Duration // how often a blocked request re-pushes a transaction it waits for
+	abortMemory   int           // how many aborted transactions a leaseholder remembers
 	// forgetAtDecision breaks record garbage collection on purpose (tests only, no option): a
 	// record is forgotten as soon as its decision is durable, before the leaseholders
 	// acknowledge the resolution, so a late push finds the transaction unknown.
@@ -78,8 +81,13 @@ func parseSettings(opts map[string]string) (settings, error) {
 		pipelining:  o.Bool("write-pipelining", true),
 		parallel:    o.Bool("parallel-commits", true),
 		gcTTL:       o.GCTTL(),
-		noRefresh:   o.Enum("mutant", "", "no-refresh") == "no-refresh",
 		abortMemory: 1 << 16,
+	}
+	switch o.Enum("mutant", "", "no-refresh", "no-span-tscache") {
+	case "no-refresh":
+		s.noRefresh = true
+	case "no-span-tscache":
+		s.noSpanTSCache = true
 	}
 	if o.Err != nil {
 		return s, o.Err
@@ -134,20 +142,21 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	}
 	env := cfg.Env
 	n := &Node{
-		env:        env,
-		tp:         env.Topology(),
-		self:       env.Self(),
-		set:        s,
-		hlc:        clock.NewHLC(uint32(env.Self())+1, s.maxOffset),
-		m:          protocol.NewMetrics(),
-		lastReader: map[string]readMark{},
-		intentGen:  map[string]uint64{},
-		blocked:    map[string][]*blockedOp{},
-		aborted:    map[storage.TxnID]bool{},
-		recState:   map[storage.TxnID]*recState{},
-		txns:       map[txnkit.ClientTxn]*coordTxn{},
-		byID:       map[storage.TxnID]*coordTxn{},
-		pending:    map[uint64]*call{},
+		env:          env,
+		tp:           env.Topology(),
+		self:         env.Self(),
+		set:          s,
+		hlc:          clock.NewHLC(uint32(env.Self())+1, s.maxOffset),
+		m:            protocol.NewMetrics(),
+		lastReader:   map[string]readMark{},
+		intentGen:    map[string]uint64{},
+		blocked:      map[string][]*blockedOp{},
+		scansWaiting: map[scanRef]bool{},
+		aborted:      map[storage.TxnID]bool{},
+		recState:     map[storage.TxnID]*recState{},
+		txns:         map[txnkit.ClientTxn]*coordTxn{},
+		byID:         map[storage.TxnID]*coordTxn{},
+		pending:      map[uint64]*call{},
 	}
 	n.resNotes = txnkit.NewOutbox(env, func(txns []storage.TxnID) wire.Msg { return &Resolved{Txns: txns} })
 	if err := n.recover(cfg.Durable); err != nil {
@@ -189,8 +198,13 @@ type Node struct {
 	genWaiters []genWaiter // ascending gen
 	writeGroup *writeGroup // set while an OpsReq is evaluated: its intents share one flush
 	blocked    map[string][]*blockedOp
-	aborted    map[storage.TxnID]bool // transactions whose intents were resolved as aborted here
-	abortedLog []storage.TxnID        // FIFO bound on aborted
+	// spanMarks are the timestamp-cache entries of scanned spans (scan.go), volatile like the
+	// per-key ones: after a crash the read floor covers them. scansWaiting holds the scans
+	// parked on an intent, so that a copy of one is dropped.
+	spanMarks    []spanMark
+	scansWaiting map[scanRef]bool
+	aborted      map[storage.TxnID]bool // transactions whose intents were resolved as aborted here
+	abortedLog   []storage.TxnID        // FIFO bound on aborted
 
 	// Record holder state.
 	recs     *txnrec.Table
@@ -318,6 +332,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.onOps(from, m)
 	case *RefreshReq:
 		n.onRefresh(from, m)
+	case *ScanReq:
+		n.onScan(from, m)
 	case *QueryIntentReq:
 		n.onQueryIntent(from, m)
 	case *ResolveReq:
@@ -345,6 +361,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 	case *OpsResp:
 		n.onOpsResp(m)
 	case *RefreshResp:
+		n.complete(m.Req, m.Clock, m)
+	case *ScanResp:
 		n.complete(m.Req, m.Clock, m)
 	case *QueryIntentResp:
 		n.complete(m.Req, m.Clock, m)

@@ -56,6 +56,11 @@ func (n *Node) bumpReadTS(key string, at ts.Timestamp, txn storage.TxnID) {
 // writeFloor is the lowest timestamp txn may write key at: above every read of another
 // transaction.
 func (n *Node) writeFloor(key string, txn storage.TxnID) ts.Timestamp {
+	return ts.MaxOf(n.keyWriteFloor(key, txn), n.spanWriteFloor(key, txn))
+}
+
+// keyWriteFloor is writeFloor as far as the key's own timestamp-cache entry goes.
+func (n *Node) keyWriteFloor(key string, txn storage.TxnID) ts.Timestamp {
 	wm := n.store.ReadWatermark(key)
 	if rm, ok := n.lastReader[key]; ok && rm.at == wm && rm.txn == txn && txn != 0 {
 		// Our own read set the entry; reads of others are strictly below it. Writing at wm
@@ -573,24 +578,19 @@ func (n *Node) onRefresh(from topo.NodeID, req *RefreshReq) {
 	}
 	ok := true
 	for _, k := range req.Keys {
-		for _, v := range n.store.Versions(k) {
-			if v.Txn == req.Txn || v.State == mvcc.Aborted {
-				continue
-			}
-			if (v.State == mvcc.Committed && req.From.Less(v.TS) && v.TS.LessEq(req.To)) ||
-				(v.State == mvcc.Intent && v.TS.LessEq(req.To)) {
-				ok = false
-				break
-			}
-		}
-		if !ok {
+		if conflictsWithRefresh(n.store.Versions(k), req.Txn, req.From, req.To) {
+			ok = false
 			break
 		}
 	}
+	ok = ok && n.refreshSpans(req.Spans, req.Txn, req.From, req.To)
 	if ok {
 		// The reads now hold at To: protect them there.
 		for _, k := range req.Keys {
 			n.bumpReadTS(k, req.To, req.Txn)
+		}
+		for _, sp := range req.Spans {
+			n.markSpan(sp, req.To, req.Txn)
 		}
 	}
 	n.env.Send(from, &RefreshResp{Req: req.Req, Clock: n.now(), OK: ok})

@@ -1,0 +1,315 @@
+package crdb
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/mvcc"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// Range scans, as CockroachDB serves them: a leaseholder evaluates a scan of a span at the
+// transaction's read timestamp in one step (CockroachDB holds the span's latches for it), so
+// nothing is written into the span meanwhile. An intent of another transaction in the span
+// (below the read timestamp, or in its uncertainty interval) blocks the whole scan, which is
+// evaluated again once it is gone, as a read is; a committed value in the uncertainty interval
+// sends the transaction past it (refresh). A scan that completes records the span in the
+// timestamp cache (spanMarks), so a later write into it below the read timestamp is pushed
+// above it, and the coordinator adds the span to its refresh set, so a refresh fails if
+// another transaction committed anything in the span since. Keys are hash-partitioned, so a
+// scan goes to every leaseholder at once.
+
+// Span is a key range [Start, End); End "" is the end of the key space.
+type Span struct {
+	Start string
+	End   string `cbor:",omitempty"`
+}
+
+func (s Span) covers(key string) bool {
+	return key >= s.Start && (s.End == "" || key < s.End)
+}
+
+// ScanReq asks a leaseholder for the rows of Span that a transaction reading at ReadTS sees
+// among the keys it leads (uncertainty up to Limit, as ReadReq's).
+type ScanReq struct {
+	Req      uint64
+	Txn      TxnMeta
+	Span     Span
+	ReadTS   ts.Timestamp
+	Limit    ts.Timestamp
+	ReadOnly bool `cbor:",omitempty"`
+}
+
+// ScanResp answers ScanReq with the rows in key order, or Uncertain (a committed value in the
+// uncertainty interval, the newest at ValueTS), or TooOld (ReadTS below the GC horizon).
+type ScanResp struct {
+	Req       uint64
+	Clock     ts.Timestamp
+	Rows      []wire.KV    `cbor:",omitempty"`
+	Uncertain bool         `cbor:",omitempty"`
+	ValueTS   ts.Timestamp `cbor:",omitempty"`
+	TooOld    bool         `cbor:",omitempty"`
+}
+
+func (*ScanReq) Kind() wire.Kind  { return 421 }
+func (*ScanResp) Kind() wire.Kind { return 422 }
+
+func init() {
+	wire.Register(&ScanReq{})
+	wire.Register(&ScanResp{})
+}
+
+// scanCostPerKey is the CPU a scan spends per key it visits, on top of the message's service
+// time: a lookup, not a whole message's handling.
+const scanCostPerKey = 50 * time.Nanosecond
+
+// maxSpanMarks bounds the spans a leaseholder keeps in its timestamp cache. Past it the node
+// raises its read floor (which covers every key) to the median span's timestamp and forgets
+// the spans at or below it, as CockroachDB's timestamp cache ratchets its low-water mark:
+// a higher entry only ever pushes more writes, so this is always safe.
+const maxSpanMarks = 256
+
+// spanMark is a span's timestamp-cache entry: txn read it at at (txn 0: not one transaction's).
+type spanMark struct {
+	span Span
+	at   ts.Timestamp
+	txn  storage.TxnID
+}
+
+type scanRef struct {
+	from topo.NodeID
+	req  uint64
+}
+
+// markSpan records that txn read span at at.
+func (n *Node) markSpan(span Span, at ts.Timestamp, txn storage.TxnID) {
+	if n.set.noSpanTSCache {
+		return // mutant: writes may land under a finished scan
+	}
+	floor := n.store.ReadFloor()
+	if at.LessEq(floor) {
+		return
+	}
+	n.spanMarks = slices.DeleteFunc(n.spanMarks, func(m spanMark) bool { return m.at.LessEq(floor) })
+	n.spanMarks = append(n.spanMarks, spanMark{span: span, at: at, txn: txn})
+	if len(n.spanMarks) > maxSpanMarks {
+		all := make([]ts.Timestamp, len(n.spanMarks))
+		for i, m := range n.spanMarks {
+			all[i] = m.at
+		}
+		slices.SortFunc(all, ts.Timestamp.Compare)
+		median := all[(len(all)-1)/2]
+		n.store.RaiseReadFloor(median)
+		n.spanMarks = slices.DeleteFunc(n.spanMarks, func(m spanMark) bool { return m.at.LessEq(median) })
+		n.m.Add("scan/marks-evicted", 1)
+	}
+}
+
+// spanWriteFloor is the lowest timestamp txn may write key at as far as scanned spans go:
+// above every other transaction's scan of a span holding key.
+func (n *Node) spanWriteFloor(key string, txn storage.TxnID) ts.Timestamp {
+	var floor ts.Timestamp
+	for _, m := range n.spanMarks {
+		if (m.txn != txn || txn == 0) && floor.LessEq(m.at) && m.span.covers(key) {
+			floor = m.at.Next()
+		}
+	}
+	return floor
+}
+
+func (n *Node) onScan(from topo.NodeID, req *ScanReq) {
+	if n.scansWaiting[scanRef{from, req.Req}] {
+		return // a copy of a scan waiting here: the waiting one will be answered
+	}
+	n.observe(req.ReadTS)
+	r := *req
+	r.Limit = ts.MinOf(req.Limit, n.hlc.Last()) // the observed timestamp, as startRead's
+	n.evalScan(from, &r, n.env.Now())
+}
+
+// evalScan evaluates a scan in one step (see the top of this file); an intent in its way parks
+// it until the intent is gone, and it is then evaluated afresh.
+func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
+	ref := scanRef{from, req.Req}
+	reply := func(r *ScanResp) {
+		delete(n.scansWaiting, ref)
+		r.Req, r.Clock = req.Req, n.now()
+		n.env.Send(from, r)
+	}
+	if n.belowGCHorizon(req.ReadTS) {
+		reply(&ScanResp{TooOld: true})
+		return
+	}
+	limit := ts.MaxOf(req.Limit, req.ReadTS)
+	var (
+		rows      []wire.KV
+		uncertain ts.Timestamp
+		visited   int
+		blockKey  string
+		blocker   mvcc.Version
+		blocked   bool
+	)
+	n.store.Ascend(req.Span.Start, req.Span.End, func(key string, vs []mvcc.Version) bool {
+		visited++
+		for i := len(vs) - 1; i >= 0; i-- {
+			if v := vs[i]; v.State == mvcc.Intent && v.Txn == req.Txn.ID {
+				if !v.Tombstone {
+					rows = append(rows, wire.KV{Key: strings.Clone(key), Value: v.Value})
+				}
+				return true
+			}
+		}
+		for i := len(vs) - 1; i >= 0; i-- {
+			v := vs[i]
+			if v.State == mvcc.Aborted || limit.Less(v.TS) {
+				continue
+			}
+			if v.State == mvcc.Intent {
+				blockKey, blocker, blocked = strings.Clone(key), v, true
+				return false
+			}
+			if req.ReadTS.Less(v.TS) {
+				uncertain = ts.MaxOf(uncertain, v.TS)
+				return true
+			}
+			if !v.Tombstone {
+				rows = append(rows, wire.KV{Key: strings.Clone(key), Value: v.Value})
+			}
+			return true
+		}
+		return true
+	})
+	n.m.Add("scan/keys", int64(visited))
+	n.env.Charge(time.Duration(visited) * scanCostPerKey)
+	switch {
+	case blocked:
+		// As a read does: an intent below the read timestamp is waited for (an older reader
+		// pushes it above), one in the uncertainty interval is pushed past the limit by an
+		// older reader and waited for by a younger one.
+		pushTo := req.ReadTS.Next()
+		if req.ReadTS.Less(blocker.TS) {
+			pushTo = ts.Zero
+			if _, age := decodeIntentMeta(blocker.Meta); older(req.Txn.Age, req.Txn.ID, age, blocker.Txn) {
+				pushTo = limit.Next()
+			}
+		}
+		n.scansWaiting[ref] = true
+		n.block(blockKey, blocker, &blockedOp{txn: req.Txn, from: from, req: req.Req, pushTo: pushTo, since: since,
+			retry: func() { n.evalScan(from, req, since) }})
+	case !uncertain.IsZero():
+		reply(&ScanResp{Uncertain: true, ValueTS: uncertain})
+	default:
+		n.markSpan(req.Span, req.ReadTS, req.Txn.ID)
+		n.observeWait(since)
+		reply(&ScanResp{Rows: rows})
+	}
+}
+
+// refreshSpans reports whether no other transaction wrote anything in spans in (from, to], as
+// onRefresh asks of keys.
+func (n *Node) refreshSpans(spans []Span, txn storage.TxnID, from, to ts.Timestamp) bool {
+	ok := true
+	for _, sp := range spans {
+		n.store.Ascend(sp.Start, sp.End, func(_ string, vs []mvcc.Version) bool {
+			ok = !conflictsWithRefresh(vs, txn, from, to)
+			return ok
+		})
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// conflictsWithRefresh reports whether another transaction committed a version in (from, to]
+// or holds an intent at or below to: a refresh of a read of these versions to to fails.
+func conflictsWithRefresh(vs []mvcc.Version, txn storage.TxnID, from, to ts.Timestamp) bool {
+	for _, v := range vs {
+		if v.Txn == txn || v.State == mvcc.Aborted {
+			continue
+		}
+		if (v.State == mvcc.Committed && from.Less(v.TS) && v.TS.LessEq(to)) ||
+			(v.State == mvcc.Intent && v.TS.LessEq(to)) {
+			return true
+		}
+	}
+	return false
+}
+
+// primaries is every leaseholder, ascending: where a scan goes.
+func primaries(tp *topo.Topology) []topo.NodeID {
+	var nodes []topo.NodeID
+	for _, s := range tp.Shards {
+		if p := s.Primary(); !slices.Contains(nodes, p) {
+			nodes = append(nodes, p)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+// scan sends t's scan to every leaseholder and answers the client with the rows merged in key
+// order once all have answered; an uncertain value moves the transaction past it first and
+// scans again.
+func (n *Node) scan(t *coordTxn, span Span, limit int32) {
+	nodes := primaries(n.tp)
+	left := len(nodes)
+	var (
+		rows      []wire.KV
+		uncertain ts.Timestamp
+		tooOld    bool
+	)
+	for _, nd := range nodes {
+		ulimit := t.limit
+		if o, ok := t.observed[nd]; ok {
+			ulimit = ts.MinOf(ulimit, o)
+		}
+		n.callFor(t, nil, nd, func(r uint64) wire.Msg {
+			return &ScanReq{Req: r, Txn: t.meta, Span: span, ReadTS: t.readTS, Limit: ulimit, ReadOnly: t.readOnly}
+		}, func(m wire.Msg) {
+			resp := m.(*ScanResp)
+			if !n.live(t) {
+				return
+			}
+			if _, ok := t.observed[nd]; !ok {
+				t.observed[nd] = resp.Clock
+			}
+			tooOld = tooOld || resp.TooOld
+			if resp.Uncertain {
+				uncertain = ts.MaxOf(uncertain, resp.ValueTS)
+			}
+			rows = append(rows, resp.Rows...)
+			if left--; left > 0 {
+				return
+			}
+			switch {
+			case tooOld:
+				n.abort(t, txnkit.AbortTooOld)
+			case !uncertain.IsZero():
+				// Every share is back, so nothing is still out at the old read timestamp.
+				n.m.Add("uncertainty/hit", 1)
+				n.refreshPastUncertainty(t, uncertain, func() { n.scan(t, span, limit) })
+			default:
+				if !slices.Contains(t.readSpans, span) {
+					t.readSpans = append(t.readSpans, span)
+				}
+				n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, Rows: sortedRows(rows, limit)})
+			}
+		})
+	}
+}
+
+// sortedRows is a finished scan's answer: every leaseholder's rows in key order (each key
+// lives on one), cut to limit (0: all).
+func sortedRows(rows []wire.KV, limit int32) []wire.KV {
+	slices.SortFunc(rows, func(a, b wire.KV) int { return strings.Compare(a.Key, b.Key) })
+	if limit > 0 && len(rows) > int(limit) {
+		rows = rows[:limit]
+	}
+	return rows
+}
