@@ -100,3 +100,21 @@ func BenchmarkIntentWrite(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPreload installs a workload's initial rows as a runtime does before a simulation, a
+// fresh store every 256k rows.
+func BenchmarkPreload(b *testing.B) {
+	keys := benchKeyNames()
+	val := make([]byte, 100)
+	var s *Store
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%len(keys) == 0 {
+			s = New(Options{})
+			s.Reserve(len(keys))
+		}
+		if err := s.Preload(keys[i%len(keys)], val); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
