@@ -13,6 +13,19 @@
 // "Conflicting transactions" are the incompatible holders and the incompatible waiters queued
 // ahead of the requester: a request waits behind those too, so the policy must judge them.
 //
+// An upgrade (S→X by a holder) goes ahead of every ordinary waiter, so the waiters it passes
+// start waiting for it without having judged it: they queued while it held S, which blocked only
+// the exclusive requests among them, and those judged it then. Under WoundWait a waiter older
+// than the upgrader would now wait for a younger transaction that nobody wounds — the one wait
+// the policy rules out, which can close a deadlock cycle through other tables that nothing
+// breaks. Its wound is dealt at once: the upgrade is refused (ReasonWoundWait), as the waiter
+// would have wounded the upgrader had it come later. Spanner's participant never meets this: it
+// aborts a wounded transaction that has not voted in the step that wounds it, after which no
+// younger unvoted transaction holds S beside an older waiter; a protocol that aborts the
+// wounded later would. Under WaitDie no waiter an upgrade passes is younger than the upgrader:
+// an exclusive waiter judged its S lock, and a shared one waits only behind an exclusive one it
+// is older than.
+//
 // Age orders transactions: the smaller Age is older (a start timestamp, kept across retries so
 // an old transaction does not starve, notes/rls.md §3.2), ties broken by the smaller TxnID.
 //
@@ -106,14 +119,17 @@ func (o Outcome) String() string {
 const (
 	ReasonNoWait  = "no-wait"
 	ReasonWaitDie = "wait-die"
+	// ReasonWoundWait refuses a WoundWait upgrade that would go ahead of an older waiter.
+	ReasonWoundWait = "wound-wait"
 )
 
 // Result reports an Acquire decision.
 type Result struct {
 	Outcome Outcome
-	Reason  string // for Aborted: ReasonNoWait or ReasonWaitDie
+	Reason  string // for Aborted: ReasonNoWait, ReasonWaitDie, ReasonWoundWait or ReasonQueueFull
 	// Conflicts are the transactions the request conflicted with (holders first, then waiters
-	// ahead), for diagnostics and deadlock accounting.
+	// ahead; for an upgrade refused under WoundWait, the older waiters it would have passed),
+	// for diagnostics and deadlock accounting.
 	Conflicts []storage.TxnID
 	// Wound are the younger conflicting transactions an older WoundWait requester wounds: the
 	// protocol aborts them (unless already committing) and releases their locks.
@@ -185,7 +201,8 @@ func (t *Table) touch(txn storage.TxnID, key string) {
 }
 
 // Acquire requests key in mode for txn under policy. Re-acquiring a held lock (or S while holding
-// X) is granted at once; S→X is an upgrade, granted if txn is the only holder. A transaction may
+// X) is granted at once; S→X is an upgrade, granted if txn is the only holder and otherwise queued
+// ahead of the ordinary waiters (under WoundWait refused if one of them is older). A transaction may
 // have at most one waiting request per key; a second Acquire while waiting returns Waiting again.
 func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy, age Age) Result {
 	l := t.locks[key]
@@ -225,6 +242,17 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 		if len(conflicts) == 0 && len(l.waiters) > 0 {
 			// Compatible with everyone but others are queued: no barging, wait behind them.
 			conflicts = append(conflicts, l.waiters...)
+		}
+	}
+	if upgrade && policy == WoundWait {
+		var passed []storage.TxnID
+		for _, w := range l.waiters {
+			if !t.isHolder(l, w.txn) && older(w, me) {
+				passed = append(passed, w.txn)
+			}
+		}
+		if len(passed) > 0 {
+			return Result{Outcome: Aborted, Reason: ReasonWoundWait, Conflicts: passed}
 		}
 	}
 	if len(conflicts) == 0 {

@@ -107,6 +107,44 @@ func TestPolicies(t *testing.T) {
 			acq(b, "k", Exclusive, WaitDie, 2, Aborted).because(ReasonWaitDie),
 			rel(b, Grant{Txn: a, Key: "k", Mode: Exclusive}),
 		}},
+		// The defect: an older S waiter o queued behind a younger X waiter z (which it wounds)
+		// while y held S compatibly; y's upgrade then went ahead of o, granted at once as the
+		// only holder, and o waited for the younger y with no wound ever dealt: once the wounded
+		// z was gone, o still waited for y, which could be waiting for o at another table.
+		{"wound-wait: an upgrade that would pass an older waiter is refused", []step{
+			acq(b, "k", Shared, WoundWait, 2, Granted),
+			acq(c, "k", Exclusive, WoundWait, 3, Waiting).conflictsWith(b),
+			acq(a, "k", Shared, WoundWait, 1, Waiting).wounds(c).conflictsWith(c),
+			acq(b, "k", Exclusive, WoundWait, 2, Aborted).because(ReasonWoundWait).conflictsWith(a),
+			rel(b, Grant{Txn: c, Key: "k", Mode: Exclusive}),
+			rel(c, Grant{Txn: a, Key: "k", Mode: Shared}),
+		}},
+		{"wound-wait: a queued upgrade that would pass an older waiter is refused", []step{
+			acq(b, "k", Shared, WoundWait, 2, Granted),
+			acq(d, "k", Shared, WoundWait, 4, Granted),
+			acq(c, "k", Exclusive, WoundWait, 5, Waiting).conflictsWith(b, d),
+			acq(a, "k", Shared, WoundWait, 1, Waiting).wounds(c).conflictsWith(c),
+			acq(b, "k", Exclusive, WoundWait, 2, Aborted).because(ReasonWoundWait).conflictsWith(a),
+		}},
+		{"wound-wait: an upgrade passing only younger waiters waits ahead of them", []step{
+			acq(b, "k", Shared, WoundWait, 2, Granted),
+			acq(d, "k", Shared, WoundWait, 4, Granted),
+			acq(c, "k", Exclusive, WoundWait, 5, Waiting).conflictsWith(b, d),
+			acq(b, "k", Exclusive, WoundWait, 2, Waiting).wounds(d).conflictsWith(d),
+			rel(d, Grant{Txn: b, Key: "k", Mode: Exclusive}),
+			rel(b, Grant{Txn: c, Key: "k", Mode: Exclusive}),
+		}},
+		// The mirror: under wait-die, the waiters an upgrade passes are older than the upgrader,
+		// so the edges they gain still go from older to younger: an X waiter judged the S lock
+		// the upgrader held, and an S waiter waits only behind an X waiter it is older than.
+		{"wait-die: the waiters an upgrade passes are older than it", []step{
+			acq(b, "k", Shared, WaitDie, 2, Granted),
+			acq(c, "k", Exclusive, WaitDie, 3, Aborted).because(ReasonWaitDie).conflictsWith(b),
+			acq(a, "k", Exclusive, WaitDie, 1, Waiting).conflictsWith(b),
+			acq(d, "k", Shared, WaitDie, 4, Aborted).because(ReasonWaitDie).conflictsWith(a),
+			acq(b, "k", Exclusive, WaitDie, 2, Granted), // the only holder: granted ahead of a
+			rel(b, Grant{Txn: a, Key: "k", Mode: Exclusive}),
+		}},
 		{"release grants across keys in first-touch order", []step{
 			acq(a, "x", Exclusive, Wait, 1, Granted),
 			acq(a, "y", Exclusive, Wait, 1, Granted),
