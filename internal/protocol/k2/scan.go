@@ -116,7 +116,11 @@ func (n *Node) onScan(from topo.NodeID, r *ScanReq) {
 	n.markScan(r.Start, r.End, r.TS)
 	var keys []string
 	n.store.Ascend(r.Start, r.End, func(key string, _ []mvcc.Version) bool {
-		keys = append(keys, strings.Clone(key))
+		// A layout with shard replicas preloads their rows here too; k2 never updates those
+		// copies (it reads and writes primaries only), so only the keys this node leads count.
+		if n.tp.PrimaryOf(key) == n.self {
+			keys = append(keys, strings.Clone(key))
+		}
 		return true
 	})
 	n.m.Add("scan.keys", int64(len(keys)))
