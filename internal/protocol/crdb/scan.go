@@ -156,6 +156,9 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 	)
 	n.store.Ascend(req.Span.Start, req.Span.End, func(key string, vs []mvcc.Version) bool {
 		visited++
+		if !n.leads(key) {
+			return true
+		}
 		for i := len(vs) - 1; i >= 0; i-- {
 			if v := vs[i]; v.State == mvcc.Intent && v.Txn == req.Txn.ID {
 				if !v.Tombstone {
@@ -215,8 +218,8 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 func (n *Node) refreshSpans(spans []Span, txn storage.TxnID, from, to ts.Timestamp) bool {
 	ok := true
 	for _, sp := range spans {
-		n.store.Ascend(sp.Start, sp.End, func(_ string, vs []mvcc.Version) bool {
-			ok = !conflictsWithRefresh(vs, txn, from, to)
+		n.store.Ascend(sp.Start, sp.End, func(key string, vs []mvcc.Version) bool {
+			ok = !n.leads(key) || !conflictsWithRefresh(vs, txn, from, to)
 			return ok
 		})
 		if !ok {
@@ -240,6 +243,11 @@ func conflictsWithRefresh(vs []mvcc.Version, txn storage.TxnID, from, to ts.Time
 	}
 	return false
 }
+
+// leads reports whether this node is key's leaseholder. A layout with shard replicas preloads
+// their rows on every replica too, and crdb never updates those copies (it reads and writes
+// leaseholders only): a scan must not count them.
+func (n *Node) leads(key string) bool { return n.tp.PrimaryOf(key) == n.self }
 
 // primaries is every leaseholder, ascending: where a scan goes.
 func primaries(tp *topo.Topology) []topo.NodeID {

@@ -12,6 +12,9 @@ import (
 
 func TestScan(t *testing.T) { prototest.ScanBasics(t, name, nil) }
 
+// TestScanReplicatedLayout: each key once, from its primary, on a layout with replicas.
+func TestScanReplicatedLayout(t *testing.T) { prototest.ScanReplicatedLayout(t, name) }
+
 // TestScanNoPhantoms: with scanned spans in the timestamp cache no committed scan misses a row
 // whose counter increment it saw; without them (mutant no-span-tscache) the same runs find
 // phantoms.
@@ -63,4 +66,11 @@ func TestScanRefreshSeesNewRows(t *testing.T) {
 	if cause := client.AbortCause(scanErr); cause != "refresh-failed" {
 		t.Errorf("T1: %v, want an abort with cause refresh-failed (its span gained p-x)", scanErr)
 	}
+}
+
+// TestScanNoPhantomsUnderFaults: no committed scan disagrees with the counter under loss,
+// duplicates and crashes; the no-span-tscache mutant does.
+func TestScanNoPhantomsUnderFaults(t *testing.T) {
+	prototest.ScanNoPhantomsUnderFaults(t, name, []map[string]string{nil, {"write-pipelining": "off", "parallel-commits": "off"}},
+		map[string]string{"mutant": "no-span-tscache"})
 }

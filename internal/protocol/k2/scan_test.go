@@ -10,6 +10,9 @@ import (
 
 func TestScan(t *testing.T) { prototest.ScanBasics(t, "k2", nil) }
 
+// TestScanReplicatedLayout: each key once, from its primary, on a layout with replicas.
+func TestScanReplicatedLayout(t *testing.T) { prototest.ScanReplicatedLayout(t, "k2") }
+
 // TestScanNoPhantoms: with the range watermark no committed scan misses a row whose counter
 // increment it saw; without it (mutant no-scan-watermark) the same runs find phantoms.
 func TestScanNoPhantoms(t *testing.T) {
