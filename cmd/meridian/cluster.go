@@ -13,8 +13,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/spf13/cobra"
 
+	"github.com/meridiandb/meridian/configs"
 	mrt "github.com/meridiandb/meridian/internal/runtime"
 )
 
@@ -163,9 +165,6 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := checkDistinctSockets(cfg); err != nil {
-		return err
-	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -174,6 +173,10 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 		return err
 	}
 	cfgPath := filepath.Join(cfg.DataDir, configCopy)
+	cfgText, err := serverConfig(cfg)
+	if err != nil {
+		return err
+	}
 	st := &clusterState{}
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, stateFile)); err == nil {
 		// Whatever holds the state file's name but cannot be read as one is not ours to
@@ -184,7 +187,7 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 		if st.Name == "" {
 			return fmt.Errorf("%s names no cluster, so it is left alone: choose another --data-dir", filepath.Join(cfg.DataDir, stateFile))
 		}
-	} else if data, err := os.ReadFile(cfgPath); err == nil && string(data) != cfg.Text {
+	} else if data, err := os.ReadFile(cfgPath); err == nil && string(data) != cfgText {
 		// No cluster was started here, so this is not our copy of a configuration.
 		return fmt.Errorf("%s exists and is not this cluster's configuration; starting would overwrite it: choose another --data-dir", cfgPath)
 	}
@@ -198,7 +201,7 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(cfgPath, []byte(cfg.Text), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
 		return err
 	}
 	prevConfig := st.Config
@@ -281,37 +284,65 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	return nil
 }
 
-// checkDistinctSockets refuses two addresses of a cluster's nodes that are one socket on this
-// machine, where cluster start runs them all. The configuration compares addresses as text,
-// so localhost:7301 beside 127.0.0.1:7301 (or 0.0.0.0:7301) passed; the second node could not
-// listen and exited, and cluster start, finding its port answered by the first, reported it
-// started and the cluster running.
-func checkDistinctSockets(cfg *mrt.Config) error {
-	type socket struct {
-		node, addr string
-		tcp        *net.TCPAddr
+// serverConfig is the configuration the servers of a cluster run with, which cluster start
+// writes to the data directory: a file whether the configuration came from one or is the
+// built-in, and one path the servers' command lines share, by which status and stop know them.
+// A configuration's relative paths are relative to its file's directory, which for the copy is
+// the data directory, so the copy names every path absolute, as this command resolved it.
+// Written verbatim, a node's data_dir = "nodes/sh-1" was <config dir>/nodes/sh-1 to cluster
+// start (the directory it checked) and to the same node run by hand with meridian server, but
+// <data dir>/nodes/sh-1 to the cluster's server, and a topology file beside the configuration
+// was looked for in the data directory. The copy is the configuration re-encoded, without its
+// comments: the settings are the same, and so is every node's Setup.
+func serverConfig(cfg *mrt.Config) (string, error) {
+	var raw map[string]any
+	if _, err := toml.Decode(cfg.Text, &raw); err != nil {
+		return "", fmt.Errorf("%s: %w", cfg.Source, err)
 	}
-	wildcard := func(ip net.IP) bool { return len(ip) == 0 || ip.IsUnspecified() }
-	var seen []socket
-	for _, n := range cfg.Nodes {
-		for _, addr := range []string{n.Addr, n.GRPCAddr} {
-			if addr == "" {
-				continue
-			}
-			ta, err := net.ResolveTCPAddr("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("node %s: %w", n.Name, err)
-			}
-			for _, s := range seen {
-				if s.tcp.Port == ta.Port && (s.tcp.IP.Equal(ta.IP) || wildcard(s.tcp.IP) || wildcard(ta.IP)) {
-					return fmt.Errorf("%s: node %s's %s and node %s's %s are one socket on this machine: give each its own port",
-						cfg.Source, s.node, s.addr, n.Name, addr)
-				}
-			}
-			seen = append(seen, socket{n.Name, addr, ta})
+	abs := func(path string) (string, error) {
+		if cfg.Source != configs.DefaultName && !filepath.IsAbs(path) {
+			path = filepath.Join(filepath.Dir(cfg.Source), path)
+		}
+		return filepath.Abs(path) // the built-in's paths are relative to the working directory
+	}
+	var err error
+	if raw["data_dir"], err = abs(cfg.DataDir); err != nil {
+		return "", err
+	}
+	if t, ok := raw["topology"].(string); ok && strings.HasSuffix(t, ".toml") { // else a preset's name
+		if raw["topology"], err = abs(t); err != nil {
+			return "", err
 		}
 	}
-	return nil
+	dirs := map[string]string{}
+	for _, n := range cfg.Nodes {
+		if dirs[n.Name], err = abs(n.DataDir); err != nil {
+			return "", err
+		}
+	}
+	var tables []map[string]any
+	switch nodes := raw["node"].(type) {
+	case []map[string]any: // [[node]] tables
+		tables = nodes
+	case []any: // node = [{ … }, …]
+		for _, n := range nodes {
+			if t, ok := n.(map[string]any); ok {
+				tables = append(tables, t)
+			}
+		}
+	}
+	for _, t := range tables {
+		name, _ := t["name"].(string)
+		if dir, ok := dirs[name]; ok {
+			t["data_dir"] = dir
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# What the servers run with: %q as meridian cluster start read it, with every path resolved.\n\n", cfg.Source)
+	if err := toml.NewEncoder(&b).Encode(raw); err != nil {
+		return "", fmt.Errorf("%s: %w", cfg.Source, err)
+	}
+	return b.String(), nil
 }
 
 // processes names the nodes and their pids, for an error that must say what it leaves running.
