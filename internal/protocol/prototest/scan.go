@@ -44,6 +44,19 @@ func rowKeys(rows []wire.KV) []string {
 // its timestamp, with the transaction's own writes and deletes applied, cut to the limit.
 func ScanBasics(t *testing.T, protocol string, opts map[string]string) {
 	t.Helper()
+	scanBasics(t, protocol, opts, true)
+}
+
+// ScanBasicsReadOnly is ScanBasics for a protocol that scans in read-only transactions only:
+// the same scans of committed rows, and a scan in a read-write transaction refused as a bad
+// argument.
+func ScanBasicsReadOnly(t *testing.T, protocol string, opts map[string]string) {
+	t.Helper()
+	scanBasics(t, protocol, opts, false)
+}
+
+func scanBasics(t *testing.T, protocol string, opts map[string]string, readWrite bool) {
+	t.Helper()
 	s, tp := newScanSim(t, protocol, 1, opts)
 	// Keys on different shards (no '/': each key is its own routing prefix, hashed), all in "s-".
 	keys := []string{"s-a", "s-b", "s-c", "s-d", "s-e", "s-f"}
@@ -71,7 +84,14 @@ func ScanBasics(t *testing.T, protocol string, opts map[string]string) {
 			fail("load: %v", err)
 			return
 		}
-		err = client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+		if !readWrite {
+			tx := db.Begin(client.TxnOptions{})
+			if _, err := tx.Scan("s-", "s.", 0); !errors.Is(err, client.ErrBadArgument) {
+				fail("scan in a read-write transaction: %v, want a bad-argument refusal", err)
+			}
+			_ = tx.Abort()
+		}
+		err = client.RunTxn(db, client.TxnOptions{ReadOnly: !readWrite}, func(tx *client.Txn) error {
 			rows, err := tx.Scan("s-", "s.", 0)
 			if err != nil {
 				return err
@@ -84,6 +104,21 @@ func ScanBasics(t *testing.T, protocol string, opts map[string]string) {
 			}
 			if got, want := rowKeys(rows), []string{"s-b=v-b", "s-c=v-c", "s-d=v-d"}; !slices.Equal(got, want) {
 				fail("[s-b, s-e): %v, want %v", got, want)
+			}
+			if !readWrite {
+				if rows, err = tx.Scan("s-", "s.", 2); err != nil {
+					return err
+				}
+				if got, want := rowKeys(rows), []string{"s-a=v-a", "s-b=v-b"}; !slices.Equal(got, want) {
+					fail("limit 2: %v, want %v", got, want)
+				}
+				if rows, err = tx.Scan("s-", "", 0); err != nil {
+					return err
+				}
+				if n := len(rows); n != 7 || rows[n-1].Key != "t-outside" {
+					fail("open-ended scan: %v, want 6 rows of s- and t-outside last", rowKeys(rows))
+				}
+				return nil
 			}
 			// The transaction's own writes: an update, a delete and an insert.
 			if err := tx.Put("s-b", []byte("own")); err != nil {
@@ -111,6 +146,9 @@ func ScanBasics(t *testing.T, protocol string, opts map[string]string) {
 		})
 		if err != nil {
 			fail("scans: %v", err)
+		}
+		if !readWrite {
+			return
 		}
 		// Read-only, from another transaction: the committed state.
 		err = client.RunTxn(db, client.TxnOptions{ReadOnly: true}, func(tx *client.Txn) error {
@@ -144,7 +182,7 @@ func ScanBasics(t *testing.T, protocol string, opts map[string]string) {
 // histories never differ. The phantom the range watermark prevents: a scan at S sees no row, an
 // inserter below S whose counter intent the scan's later read waits for then writes its row
 // into the range under the finished scan, and commits.
-func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]string) (mismatches, scans, inserts int) {
+func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]string, readOnlyScans bool) (mismatches, scans, inserts int) {
 	t.Helper()
 	s, tp := newScanSim(t, protocol, seed, opts)
 	const counter = "phantom-count"
@@ -182,7 +220,7 @@ func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]stri
 					}
 					var rows []wire.KV
 					var count int
-					err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+					err := client.RunTxn(db, client.TxnOptions{ReadOnly: readOnlyScans}, func(tx *client.Txn) error {
 						var err error
 						if rows, err = tx.Scan("row-", "row.", 0); err != nil {
 							return err
@@ -226,9 +264,21 @@ func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]stri
 // to break, like serial's one-at-a-time execution).
 func ScanNoPhantoms(t *testing.T, protocol string, opts, mutant map[string]string) {
 	t.Helper()
+	scanNoPhantoms(t, protocol, opts, mutant, false)
+}
+
+// ScanNoPhantomsReadOnly is ScanNoPhantoms with the scanners in read-only transactions, for a
+// protocol that scans only there: the scan and the counter are read at one snapshot.
+func ScanNoPhantomsReadOnly(t *testing.T, protocol string, opts, mutant map[string]string) {
+	t.Helper()
+	scanNoPhantoms(t, protocol, opts, mutant, true)
+}
+
+func scanNoPhantoms(t *testing.T, protocol string, opts, mutant map[string]string, readOnlyScans bool) {
+	t.Helper()
 	var mutantMismatches int
 	for seed := uint64(1); seed <= 3; seed++ {
-		mm, scans, inserts := phantomRun(t, protocol, seed, opts)
+		mm, scans, inserts := phantomRun(t, protocol, seed, opts, readOnlyScans)
 		t.Logf("seed %d: %d scans, %d inserts, %d mismatches", seed, scans, inserts, mm)
 		if scans < 10 || inserts < 10 {
 			t.Fatalf("seed %d: %d scans and %d inserts committed: too few to test anything", seed, scans, inserts)
@@ -239,7 +289,7 @@ func ScanNoPhantoms(t *testing.T, protocol string, opts, mutant map[string]strin
 		if mutant == nil || mutantMismatches > 0 {
 			continue // one seed that shows the mutant's phantom is enough
 		}
-		bad, _, _ := phantomRun(t, protocol, seed, mutant)
+		bad, _, _ := phantomRun(t, protocol, seed, mutant, readOnlyScans)
 		t.Logf("seed %d, mutant %v: %d mismatches", seed, mutant, bad)
 		mutantMismatches += bad
 	}
@@ -309,7 +359,7 @@ func ScanReplicatedLayout(t *testing.T, proto string) {
 // exactly the counter. Inserters add a row and bump the counter, deleters remove a row they
 // find and lower it; scanners check a scan against the counter (scan first, counter first,
 // twice, and after their own insert).
-func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string]string, crashes bool) (mismatches, scans, writes int) {
+func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string]string, crashes, readOnlyScans bool) (mismatches, scans, writes int) {
 	t.Helper()
 	s, tp := newScanSim(t, protocol, seed, opts)
 	s.SetClientLinksReliable(true)
@@ -353,9 +403,13 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 		coord := tp.DataNodes(region)[0]
 		for c := range 5 {
 			id := fmt.Sprintf("%d-%d", r, c)
+			kind := c
+			if readOnlyScans && kind == 4 {
+				kind = 0 // scans only in read-only transactions: one more inserter instead
+			}
 			s.AddClient(region, coord, int64(100*time.Millisecond), func(db *client.DB) {
 				for i := 0; db.Transport().Now() < int64(3*time.Second); i++ {
-					switch c {
+					switch kind {
 					case 0: // insert
 						row := fmt.Sprintf("row-%s-%d", id, i)
 						err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
@@ -394,7 +448,7 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 					case 2: // scan, then the counter
 						var rows []wire.KV
 						var n int
-						err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) (err error) {
+						err := client.RunTxn(db, client.TxnOptions{ReadOnly: readOnlyScans}, func(tx *client.Txn) (err error) {
 							if rows, err = tx.Scan("row-", "row.", 0); err != nil {
 								return err
 							}
@@ -474,13 +528,25 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 // same run under mutant finds a disagreement in seeds 1-3, so the check can fail.
 func ScanNoPhantomsUnderFaults(t *testing.T, protocol string, optionSets []map[string]string, mutant map[string]string) {
 	t.Helper()
+	scanNoPhantomsUnderFaults(t, protocol, optionSets, mutant, false)
+}
+
+// ScanNoPhantomsUnderFaultsReadOnly is ScanNoPhantomsUnderFaults with every scan in a read-only
+// transaction (the own-insert-then-scan shape becomes one more inserter).
+func ScanNoPhantomsUnderFaultsReadOnly(t *testing.T, protocol string, optionSets []map[string]string, mutant map[string]string) {
+	t.Helper()
+	scanNoPhantomsUnderFaults(t, protocol, optionSets, mutant, true)
+}
+
+func scanNoPhantomsUnderFaults(t *testing.T, protocol string, optionSets []map[string]string, mutant map[string]string, readOnlyScans bool) {
+	t.Helper()
 	seeds := uint64(4)
 	if v, err := strconv.Atoi(os.Getenv("SCAN_SEEDS")); err == nil {
 		seeds = uint64(v)
 	}
 	for _, o := range optionSets {
 		for seed := uint64(1); seed <= seeds; seed++ {
-			mm, scans, writes := phantomFaultRun(t, protocol, seed, o, true)
+			mm, scans, writes := phantomFaultRun(t, protocol, seed, o, true, readOnlyScans)
 			t.Logf("%v seed %d: %d scans, %d writes, %d mismatches", o, seed, scans, writes, mm)
 			if mm != 0 {
 				t.Errorf("%v seed %d: %d of %d scans disagree with the counter", o, seed, mm, scans)
@@ -489,7 +555,7 @@ func ScanNoPhantomsUnderFaults(t *testing.T, protocol string, optionSets []map[s
 	}
 	total := 0
 	for seed := uint64(1); seed <= 3 && total == 0; seed++ {
-		mm, scans, _ := phantomFaultRun(t, protocol, seed, mutant, true)
+		mm, scans, _ := phantomFaultRun(t, protocol, seed, mutant, true, readOnlyScans)
 		t.Logf("mutant %v seed %d: %d scans, %d mismatches", mutant, seed, scans, mm)
 		total += mm
 	}

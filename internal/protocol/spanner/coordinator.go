@@ -241,7 +241,11 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 		}
 		c.execute(t, &cp)
 	case wire.OpScan:
-		txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "spanner: scans are not supported"})
+		if !t.readOnly {
+			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: errScanReadWrite})
+			return
+		}
+		c.scan(t, &cp)
 	case wire.OpCommit:
 		t.pending = &cp
 		c.commit(t)
@@ -427,6 +431,8 @@ func (c *Coordinator) part(t *coordTxn, n node.ID) *participant {
 type opRun struct {
 	ops     []wire.BatchOp
 	results []wire.BatchResult // one per op, in request order; writes leave theirs empty
+	scan    *ScanRange         // a snapshot scan: ops is its one OpScan, groups every participant
+	rows    []wire.KV          // a scan's rows so far
 	groups  []*opGroup         // in first-touch order, so sends are deterministic
 	left    int                // groups not answered yet
 }
@@ -492,9 +498,29 @@ func (c *Coordinator) execute(t *coordTxn, req *wire.ClientRequest) {
 	}
 }
 
+// scan runs a read-only transaction's snapshot scan (scan.go) at every participant that leads a
+// shard, one group each, answered like a run.
+func (c *Coordinator) scan(t *coordTxn, req *wire.ClientRequest) {
+	run := &opRun{ops: []wire.BatchOp{{Op: wire.OpScan, Key: req.Key}}, results: make([]wire.BatchResult, 1),
+		scan: &ScanRange{Start: req.Key, End: req.EndKey, Limit: req.Limit}}
+	for _, s := range c.env.Topology().Shards {
+		if p := s.Primary(); !slices.ContainsFunc(run.groups, func(g *opGroup) bool { return g.node == p }) {
+			run.groups = append(run.groups, &opGroup{node: p, ops: []int{0}})
+		}
+	}
+	slices.SortFunc(run.groups, func(a, b *opGroup) int { return int(a.node) - int(b.node) })
+	t.pending, t.run = req, run
+	run.left = len(run.groups)
+	for _, g := range run.groups {
+		c.sendGroup(t, g)
+	}
+}
+
 // groupKind is the message kind g goes out as, and so the answer it expects.
 func (t *coordTxn) groupKind(g *opGroup) opsKind {
 	switch {
+	case t.run.scan != nil:
+		return kindScan
 	case len(g.ops) > 1:
 		return kindOps
 	case t.run.ops[g.ops[0]].Op == wire.OpGet:
@@ -513,7 +539,9 @@ func (c *Coordinator) sendGroup(t *coordTxn, g *opGroup) {
 	g.sentAt = c.env.Now()
 	if t.readOnly {
 		m := &SnapReadReq{Txn: t.id, Seq: seq, At: t.snapTS}
-		if len(g.ops) == 1 {
+		if t.run.scan != nil {
+			m.Scan = t.run.scan
+		} else if len(g.ops) == 1 {
 			m.Key = t.run.ops[g.ops[0]].Key
 		} else {
 			m.Keys = make([]string, len(g.ops))
@@ -630,22 +658,31 @@ func (c *Coordinator) onSnapReadResp(from node.ID, m *SnapReadResp) {
 		if t == nil {
 			t, _ = c.outstanding(m.Txn, from, m.Seq, kindOps)
 		}
+		if t == nil {
+			t, _ = c.outstanding(m.Txn, from, m.Seq, kindScan)
+		}
 		if t != nil && t.readOnly {
 			c.abort(t, m.Cause)
 		}
 		return
 	}
 	kind := kindRead
-	if len(m.Results) > 0 {
+	switch {
+	case m.Scan:
+		kind = kindScan
+	case len(m.Results) > 0:
 		kind = kindOps
 	}
 	t, g := c.outstanding(m.Txn, from, m.Seq, kind)
 	if t == nil || !t.readOnly {
 		return
 	}
-	if kind == kindRead {
+	switch kind {
+	case kindScan:
+		t.run.rows = append(t.run.rows, m.Rows...)
+	case kindRead:
 		t.run.results[g.ops[0]] = wire.BatchResult{Found: m.Found, Value: m.Value}
-	} else {
+	default:
 		if len(m.Results) != len(g.ops) {
 			c.abort(t, causeBadAnswer)
 			return
@@ -677,6 +714,8 @@ func (c *Coordinator) groupDone(t *coordTxn, g *opGroup) {
 // result, a write with OK.
 func (c *Coordinator) reply(t *coordTxn, req *wire.ClientRequest, run *opRun) {
 	switch req.Op {
+	case wire.OpScan:
+		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Rows: sortedRows(run.rows, req.Limit)})
 	case wire.OpBatch:
 		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Results: run.results})
 	case wire.OpGet:

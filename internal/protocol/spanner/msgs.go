@@ -38,6 +38,7 @@ type SnapReadReq struct {
 	Key  string
 	Keys []string `cbor:",omitempty"`
 	At   ts.Timestamp
+	Scan *ScanRange `cbor:",omitempty"` // a snapshot scan of a range instead of keys (scan.go)
 }
 
 // keys returns the keys m reads, in order.
@@ -58,6 +59,9 @@ type SnapReadResp struct {
 	Found   bool         `cbor:",omitempty"`
 	Value   []byte       `cbor:",omitempty"`
 	Results []ReadResult `cbor:",omitempty"`
+	// Scan marks the answer to a snapshot scan; Rows are its rows in key order.
+	Scan bool      `cbor:",omitempty"`
+	Rows []wire.KV `cbor:",omitempty"`
 }
 
 // ReadResult is one key's value in a multi-key answer (OpsResp, SnapReadResp). Version is the

@@ -289,6 +289,7 @@ const (
 	kindRead  opsKind = iota + 1 // ReadReq → ReadResp
 	kindWrite                    // WriteReq → WriteResp
 	kindOps                      // OpsReq → OpsResp
+	kindScan                     // SnapReadReq with a Scan → SnapReadResp with Rows
 )
 
 // opsReq is a transaction's read or eager-write request in progress here: its operations take
@@ -927,6 +928,9 @@ func (p *Participant) onSnapRead(from node.ID, m *SnapReadReq) {
 	// below it except the prepared transactions the read waits for below.
 	p.maxTS = ts.MaxOf(p.maxTS, m.At)
 	keys := m.keys()
+	if m.Scan != nil {
+		keys = p.scanKeys(m.Scan)
+	}
 	p.trySnap(&snapWaiter{from: from, req: m, keys: keys, results: make([]ReadResult, len(keys))})
 }
 
@@ -947,7 +951,7 @@ func (p *Participant) trySnap(w *snapWaiter) {
 	for ; w.next < len(w.keys); w.next++ {
 		key := w.keys[w.next]
 		vis := p.store.VisibleAt(key, w.req.At, 0)
-		if len(vis.Pending) > 0 {
+		if len(vis.Pending) > 0 && (w.req.Scan == nil || p.cfg.Mutant != MutantScanNoWait) {
 			// A prepared transaction at or below the snapshot may commit below it: Spanner's
 			// safe time has not reached the snapshot for this key yet.
 			p.snapQ[key] = append(p.snapQ[key], w)
@@ -963,7 +967,9 @@ func (p *Participant) trySnap(w *snapWaiter) {
 	}
 	p.unparkSnap(w)
 	r := &SnapReadResp{Txn: w.req.Txn, Seq: w.req.Seq}
-	if len(w.req.Keys) > 0 {
+	if w.req.Scan != nil {
+		r.Scan, r.Rows = true, scanRows(w.keys, w.results, w.req.Scan.Limit)
+	} else if len(w.req.Keys) > 0 {
 		r.Results = w.results
 	} else {
 		r.Found, r.Value = w.results[0].Found, w.results[0].Value

@@ -24,6 +24,9 @@ const (
 	MutantEarlyRelease = "early-release"
 	MutantNoReadLock   = "no-read-lock"
 	MutantEagerNoLock  = "eager-no-lock"
+	// MutantScanNoWait: a snapshot scan reads past a prepared transaction's intents instead of
+	// waiting for its decision, so it misses rows that commit below its snapshot.
+	MutantScanNoWait = "scan-no-wait"
 )
 
 func init() { protocol.Register(proto{}) }
@@ -50,7 +53,7 @@ func (proto) Options() map[string]string {
 		"decision-timeout": "a participant holding a prepared transaction asks its coordinator for the decision after this long, and again every period (default 500ms)",
 		"write-locks":      "buffered (default, Spanner's): writes wait at the coordinator and take exclusive locks at prepare; eager (K2's d2PL-TTC): each write goes to its participant and takes its exclusive lock when issued",
 		txnkit.GCTTLOption: "a participant keeps superseded versions this long (10ms to 1000h, default 10s) and refuses a snapshot read older than that (cause too-old), so a read-only transaction has gc-ttl to finish",
-		"mutant":           "break a rule on purpose: 'early-release' releases locks and replies at the decision, before it is durable and before commit wait; 'no-read-lock' reads without shared locks; 'eager-no-lock' (with write-locks=eager) writes without exclusive locks",
+		"mutant":           "break a rule on purpose: 'early-release' releases locks and replies at the decision, before it is durable and before commit wait; 'no-read-lock' reads without shared locks; 'eager-no-lock' (with write-locks=eager) writes without exclusive locks; 'scan-no-wait' lets a snapshot scan read past prepared intents",
 	}
 }
 func (proto) Layout(l topo.Layout) topo.Layout { return l }
@@ -111,7 +114,7 @@ func ParseOptions(m map[string]string) (Config, error) {
 	c.CommitWait = o.Bool("commit-wait", true)
 	c.IdleTimeout = o.Duration("idle-timeout", 5*time.Second)
 	c.DecisionTimeout = o.Duration("decision-timeout", 500*time.Millisecond)
-	c.Mutant = o.Enum("mutant", "", "", MutantEarlyRelease, MutantNoReadLock, MutantEagerNoLock)
+	c.Mutant = o.Enum("mutant", "", "", MutantEarlyRelease, MutantNoReadLock, MutantEagerNoLock, MutantScanNoWait)
 	c.EagerWrites = o.Enum("write-locks", "buffered", "buffered", "eager") == "eager"
 	c.GCTTL = o.GCTTL()
 	if o.Err != nil {
