@@ -230,9 +230,6 @@ func TestKVScan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of processes")
 	}
-	if protocolUnderTest() == "spanner" {
-		t.Skip("spanner serves no scans")
-	}
 	c := newCluster(t, 0.05)
 	for _, k := range []string{"scan-a", "scan-b", "scan-c", "scan-d", "scao"} {
 		c.mustRun(30*time.Second, nil, "kv", "put", k, "v"+k)
