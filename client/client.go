@@ -19,6 +19,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -140,6 +141,9 @@ func (tx *Txn) call(op wire.Op, key, end string, limit int, value []byte) (*wire
 	}
 	if !utf8.ValidString(end) {
 		return nil, fmt.Errorf("%w: key %q is not valid UTF-8", ErrBadArgument, end)
+	}
+	if limit < 0 || limit > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: scan limit %d outside 0..%d (0: no limit)", ErrBadArgument, limit, math.MaxInt32)
 	}
 	return tx.send(&wire.ClientRequest{Op: op, Key: key, EndKey: end, Limit: int32(limit), Value: value})
 }
@@ -324,7 +328,8 @@ func (tx *Txn) Delete(key string) error {
 }
 
 // Scan returns up to limit rows with start ≤ key < end, in key order (limit 0: no limit).
-// Protocols that do not support scans answer with ErrBadArgument.
+// A scan whose answer would exceed wire.MaxScanBytes, or one a protocol does not serve (spanner
+// in a read-write transaction), fails with ErrBadArgument.
 func (tx *Txn) Scan(start, end string, limit int) ([]wire.KV, error) {
 	rep, err := tx.call(wire.OpScan, start, end, limit, nil)
 	if err != nil {

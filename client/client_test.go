@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -165,6 +166,24 @@ func TestNonUTF8Refused(t *testing.T) {
 	// A refused label does not stick to later transactions, and valid multi-byte keys pass.
 	if err := db.Begin(TxnOptions{Label: "café"}).Put("clé", []byte("v")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestScanLimitOutOfRange: a limit the wire's int32 cannot carry is refused, not wrapped (2^31
+// became negative and 2^32 became 0, both "no limit").
+func TestScanLimitOutOfRange(t *testing.T) {
+	ft := &fakeTransport{data: map[string][]byte{}}
+	db := Open(ft)
+	for _, limit := range []int{-1, math.MaxInt32 + 1, 1 << 32} {
+		if _, err := db.Begin(TxnOptions{}).Scan("a", "b", limit); !errors.Is(err, ErrBadArgument) {
+			t.Errorf("limit %d: %v, want ErrBadArgument", limit, err)
+		}
+	}
+	if len(ft.sent) != 0 {
+		t.Fatalf("sent %d requests for bad limits", len(ft.sent))
+	}
+	if _, err := db.Begin(TxnOptions{}).Scan("a", "b", math.MaxInt32); err != nil {
+		t.Errorf("limit MaxInt32: %v", err)
 	}
 }
 

@@ -115,6 +115,26 @@ type KV struct {
 	Value []byte
 }
 
+// MaxScanBytes bounds a scan's answer, at each node that holds part of it and as a whole: a
+// quarter of a frame (MaxFrameBytes), so that an answer, with the rest of its message and
+// whatever forwards it, always fits one. A scan whose rows would exceed it is refused
+// (ScanTooLarge) rather than cut short silently.
+const MaxScanBytes = MaxFrameBytes / 4
+
+// ScanTooLarge is the refusal of a scan whose answer would exceed MaxScanBytes.
+const ScanTooLarge = "scan answer larger than 4 MiB: narrow the range or set a limit"
+
+// RowsTooLarge reports whether rows, with a few bytes of framing each, exceed MaxScanBytes.
+func RowsTooLarge(rows []KV) bool {
+	n := 0
+	for _, r := range rows {
+		if n += len(r.Key) + len(r.Value) + 8; n > MaxScanBytes {
+			return true
+		}
+	}
+	return false
+}
+
 // ClientReply answers a ClientRequest.
 type ClientReply struct {
 	Txn      uint64

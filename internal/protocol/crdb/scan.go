@@ -42,11 +42,13 @@ type ScanReq struct {
 	Span     Span
 	ReadTS   ts.Timestamp
 	Limit    ts.Timestamp
-	ReadOnly bool `cbor:",omitempty"`
+	ReadOnly bool  `cbor:",omitempty"`
+	RowLimit int32 `cbor:",omitempty"` // at most this many rows (0: all)
 }
 
 // ScanResp answers ScanReq with the rows in key order, or Uncertain (a committed value in the
-// uncertainty interval, the newest at ValueTS), or TooOld (ReadTS below the GC horizon).
+// uncertainty interval, the newest at ValueTS), or TooOld (ReadTS below the GC horizon), or
+// TooLarge (the rows, cut to RowLimit, exceed wire.MaxScanBytes: the client's scan is refused).
 type ScanResp struct {
 	Req       uint64
 	Clock     ts.Timestamp
@@ -54,6 +56,7 @@ type ScanResp struct {
 	Uncertain bool         `cbor:",omitempty"`
 	ValueTS   ts.Timestamp `cbor:",omitempty"`
 	TooOld    bool         `cbor:",omitempty"`
+	TooLarge  bool         `cbor:",omitempty"`
 }
 
 func (*ScanReq) Kind() wire.Kind  { return 421 }
@@ -209,6 +212,13 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 	default:
 		n.markSpan(req.Span, req.ReadTS, req.Txn.ID)
 		n.observeWait(since)
+		if req.RowLimit > 0 && len(rows) > int(req.RowLimit) {
+			rows = rows[:req.RowLimit]
+		}
+		if wire.RowsTooLarge(rows) {
+			reply(&ScanResp{TooLarge: true})
+			return
+		}
 		reply(&ScanResp{Rows: rows})
 	}
 }
@@ -271,6 +281,7 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 		rows      []wire.KV
 		uncertain ts.Timestamp
 		tooOld    bool
+		tooLarge  bool
 	)
 	for _, nd := range nodes {
 		ulimit := t.limit
@@ -278,7 +289,7 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 			ulimit = ts.MinOf(ulimit, o)
 		}
 		n.callFor(t, nil, nd, func(r uint64) wire.Msg {
-			return &ScanReq{Req: r, Txn: t.meta, Span: span, ReadTS: t.readTS, Limit: ulimit, ReadOnly: t.readOnly}
+			return &ScanReq{Req: r, Txn: t.meta, Span: span, ReadTS: t.readTS, Limit: ulimit, ReadOnly: t.readOnly, RowLimit: limit}
 		}, func(m wire.Msg) {
 			resp := m.(*ScanResp)
 			if !n.live(t) {
@@ -288,6 +299,7 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 				t.observed[nd] = resp.Clock
 			}
 			tooOld = tooOld || resp.TooOld
+			tooLarge = tooLarge || resp.TooLarge
 			if resp.Uncertain {
 				uncertain = ts.MaxOf(uncertain, resp.ValueTS)
 			}
@@ -303,10 +315,16 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 				n.m.Add("uncertainty/hit", 1)
 				n.refreshPastUncertainty(t, uncertain, func() { n.scan(t, span, limit) })
 			default:
+				rows = sortedRows(rows, limit)
+				if tooLarge || wire.RowsTooLarge(rows) {
+					// Refused, so the transaction read nothing: no span to refresh.
+					n.replyClient(t, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.ScanTooLarge})
+					return
+				}
 				if !slices.Contains(t.readSpans, span) {
 					t.readSpans = append(t.readSpans, span)
 				}
-				n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, Rows: sortedRows(rows, limit)})
+				n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, Rows: rows})
 			}
 		})
 	}

@@ -74,3 +74,6 @@ func TestScanNoPhantomsUnderFaults(t *testing.T) {
 	prototest.ScanNoPhantomsUnderFaults(t, name, []map[string]string{nil, {"write-pipelining": "off", "parallel-commits": "off"}},
 		map[string]string{"mutant": "no-span-tscache"})
 }
+
+// TestScanTooLarge: a scan answer over wire.MaxScanBytes is refused, one that fits is served.
+func TestScanTooLarge(t *testing.T) { prototest.ScanTooLarge(t, name, false) }

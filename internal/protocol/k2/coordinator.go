@@ -52,6 +52,7 @@ type ctxn struct {
 	flights          map[uint64]flight
 	results          []wire.BatchResult
 	rows             []wire.KV // a scan's rows so far, from the nodes that answered
+	scanTooLarge     bool      // a node's share of the scan exceeded wire.MaxScanBytes
 	round            uint64    // numbers the requests served, so a stale timer can tell
 	readEndLocal     int64
 	writeEndLocal    int64
@@ -529,6 +530,10 @@ func (n *Node) opsDone(t *ctxn) {
 	if t.req.Op == wire.OpScan {
 		rows := scanRows(t.rows, t.req.Limit)
 		t.rows = nil
+		if t.scanTooLarge || wire.RowsTooLarge(rows) {
+			n.reply(t, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.ScanTooLarge})
+			return
+		}
 		n.reply(t, &wire.ClientReply{Code: wire.CodeOK, Rows: rows})
 		return
 	}

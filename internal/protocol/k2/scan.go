@@ -34,11 +34,14 @@ type ScanReq struct {
 	Limit int32  `cbor:",omitempty"`
 }
 
-// ScanResp answers a ScanReq: the rows in key order, or a refusal that aborts the transaction.
-// PushNanos is the longest PUSHWS wait among the scan's keys (Table 2's PushWS phase).
+// ScanResp answers a ScanReq: the rows in key order, or a refusal that aborts the transaction,
+// or TooLarge: the node's rows (cut to the limit) exceed wire.MaxScanBytes, and the client's
+// scan is refused. PushNanos is the longest PUSHWS wait among the scan's keys (Table 2's
+// PushWS phase).
 type ScanResp struct {
 	ReqID     uint64
 	Aborted   bool
+	TooLarge  bool      `cbor:",omitempty"`
 	Cause     string    `cbor:",omitempty"`
 	Rows      []wire.KV `cbor:",omitempty"`
 	PushNanos int64     `cbor:",omitempty"`
@@ -146,6 +149,10 @@ func (n *Node) onScan(from topo.NodeID, r *ScanReq) {
 		if r.Limit > 0 && len(out) > int(r.Limit) {
 			out = out[:r.Limit]
 		}
+		if wire.RowsTooLarge(out) {
+			finish(&ScanResp{ReqID: r.ReqID, TooLarge: true, PushNanos: pushNanos})
+			return
+		}
 		finish(&ScanResp{ReqID: r.ReqID, Rows: out, PushNanos: pushNanos})
 	}
 	for i, key := range keys {
@@ -196,7 +203,7 @@ func (n *Node) startScan(t *ctxn, req wire.ClientRequest) {
 	}
 	n.beginOps(t, 0)
 	t.hasReads = true
-	t.rows = nil
+	t.rows, t.scanTooLarge = nil, false
 	for _, to := range nodes {
 		id := n.newReqID()
 		n.byReq[id] = t
@@ -218,6 +225,7 @@ func (n *Node) onScanResp(r *ScanResp) {
 	t.readEndLocal = n.env.Now()
 	t.maxPushNanos = max(t.maxPushNanos, r.PushNanos)
 	t.rows = append(t.rows, r.Rows...)
+	t.scanTooLarge = t.scanTooLarge || r.TooLarge
 	n.opsDone(t)
 }
 

@@ -46,3 +46,6 @@ func TestScanMarksBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestScanTooLarge: a scan answer over wire.MaxScanBytes is refused, one that fits is served.
+func TestScanTooLarge(t *testing.T) { prototest.ScanTooLarge(t, "k2", false) }

@@ -150,3 +150,42 @@ func scriptRowKeys(rows []wire.KV) []string {
 	}
 	return out
 }
+
+// TestScanShareTooLarge: a node whose share of a scan (cut to the limit) exceeds
+// wire.MaxScanBytes answers TooLarge with no rows, so no answer can outgrow a frame between
+// real nodes; with a limit that fits it answers the rows.
+func TestScanShareTooLarge(t *testing.T) {
+	n, env := newScriptNode(t, nil)
+	tp := env.Topo
+	coord := tp.DataNodes(1)[0]
+	keys := prototest.KeysOn(t, tp, n.self, "big", 5)
+	old := storage.MakeTxnID(int32(coord), 1<<32|9)
+	big := make([]byte, 1<<20)
+	for _, k := range keys {
+		if err := n.store.PutCommitted(k, mvcc.Version{TS: ts.Timestamp{Wall: env.Clock - 1000}, Txn: old, Value: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := storage.MakeTxnID(int32(coord), 1<<32|1)
+	for _, tc := range []struct {
+		limit    int32
+		tooLarge bool
+		rows     int
+	}{{0, true, 0}, {3, false, 3}} {
+		n.Handle(coord, &ScanReq{ReqID: uint64(10 + tc.limit), Txn: s, TS: ts.Timestamp{Wall: env.Clock + 100, Origin: uint32(coord)}, Start: "#", End: "$", Limit: tc.limit})
+		env.Flush()
+		var got *ScanResp
+		for _, m := range env.Take() {
+			if r, ok := m.M.(*ScanResp); ok {
+				got = r
+			}
+		}
+		if got == nil {
+			t.Fatalf("limit %d: no answer", tc.limit)
+		}
+		if got.TooLarge != tc.tooLarge || len(got.Rows) != tc.rows || got.Aborted {
+			t.Errorf("limit %d: TooLarge %v, %d rows, aborted %v; want TooLarge %v with %d rows",
+				tc.limit, got.TooLarge, len(got.Rows), got.Aborted, tc.tooLarge, tc.rows)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -561,5 +562,52 @@ func scanNoPhantomsUnderFaults(t *testing.T, protocol string, optionSets []map[s
 	}
 	if total == 0 {
 		t.Errorf("no mismatch with mutant %v: the check cannot fail", mutant)
+	}
+}
+
+// ScanTooLarge: a scan whose rows exceed wire.MaxScanBytes is refused as a bad argument, both
+// when one node's share does (rows under one routing prefix live together) and when only the
+// merged answer does (rows spread over the shards), while the same scans with a limit that
+// fits are answered. An answer that large would not fit a frame between real nodes.
+func ScanTooLarge(t *testing.T, proto string, readOnlyScans bool) {
+	t.Helper()
+	s, tp := newScanSim(t, proto, 1, nil)
+	big := make([]byte, client.MaxValueBytes)
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	done := false
+	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
+		defer func() { done = true }()
+		for i := range 5 {
+			err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+				if err := tx.Put(fmt.Sprintf("one/%d", i), big); err != nil { // one shard
+					return err
+				}
+				return tx.Put(fmt.Sprintf("spread-%d", i), big) // shards apart
+			})
+			if err != nil {
+				fail("load %d: %v", i, err)
+				return
+			}
+		}
+		for _, r := range []struct{ start, end string }{{"one/", "one0"}, {"spread-", "spread."}} {
+			tx := db.Begin(client.TxnOptions{ReadOnly: readOnlyScans})
+			if _, err := tx.Scan(r.start, r.end, 0); !errors.Is(err, client.ErrBadArgument) || !strings.Contains(err.Error(), "4 MiB") {
+				fail("scan %s: %v, want a bad-argument refusal naming 4 MiB", r.start, err)
+			}
+			rows, err := tx.Scan(r.start, r.end, 3)
+			if err != nil || len(rows) != 3 {
+				fail("scan %s, limit 3: %d rows, %v; want 3", r.start, len(rows), err)
+			}
+			_ = tx.Abort()
+		}
+	})
+	s.RunUntil(int64(30 * time.Second))
+	s.Stop()
+	if !done {
+		t.Fatal("the client did not finish in 30 virtual seconds")
+	}
+	for _, f := range failures {
+		t.Error(f)
 	}
 }

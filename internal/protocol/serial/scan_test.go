@@ -13,3 +13,6 @@ func TestScan(t *testing.T) { prototest.ScanBasics(t, "serial", nil) }
 func TestScanNoPhantoms(t *testing.T) {
 	prototest.ScanNoPhantoms(t, "serial", nil, map[string]string{"mutant": "no-lock"})
 }
+
+// TestScanTooLarge: a scan answer over wire.MaxScanBytes is refused, one that fits is served.
+func TestScanTooLarge(t *testing.T) { prototest.ScanTooLarge(t, "serial", false) }

@@ -610,7 +610,12 @@ func (n *Node) request(client, host topo.NodeID, hostLife uint64, req wire.Clien
 		}
 		n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeOK, Results: res})
 	case wire.OpScan:
-		n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeOK, Rows: n.scan(t, req)})
+		rows := n.scan(t, req)
+		if wire.RowsTooLarge(rows) {
+			n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.ScanTooLarge})
+			break
+		}
+		n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeOK, Rows: rows})
 	case wire.OpCommit:
 		n.commit(client, host, req, t)
 	case wire.OpAbort:

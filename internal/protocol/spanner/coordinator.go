@@ -433,8 +433,10 @@ type opRun struct {
 	results []wire.BatchResult // one per op, in request order; writes leave theirs empty
 	scan    *ScanRange         // a snapshot scan: ops is its one OpScan, groups every participant
 	rows    []wire.KV          // a scan's rows so far
-	groups  []*opGroup         // in first-touch order, so sends are deterministic
-	left    int                // groups not answered yet
+	// scanTooLarge: a participant's share of the scan exceeded wire.MaxScanBytes.
+	scanTooLarge bool
+	groups       []*opGroup // in first-touch order, so sends are deterministic
+	left         int        // groups not answered yet
 }
 
 // opGroup is the part of a run that goes to one participant.
@@ -680,6 +682,7 @@ func (c *Coordinator) onSnapReadResp(from node.ID, m *SnapReadResp) {
 	switch kind {
 	case kindScan:
 		t.run.rows = append(t.run.rows, m.Rows...)
+		t.run.scanTooLarge = t.run.scanTooLarge || m.TooLarge
 	case kindRead:
 		t.run.results[g.ops[0]] = wire.BatchResult{Found: m.Found, Value: m.Value}
 	default:
@@ -715,7 +718,12 @@ func (c *Coordinator) groupDone(t *coordTxn, g *opGroup) {
 func (c *Coordinator) reply(t *coordTxn, req *wire.ClientRequest, run *opRun) {
 	switch req.Op {
 	case wire.OpScan:
-		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Rows: sortedRows(run.rows, req.Limit)})
+		rows := sortedRows(run.rows, req.Limit)
+		if run.scanTooLarge || wire.RowsTooLarge(rows) {
+			txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.ScanTooLarge})
+			return
+		}
+		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Rows: rows})
 	case wire.OpBatch:
 		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Results: run.results})
 	case wire.OpGet:

@@ -59,9 +59,11 @@ type SnapReadResp struct {
 	Found   bool         `cbor:",omitempty"`
 	Value   []byte       `cbor:",omitempty"`
 	Results []ReadResult `cbor:",omitempty"`
-	// Scan marks the answer to a snapshot scan; Rows are its rows in key order.
-	Scan bool      `cbor:",omitempty"`
-	Rows []wire.KV `cbor:",omitempty"`
+	// Scan marks the answer to a snapshot scan; Rows are its rows in key order, unless TooLarge:
+	// they (cut to the limit) exceed wire.MaxScanBytes, and the client's scan is refused.
+	Scan     bool      `cbor:",omitempty"`
+	Rows     []wire.KV `cbor:",omitempty"`
+	TooLarge bool      `cbor:",omitempty"`
 }
 
 // ReadResult is one key's value in a multi-key answer (OpsResp, SnapReadResp). Version is the

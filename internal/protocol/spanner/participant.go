@@ -16,6 +16,7 @@ import (
 	"github.com/meridiandb/meridian/internal/storage/locks"
 	"github.com/meridiandb/meridian/internal/storage/mvcc"
 	"github.com/meridiandb/meridian/internal/ts"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // partState is a transaction's lifecycle at one participant.
@@ -969,6 +970,9 @@ func (p *Participant) trySnap(w *snapWaiter) {
 	r := &SnapReadResp{Txn: w.req.Txn, Seq: w.req.Seq}
 	if w.req.Scan != nil {
 		r.Scan, r.Rows = true, scanRows(w.keys, w.results, w.req.Scan.Limit)
+		if wire.RowsTooLarge(r.Rows) {
+			r.Rows, r.TooLarge = nil, true
+		}
 	} else if len(w.req.Keys) > 0 {
 		r.Results = w.results
 	} else {

@@ -25,3 +25,6 @@ func TestScanNoPhantomsUnderFaults(t *testing.T) {
 	prototest.ScanNoPhantomsUnderFaultsReadOnly(t, Name, []map[string]string{nil, {"write-locks": "eager"}},
 		map[string]string{"mutant": MutantScanNoWait})
 }
+
+// TestScanTooLarge: a scan answer over wire.MaxScanBytes is refused, one that fits is served.
+func TestScanTooLarge(t *testing.T) { prototest.ScanTooLarge(t, Name, true) }

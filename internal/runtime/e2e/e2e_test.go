@@ -234,6 +234,18 @@ func TestKVScan(t *testing.T) {
 	for _, k := range []string{"scan-a", "scan-b", "scan-c", "scan-d", "scao"} {
 		c.mustRun(30*time.Second, nil, "kv", "put", k, "v"+k)
 	}
+	// Rows under one routing prefix live on one node: together they are over the scan cap, so
+	// that node's share is refused there, before it could make a frame too large for the link.
+	big := strings.Repeat("x", 100_000) // an argument may not exceed 128 KiB
+	for i := range 45 {
+		c.mustRun(30*time.Second, nil, "kv", "put", fmt.Sprintf("big/%02d", i), big)
+	}
+	if out, err := c.run(30*time.Second, nil, "kv", "scan", "big/", "big0"); err == nil || !strings.Contains(err.Error(), "scan answer larger than 4 MiB") || len(out) > 0 {
+		t.Errorf("kv scan over the cap: err %v, output %d bytes; want the refusal naming 4 MiB and no rows", err, len(out))
+	}
+	if out := c.mustRun(30*time.Second, nil, "kv", "scan", "big/", "big0", "--limit", "2"); strings.Count(string(out), "\n") != 2 {
+		t.Errorf("kv scan --limit 2 printed %d lines", strings.Count(string(out), "\n"))
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
