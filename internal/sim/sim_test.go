@@ -285,6 +285,19 @@ func BenchmarkSimEvents(b *testing.B) {
 	b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
 }
 
+// BenchmarkSimDiscardPersisted runs BenchmarkSimEvents' counters, whose every commit persists,
+// keeping the persisted writes (as a run that may restart a node must) and discarding them.
+func BenchmarkSimDiscardPersisted(b *testing.B) {
+	for _, discard := range []bool{false, true} {
+		b.Run(fmt.Sprint("discard=", discard), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				counterRunWith(b, uint64(i), 200, 5*time.Second, func(c *Config) { c.DiscardPersisted = discard })
+			}
+		})
+	}
+}
+
 // BenchmarkSimPingStorm measures the simulator core: 25 nodes (5 regions × 5) keep 40 pings
 // each in flight to random peers, with the CPU model on.
 func BenchmarkSimPingStorm(b *testing.B) {
