@@ -484,7 +484,7 @@ func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
 	start := n.env.Now()
 	nodes, byNode := groupByNode(n.tp, t.readKeys)
 	if len(t.readSpans) > 0 {
-		nodes = primaries(n.tp) // a span may hold keys on every leaseholder
+		nodes = txnkit.ScanNodes(n.tp) // a span may hold keys on every leaseholder
 	}
 	spans := t.readSpans
 	left, good, tooOld := len(nodes), true, false

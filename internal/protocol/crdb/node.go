@@ -201,7 +201,7 @@ type Node struct {
 	// spanMarks are the timestamp-cache entries of scanned spans (scan.go), volatile like the
 	// per-key ones: after a crash the read floor covers them. scansWaiting holds the scans
 	// parked on an intent, so that a copy of one is dropped.
-	spanMarks    []spanMark
+	spanMarks    txnkit.RangeMarks
 	scansWaiting map[scanRef]bool
 	aborted      map[storage.TxnID]bool // transactions whose intents were resolved as aborted here
 	abortedLog   []storage.TxnID        // FIFO bound on aborted

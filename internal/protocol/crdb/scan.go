@@ -30,10 +30,6 @@ type Span struct {
 	End   string `cbor:",omitempty"`
 }
 
-func (s Span) covers(key string) bool {
-	return key >= s.Start && (s.End == "" || key < s.End)
-}
-
 // ScanReq asks a leaseholder for the rows of Span that a transaction reading at ReadTS sees
 // among the keys it leads (uncertainty up to Limit, as ReadReq's).
 type ScanReq struct {
@@ -67,23 +63,6 @@ func init() {
 	wire.Register(&ScanResp{})
 }
 
-// scanCostPerKey is the CPU a scan spends per key it visits, on top of the message's service
-// time: a lookup, not a whole message's handling.
-const scanCostPerKey = 50 * time.Nanosecond
-
-// maxSpanMarks bounds the spans a leaseholder keeps in its timestamp cache. Past it the node
-// raises its read floor (which covers every key) to the median span's timestamp and forgets
-// the spans at or below it, as CockroachDB's timestamp cache ratchets its low-water mark:
-// a higher entry only ever pushes more writes, so this is always safe.
-const maxSpanMarks = 256
-
-// spanMark is a span's timestamp-cache entry: txn read it at at (txn 0: not one transaction's).
-type spanMark struct {
-	span Span
-	at   ts.Timestamp
-	txn  storage.TxnID
-}
-
 type scanRef struct {
 	from topo.NodeID
 	req  uint64
@@ -94,21 +73,8 @@ func (n *Node) markSpan(span Span, at ts.Timestamp, txn storage.TxnID) {
 	if n.set.noSpanTSCache {
 		return // mutant: writes may land under a finished scan
 	}
-	floor := n.store.ReadFloor()
-	if at.LessEq(floor) {
-		return
-	}
-	n.spanMarks = slices.DeleteFunc(n.spanMarks, func(m spanMark) bool { return m.at.LessEq(floor) })
-	n.spanMarks = append(n.spanMarks, spanMark{span: span, at: at, txn: txn})
-	if len(n.spanMarks) > maxSpanMarks {
-		all := make([]ts.Timestamp, len(n.spanMarks))
-		for i, m := range n.spanMarks {
-			all[i] = m.at
-		}
-		slices.SortFunc(all, ts.Timestamp.Compare)
-		median := all[(len(all)-1)/2]
-		n.store.RaiseReadFloor(median)
-		n.spanMarks = slices.DeleteFunc(n.spanMarks, func(m spanMark) bool { return m.at.LessEq(median) })
+	if raiseTo, fold := n.spanMarks.Add(span.Start, span.End, at, txn, n.store.ReadFloor()); fold {
+		n.store.RaiseReadFloor(raiseTo)
 		n.m.Add("scan/marks-evicted", 1)
 	}
 }
@@ -116,13 +82,10 @@ func (n *Node) markSpan(span Span, at ts.Timestamp, txn storage.TxnID) {
 // spanWriteFloor is the lowest timestamp txn may write key at as far as scanned spans go:
 // above every other transaction's scan of a span holding key.
 func (n *Node) spanWriteFloor(key string, txn storage.TxnID) ts.Timestamp {
-	var floor ts.Timestamp
-	for _, m := range n.spanMarks {
-		if (m.txn != txn || txn == 0) && floor.LessEq(m.at) && m.span.covers(key) {
-			floor = m.at.Next()
-		}
+	if h := n.spanMarks.Highest(key, txn); !h.IsZero() {
+		return h.Next()
 	}
-	return floor
+	return ts.Zero
 }
 
 func (n *Node) onScan(from topo.NodeID, req *ScanReq) {
@@ -191,7 +154,7 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 		return true
 	})
 	n.m.Add("scan/keys", int64(visited))
-	n.env.Charge(time.Duration(visited) * scanCostPerKey)
+	n.env.Charge(time.Duration(visited) * txnkit.ScanCostPerKey)
 	switch {
 	case blocked:
 		// As a read does: an intent below the read timestamp is waited for (an older reader
@@ -259,23 +222,11 @@ func conflictsWithRefresh(vs []mvcc.Version, txn storage.TxnID, from, to ts.Time
 // leaseholders only): a scan must not count them.
 func (n *Node) leads(key string) bool { return n.tp.PrimaryOf(key) == n.self }
 
-// primaries is every leaseholder, ascending: where a scan goes.
-func primaries(tp *topo.Topology) []topo.NodeID {
-	var nodes []topo.NodeID
-	for _, s := range tp.Shards {
-		if p := s.Primary(); !slices.Contains(nodes, p) {
-			nodes = append(nodes, p)
-		}
-	}
-	slices.Sort(nodes)
-	return nodes
-}
-
 // scan sends t's scan to every leaseholder and answers the client with the rows merged in key
 // order once all have answered; an uncertain value moves the transaction past it first and
 // scans again.
 func (n *Node) scan(t *coordTxn, span Span, limit int32) {
-	nodes := primaries(n.tp)
+	nodes := txnkit.ScanNodes(n.tp)
 	left := len(nodes)
 	var (
 		rows      []wire.KV
@@ -315,7 +266,7 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 				n.m.Add("uncertainty/hit", 1)
 				n.refreshPastUncertainty(t, uncertain, func() { n.scan(t, span, limit) })
 			default:
-				rows = sortedRows(rows, limit)
+				rows = txnkit.MergeScanRows(rows, limit)
 				if tooLarge || wire.RowsTooLarge(rows) {
 					// Refused, so the transaction read nothing: no span to refresh.
 					n.replyClient(t, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.ScanTooLarge})
@@ -328,14 +279,4 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 			}
 		})
 	}
-}
-
-// sortedRows is a finished scan's answer: every leaseholder's rows in key order (each key
-// lives on one), cut to limit (0: all).
-func sortedRows(rows []wire.KV, limit int32) []wire.KV {
-	slices.SortFunc(rows, func(a, b wire.KV) int { return strings.Compare(a.Key, b.Key) })
-	if limit > 0 && len(rows) > int(limit) {
-		rows = rows[:limit]
-	}
-	return rows
 }

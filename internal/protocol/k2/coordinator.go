@@ -528,7 +528,7 @@ func (n *Node) opsDone(t *ctxn) {
 	res := t.results
 	t.results = nil
 	if t.req.Op == wire.OpScan {
-		rows := scanRows(t.rows, t.req.Limit)
+		rows := txnkit.MergeScanRows(t.rows, t.req.Limit)
 		t.rows = nil
 		if t.scanTooLarge || wire.RowsTooLarge(rows) {
 			n.reply(t, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.ScanTooLarge})

@@ -273,7 +273,7 @@ type Node struct {
 	serving map[opRef]struct{}
 	// scanMarks are the read watermarks of scanned ranges (scan.go), volatile like the
 	// per-key ones: after a crash the recovery read floor covers them.
-	scanMarks []scanMark
+	scanMarks txnkit.RangeMarks
 }
 
 // outProbe is an OpsProbe out at a restarted data node: its request id and the operations it

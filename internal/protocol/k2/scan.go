@@ -1,7 +1,7 @@
 package k2
 
 import (
-	"slices"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"strings"
 	"time"
 
@@ -55,47 +55,13 @@ func init() {
 	wire.Register(&ScanResp{})
 }
 
-// scanCostPerKey is the CPU a scan spends per key it visits, on top of the message's service
-// time: a point read's lookup, not a whole message's handling.
-const scanCostPerKey = 50 * time.Nanosecond
-
-// maxScanMarks bounds the range watermarks a node keeps. Past it the node raises its read
-// floor (which covers every key) to the median mark's timestamp and forgets the marks at or
-// below it, as the per-key watermarks are evicted: a higher watermark only ever refuses more
-// writes, so this is always safe.
-const maxScanMarks = 256
-
-// scanMark is the read watermark of a range: no write below ts may land in [start, end).
-type scanMark struct {
-	start, end string
-	ts         ts.Timestamp
-}
-
-func (m scanMark) covers(key string) bool {
-	return key >= m.start && (m.end == "" || key < m.end)
-}
-
-// markScan records a scan's range watermark. Marks at or below the store's read floor say
-// nothing the floor does not, so they are dropped on the way.
+// markScan records a scan's range watermark.
 func (n *Node) markScan(start, end string, at ts.Timestamp) {
 	if n.cfg.noScanWatermark {
 		return // mutant: phantoms may appear under a finished scan
 	}
-	floor := n.store.ReadFloor()
-	if at.LessEq(floor) {
-		return
-	}
-	n.scanMarks = slices.DeleteFunc(n.scanMarks, func(m scanMark) bool { return m.ts.LessEq(floor) })
-	n.scanMarks = append(n.scanMarks, scanMark{start: start, end: end, ts: at})
-	if len(n.scanMarks) > maxScanMarks {
-		all := make([]ts.Timestamp, len(n.scanMarks))
-		for i, m := range n.scanMarks {
-			all[i] = m.ts
-		}
-		slices.SortFunc(all, ts.Timestamp.Compare)
-		median := all[(len(all)-1)/2]
-		n.store.RaiseReadFloor(median)
-		n.scanMarks = slices.DeleteFunc(n.scanMarks, func(m scanMark) bool { return m.ts.LessEq(median) })
+	if raiseTo, fold := n.scanMarks.Add(start, end, at, 0, n.store.ReadFloor()); fold {
+		n.store.RaiseReadFloor(raiseTo)
 		n.m.Add("scan.marks-evicted", 1)
 	}
 }
@@ -103,13 +69,7 @@ func (n *Node) markScan(start, end string, at ts.Timestamp) {
 // readWatermark is the watermark a write to key must not be below: the key's own (or the
 // node's floor) and that of every scanned range holding it.
 func (n *Node) readWatermark(key string) ts.Timestamp {
-	wm := n.store.ReadWatermark(key)
-	for _, m := range n.scanMarks {
-		if wm.Less(m.ts) && m.covers(key) {
-			wm = m.ts
-		}
-	}
-	return wm
+	return ts.MaxOf(n.store.ReadWatermark(key), n.scanMarks.Highest(key, 0))
 }
 
 // onScan serves a ScanReq: the range's watermark first, as a point read's (so no lower write
@@ -127,7 +87,7 @@ func (n *Node) onScan(from topo.NodeID, r *ScanReq) {
 		return true
 	})
 	n.m.Add("scan.keys", int64(len(keys)))
-	n.env.Charge(time.Duration(len(keys)) * scanCostPerKey)
+	n.env.Charge(time.Duration(len(keys)) * txnkit.ScanCostPerKey)
 	ref := opRef{from, r.ReqID}
 	rows := make([]wire.KV, len(keys))
 	found := make([]bool, len(keys))
@@ -190,13 +150,7 @@ func (n *Node) onScan(from topo.NodeID, r *ScanReq) {
 // startScan sends t's scan to every data node that leads a shard, all at once; the request is
 // answered when the last has answered (opsDone), with the rows merged in key order.
 func (n *Node) startScan(t *ctxn, req wire.ClientRequest) {
-	var nodes []topo.NodeID
-	for _, s := range n.tp.Shards {
-		if p := s.Primary(); !slices.Contains(nodes, p) {
-			nodes = append(nodes, p)
-		}
-	}
-	slices.Sort(nodes)
+	nodes := txnkit.ScanNodes(n.tp)
 	if n.reqIDsLeft() < uint64(len(nodes)) {
 		n.abort(t, reqIDsSpent, true)
 		return
@@ -227,14 +181,4 @@ func (n *Node) onScanResp(r *ScanResp) {
 	t.rows = append(t.rows, r.Rows...)
 	t.scanTooLarge = t.scanTooLarge || r.TooLarge
 	n.opsDone(t)
-}
-
-// scanRows is a finished scan's answer: every node's rows in key order (each key lives on one
-// node), cut to the request's limit.
-func scanRows(rows []wire.KV, limit int32) []wire.KV {
-	slices.SortFunc(rows, func(a, b wire.KV) int { return strings.Compare(a.Key, b.Key) })
-	if limit > 0 && len(rows) > int(limit) {
-		rows = rows[:limit]
-	}
-	return rows
 }

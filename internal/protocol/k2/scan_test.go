@@ -2,6 +2,7 @@ package k2
 
 import (
 	"fmt"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"testing"
 
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
@@ -19,7 +20,7 @@ func TestScanNoPhantoms(t *testing.T) {
 	prototest.ScanNoPhantoms(t, "k2", nil, map[string]string{"mutant": "no-scan-watermark"})
 }
 
-// TestScanMarksBounded: past maxScanMarks a node folds its range watermarks into its read floor,
+// TestScanMarksBounded: past txnkit.MaxRangeMarks a node folds its range watermarks into its read floor,
 // and every range scanned is still covered at least as high as its scan's timestamp.
 func TestScanMarksBounded(t *testing.T) {
 	n, _ := newScriptNode(t, nil)
@@ -28,14 +29,14 @@ func TestScanMarksBounded(t *testing.T) {
 		at  ts.Timestamp
 	}
 	var all []scanned
-	for i := range 3 * maxScanMarks {
+	for i := range 3 * txnkit.MaxRangeMarks {
 		start := fmt.Sprintf("r%04d", i)
 		at := ts.Timestamp{Wall: int64(1_000_000 + (i*7919)%5000)}
 		n.markScan(start, start+"~", at)
 		all = append(all, scanned{start + "x", at})
 	}
-	if len(n.scanMarks) > maxScanMarks {
-		t.Errorf("%d range watermarks kept, want at most %d", len(n.scanMarks), maxScanMarks)
+	if n.scanMarks.Len() > txnkit.MaxRangeMarks {
+		t.Errorf("%d range watermarks kept, want at most %d", n.scanMarks.Len(), txnkit.MaxRangeMarks)
 	}
 	if n.store.ReadFloor().IsZero() {
 		t.Error("read floor not raised: nothing was folded")

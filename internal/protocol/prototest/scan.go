@@ -176,6 +176,36 @@ func scanBasics(t *testing.T, protocol string, opts map[string]string, readWrite
 	}
 }
 
+// phantomCounter counts the rows of range "row-" in the phantom scenarios: every
+// transaction that adds or removes a row there moves it by one, so in any serializable history
+// a scan of the range and the counter read in one transaction agree.
+const phantomCounter = "phantom-count"
+
+// readCounter reads phantomCounter (absent: 0).
+func readCounter(tx *client.Txn) (int, error) {
+	v, err := tx.Get(phantomCounter)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	return strconv.Atoi(string(v))
+}
+
+// insertCounted adds row to the range and moves the counter with it: the counter first, so
+// that a phantom (the row landing under a scan that already read past it) is possible.
+func insertCounted(tx *client.Txn, row string) error {
+	n, err := readCounter(tx)
+	if err != nil {
+		return err
+	}
+	if err := tx.Put(phantomCounter, []byte(strconv.Itoa(n+1))); err != nil {
+		return err
+	}
+	return tx.Put(row, []byte("x"))
+}
+
 // phantomRun runs inserters and scanners against one counted range and returns how many
 // committed scans saw a row count different from the counter they read in the same
 // transaction. Each inserter increments the counter and then adds a row to the range, in one
@@ -186,7 +216,6 @@ func scanBasics(t *testing.T, protocol string, opts map[string]string, readWrite
 func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]string, readOnlyScans bool) (mismatches, scans, inserts int) {
 	t.Helper()
 	s, tp := newScanSim(t, protocol, seed, opts)
-	const counter = "phantom-count"
 	var failures []string
 	for r := range tp.Regions {
 		region := topo.RegionID(r)
@@ -197,24 +226,7 @@ func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]stri
 				for i := 0; db.Transport().Now() < int64(3*time.Second); i++ {
 					if c == 0 {
 						row := fmt.Sprintf("row-%s-%d", id, i) // no '/': rows spread over the shards
-						err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
-							n := 0
-							v, err := tx.Get(counter)
-							switch {
-							case errors.Is(err, client.ErrNotFound):
-							case err != nil:
-								return err
-							default:
-								if n, err = strconv.Atoi(string(v)); err != nil {
-									return err
-								}
-							}
-							if err := tx.Put(counter, []byte(strconv.Itoa(n+1))); err != nil {
-								return err
-							}
-							return tx.Put(row, []byte("x"))
-						})
-						if err == nil {
+						if client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return insertCounted(tx, row) }) == nil {
 							inserts++
 						}
 						continue
@@ -226,15 +238,7 @@ func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]stri
 						if rows, err = tx.Scan("row-", "row.", 0); err != nil {
 							return err
 						}
-						v, err := tx.Get(counter)
-						switch {
-						case errors.Is(err, client.ErrNotFound):
-							count = 0
-						case err != nil:
-							return err
-						default:
-							count, err = strconv.Atoi(string(v))
-						}
+						count, err = readCounter(tx)
 						return err
 					})
 					if err != nil {
@@ -381,17 +385,6 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 			})
 		}
 	}
-	const counter = "phantom-count"
-	readCount := func(tx *client.Txn) (int, error) {
-		v, err := tx.Get(counter)
-		switch {
-		case errors.Is(err, client.ErrNotFound):
-			return 0, nil
-		case err != nil:
-			return 0, err
-		}
-		return strconv.Atoi(string(v))
-	}
 	var failures []string
 	bad := func(format string, args ...any) {
 		mismatches++
@@ -413,17 +406,7 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 					switch kind {
 					case 0: // insert
 						row := fmt.Sprintf("row-%s-%d", id, i)
-						err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
-							n, err := readCount(tx)
-							if err != nil {
-								return err
-							}
-							if err := tx.Put(counter, []byte(strconv.Itoa(n+1))); err != nil {
-								return err
-							}
-							return tx.Put(row, []byte("x"))
-						})
-						if err == nil {
+						if client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return insertCounted(tx, row) }) == nil {
 							writes++
 						}
 					case 1: // delete a row of this region's inserter, if there
@@ -434,14 +417,14 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 							} else if err != nil {
 								return err
 							}
-							n, err := readCount(tx)
+							n, err := readCounter(tx)
 							if err != nil {
 								return err
 							}
 							if err := tx.Delete(row); err != nil {
 								return err
 							}
-							return tx.Put(counter, []byte(strconv.Itoa(n-1)))
+							return tx.Put(phantomCounter, []byte(strconv.Itoa(n-1)))
 						})
 						if err == nil {
 							writes++
@@ -453,7 +436,7 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 							if rows, err = tx.Scan("row-", "row.", 0); err != nil {
 								return err
 							}
-							n, err = readCount(tx)
+							n, err = readCounter(tx)
 							return err
 						})
 						if err == nil {
@@ -466,7 +449,7 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 						var a, b []wire.KV
 						var n int
 						err := client.RunTxn(db, client.TxnOptions{ReadOnly: true}, func(tx *client.Txn) (err error) {
-							if n, err = readCount(tx); err != nil {
+							if n, err = readCounter(tx); err != nil {
 								return err
 							}
 							if a, err = tx.Scan("row-", "row.", 0); err != nil {
@@ -492,10 +475,10 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 						var rows []wire.KV
 						var n int
 						err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) (err error) {
-							if n, err = readCount(tx); err != nil {
+							if n, err = readCounter(tx); err != nil {
 								return err
 							}
-							if err := tx.Put(counter, []byte(strconv.Itoa(n+1))); err != nil {
+							if err := tx.Put(phantomCounter, []byte(strconv.Itoa(n+1))); err != nil {
 								return err
 							}
 							if err := tx.Put(row, []byte("own")); err != nil {

@@ -505,12 +505,9 @@ func (c *Coordinator) execute(t *coordTxn, req *wire.ClientRequest) {
 func (c *Coordinator) scan(t *coordTxn, req *wire.ClientRequest) {
 	run := &opRun{ops: []wire.BatchOp{{Op: wire.OpScan, Key: req.Key}}, results: make([]wire.BatchResult, 1),
 		scan: &ScanRange{Start: req.Key, End: req.EndKey, Limit: req.Limit}}
-	for _, s := range c.env.Topology().Shards {
-		if p := s.Primary(); !slices.ContainsFunc(run.groups, func(g *opGroup) bool { return g.node == p }) {
-			run.groups = append(run.groups, &opGroup{node: p, ops: []int{0}})
-		}
+	for _, p := range txnkit.ScanNodes(c.env.Topology()) {
+		run.groups = append(run.groups, &opGroup{node: p, ops: []int{0}})
 	}
-	slices.SortFunc(run.groups, func(a, b *opGroup) int { return int(a.node) - int(b.node) })
 	t.pending, t.run = req, run
 	run.left = len(run.groups)
 	for _, g := range run.groups {
@@ -718,7 +715,7 @@ func (c *Coordinator) groupDone(t *coordTxn, g *opGroup) {
 func (c *Coordinator) reply(t *coordTxn, req *wire.ClientRequest, run *opRun) {
 	switch req.Op {
 	case wire.OpScan:
-		rows := sortedRows(run.rows, req.Limit)
+		rows := txnkit.MergeScanRows(run.rows, req.Limit)
 		if run.scanTooLarge || wire.RowsTooLarge(rows) {
 			txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.ScanTooLarge})
 			return

@@ -1,7 +1,7 @@
 package spanner
 
 import (
-	"slices"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"strings"
 	"time"
 
@@ -28,10 +28,6 @@ type ScanRange struct {
 // errScanReadWrite is the refusal of a scan in a read-write transaction.
 const errScanReadWrite = "spanner: scans are served in read-only transactions only (a read-write scan needs range locks, which spanner's lock table does not have)"
 
-// scanCostPerKey is the CPU a scan spends per key it visits, on top of the message's service
-// time: a lookup, not a whole message's handling.
-const scanCostPerKey = 50 * time.Nanosecond
-
 // scanKeys lists the keys with versions in r that this participant leads, in key order. A
 // layout with shard replicas preloads their rows on every replica too; spanner reads and
 // writes leaders only and never updates those copies, so they must not count.
@@ -44,7 +40,7 @@ func (p *Participant) scanKeys(r *ScanRange) []string {
 		}
 		return true
 	})
-	p.env.Charge(time.Duration(len(keys)) * scanCostPerKey)
+	p.env.Charge(time.Duration(len(keys)) * txnkit.ScanCostPerKey)
 	return keys
 }
 
@@ -57,16 +53,6 @@ func scanRows(keys []string, results []ReadResult, limit int32) []wire.KV {
 			rows = append(rows, wire.KV{Key: k, Value: results[i].Value})
 		}
 	}
-	if limit > 0 && len(rows) > int(limit) {
-		rows = rows[:limit]
-	}
-	return rows
-}
-
-// sortedRows is a finished scan's answer: every participant's rows in key order (each key lives
-// on one), cut to limit.
-func sortedRows(rows []wire.KV, limit int32) []wire.KV {
-	slices.SortFunc(rows, func(a, b wire.KV) int { return strings.Compare(a.Key, b.Key) })
 	if limit > 0 && len(rows) > int(limit) {
 		rows = rows[:limit]
 	}
