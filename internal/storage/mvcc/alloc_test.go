@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -95,5 +96,40 @@ func TestPreloadAllocations(t *testing.T) {
 		if v, ok := s.Get(keys[j], ts.New(10)); !ok || string(v.Value) != want {
 			t.Fatalf("%s reads %q, %v; want %q", keys[j], v.Value, ok, want)
 		}
+	}
+}
+
+// Keys are not queued for the key-ordered index until something first walks it; the first walk
+// builds it from every key, and later keys are queued and found by the walks after.
+func TestKeyOrderBuiltOnFirstWalk(t *testing.T) {
+	s := New(Options{})
+	s.Reserve(1000)
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			k := fmt.Sprintf("k%04d", i*7919%to)
+			if err := s.Preload(k, []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	walk := func() []string {
+		var keys []string
+		s.Scan("", "", ts.Max, 0, func(key string, _ Version) bool { keys = append(keys, key); return true })
+		return keys
+	}
+	put(0, 1000)
+	if cap(s.pending) != 0 {
+		t.Fatalf("%d keys queued for an index nothing walked yet", len(s.pending))
+	}
+	keys := walk()
+	if len(keys) != 1000 || !slices.IsSorted(keys) {
+		t.Fatalf("first walk: %d keys, sorted %v", len(keys), slices.IsSorted(keys))
+	}
+	if err := s.PutCommitted("a-new", Version{TS: ts.New(5), Txn: 9, Value: []byte("w")}); err != nil {
+		t.Fatal(err)
+	}
+	keys = walk()
+	if len(keys) != 1001 || keys[0] != "a-new" || !slices.IsSorted(keys) {
+		t.Fatalf("second walk: %d keys from %q, sorted %v", len(keys), keys[0], slices.IsSorted(keys))
 	}
 }
