@@ -45,6 +45,9 @@ type ctxn struct {
 	sentLocal int64
 	timer     node.TimerID
 	tries     int
+	// probeTimer fires when the earliest flight of the request is due for a loss probe
+	// (lostops.go); cancelled with the request.
+	probeTimer node.TimerID
 
 	// The reads and writes of the request being served (one, or an OpBatch's), all out at
 	// once: flights maps each one's request id to it, results collects the answers in request
@@ -95,11 +98,16 @@ const (
 
 // flight is one read, write or scan share of a client request, out at a data node.
 type flight struct {
-	i       int // position in the request (0 for a single operation)
-	kind    opKind
-	to      topo.NodeID
-	wseq    uint32
-	creates bool // this write creates the transaction record
+	i    int // position in the request (0 for a single operation)
+	kind opKind
+	to   topo.NodeID
+	// Loss recovery (lostops.go): when it was sent or last probed, how long until the next
+	// probe, and the message that carries it alone, to send it again.
+	sentLocal int64
+	rto       time.Duration
+	msg       wire.Msg
+	wseq      uint32
+	creates   bool // this write creates the transaction record
 }
 
 // twrite is a write of a transaction as its coordinator tracks its durability.
@@ -151,6 +159,8 @@ func (n *Node) clearReq(t *ctxn) {
 	t.flights = nil
 	n.env.Cancel(t.timer)
 	t.timer = 0
+	n.env.Cancel(t.probeTimer)
+	t.probeTimer = 0
 }
 
 func (n *Node) reply(t *ctxn, r *wire.ClientReply) {
@@ -326,13 +336,14 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 		n.byReq[id] = t
 		if op.Op == wire.OpGet {
 			t.hasReads = true
-			t.flights[id] = flight{i: i, to: to}
+			r := ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key}
+			t.flights[id] = flight{i: i, to: to, sentLocal: t.sentLocal, rto: n.rto(to), msg: &r}
 			q := queue(to)
-			q.Reads = append(q.Reads, ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key})
+			q.Reads = append(q.Reads, r)
 			continue
 		}
 		t.hasWrs = true
-		f := flight{i: i, kind: opWrite, to: to}
+		f := flight{i: i, kind: opWrite, to: to, sentLocal: t.sentLocal, rto: n.rto(to)}
 		if !t.hasRecorder {
 			// The recorder is the primary of the first written key, and the record is created
 			// by that write (notes/k2.md §3.5, recommended placement).
@@ -347,7 +358,6 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 		if j, found := slices.BinarySearch(t.participants, to); !found {
 			t.participants = slices.Insert(t.participants, j, to)
 		}
-		t.flights[id] = f
 		w := WriteReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key, Tombstone: op.Op == wire.OpDelete,
 			Recorder: t.recorder, CreateRecord: f.creates, WSeq: t.wseq}
 		if op.Op == wire.OpPut {
@@ -356,6 +366,9 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 				w.Value = []byte{}
 			}
 		}
+		wcopy := w
+		f.msg = &wcopy
+		t.flights[id] = f
 		q := queue(to)
 		q.Writes = append(q.Writes, w)
 	}
@@ -382,7 +395,8 @@ func (n *Node) beginOps(t *ctxn, ops int) {
 	t.hasReads, t.hasWrs, t.maxPushNanos = false, false, 0
 }
 
-// armOpTimeout aborts t if the request it is serving is not answered within op-timeout.
+// armOpTimeout aborts t if the request it is serving is not answered within op-timeout, and
+// arms the probe for lost operations (lostops.go).
 func (n *Node) armOpTimeout(t *ctxn) {
 	t.round++
 	round := t.round
@@ -391,6 +405,7 @@ func (n *Node) armOpTimeout(t *ctxn) {
 			n.abort(t, "timeout", true)
 		}
 	})
+	n.armProbe(t)
 }
 
 // onRestarted hears that data node from restarted (Restarted). The operations this coordinator
@@ -430,6 +445,9 @@ func (n *Node) onRestarted(from topo.NodeID) {
 // lost operation left at the node (an intent, a read watermark) is cleaned up as after any
 // abort. Only the answer to the probe out at from counts, and only for operations it named.
 func (n *Node) onOpsProbeResp(from topo.NodeID, r *OpsProbeResp) {
+	if n.onLossProbeResp(from, r) {
+		return
+	}
 	p, ok := n.probes[from]
 	if !ok || p.id != r.ReqID {
 		return

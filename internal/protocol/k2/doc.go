@@ -133,6 +133,13 @@
 //   - An outcome the coordinator cannot learn (the recorder does not answer the commit after
 //     three tries) is reported as CodeUnknown; a read or write with no answer within op-timeout
 //     aborts the transaction (cause "timeout").
+//   - Lost operations (lostops.go; the paper assumes a reliable network): an operation
+//     unanswered for its retransmission timeout (the round trip to its node plus the larger of
+//     op-timeout/8 and twice that, doubling) is asked about with an OpsProbe; one the node does
+//     not hold, while its answer is still awaited, was lost on the way or its answer was, and is
+//     sent again (reads, idempotent writes and scan shares all may be). Under 2% loss between
+//     nodes, list-append committed 442/420/580 at seeds 1-3 where it committed 200/260/145 when
+//     every loss waited out op-timeout.
 //   - Data-node failure as a coordinator sees it (the paper recovers the node from shared
 //     storage and says nothing of the operations it held): a crash loses the reads parked on
 //     PUSHWS and the writes waiting for their flush, which will never be answered. A data node
@@ -152,8 +159,8 @@
 //     operations cost the whole op-timeout (cause "timeout"): nothing guesses from silence that
 //     a node is dead, because a guess tight enough to help took a node that merely answered
 //     late for a dead one and aborted healthy transactions (with op-timeout 240 ms, a third of
-//     a cross-region YCSB-T run), and periodic probes cost every slow request work and events.
-//     A run without crashes sends no notice and no probe. FIFO is assumed, not checked: the
+//     a cross-region YCSB-T run). A run without crashes sends no notice and no restart probe;
+//     the loss probes above only send lost operations again and never abort. FIFO is assumed, not checked: the
 //     simulator can reorder messages (sim.Config.Reorder), which no k2 test or command
 //     enables, and the real runtime's links are FIFO per connection, but a restarted node
 //     answers on a new one. Where a probe overtakes an operation, or the new life's answer an
@@ -206,7 +213,8 @@
 // longer holds), late-first-request (a copy of a first request arriving after its
 // transaction ended, refused: txnkit.EndedTxns), pushws (PUSHWS sent), write-duplicate (a data
 // node received a write of a transaction it already has, or an older one, on the key: a
-// duplicated message), scan.keys (keys a data node visited for scans), scan.marks-evicted
+// duplicated message), probe.loss (OpsProbes about operations past their retransmission
+// timeout), op.resent (operations a loss probe found missing and sent again), scan.keys (keys a data node visited for scans), scan.marks-evicted
 // (times a node folded its range watermarks into its read floor),
 // probe (OpsProbe sent, after a restart notice), abort.op-lost (a data node's crash lost an
 // operation), recorder.lease-abort, recorder.ended-abort (an undecided transaction aborted because

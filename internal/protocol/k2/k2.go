@@ -240,6 +240,9 @@ type Node struct {
 	// probes holds the OpsProbe out at each data node that said it restarted, until answered
 	// (at most one per node: a later notice replaces it).
 	probes map[topo.NodeID]outProbe
+	// lossProbes are the OpsProbes out about operations that may be lost, by request id
+	// (lostops.go).
+	lossProbes map[uint64]lossProbe
 
 	// Data node and recorder.
 	store  *mvcc.Store
@@ -303,7 +306,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	}
 	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(), batcher: b,
 		oracle: tp.Oracle(tp.RegionOf(self)),
-		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{}, probes: map[topo.NodeID]outProbe{},
+		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{}, probes: map[topo.NodeID]outProbe{}, lossProbes: map[uint64]lossProbe{},
 		leases: map[storage.TxnID]int64{}, gc: map[storage.TxnID]*gcRec{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{},
 		waitedReads: map[string]ts.Timestamp{}, serving: map[opRef]struct{}{}}
 	n.finNotes = txnkit.NewOutbox(env, func(txns []storage.TxnID) wire.Msg { return &Finalized{Txns: txns} })

@@ -161,8 +161,9 @@ func (n *Node) startScan(t *ctxn, req wire.ClientRequest) {
 	for _, to := range nodes {
 		id := n.newReqID()
 		n.byReq[id] = t
-		t.flights[id] = flight{to: to, kind: opScan}
-		n.env.Send(to, &ScanReq{ReqID: id, Txn: t.id, TS: t.ts, Start: req.Key, End: req.EndKey, Limit: req.Limit})
+		m := &ScanReq{ReqID: id, Txn: t.id, TS: t.ts, Start: req.Key, End: req.EndKey, Limit: req.Limit}
+		t.flights[id] = flight{to: to, kind: opScan, sentLocal: t.sentLocal, rto: n.rto(to), msg: m}
+		n.env.Send(to, m)
 	}
 	n.armOpTimeout(t)
 }

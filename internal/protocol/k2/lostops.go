@@ -1,0 +1,125 @@
+package k2
+
+import (
+	"slices"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/topo"
+)
+
+// Lost operations. The network may lose a read, write or scan share, or its answer (the node
+// contract), and a coordinator used to wait out op-timeout (2 s) and abort. Now a flight
+// unanswered for its retransmission timeout — the round trip to its node plus the larger of
+// op-timeout/8 and twice that round trip (RFC 6298's first timeout, as crdb's), doubling on
+// every probe — is asked about with an OpsProbe, the message that already tells a restarted
+// node's missing operations apart. Links are FIFO, so the probe's answer comes after the
+// answer of every operation the node had answered: an operation the node says it does not
+// hold, while the coordinator still waits for it, was lost on the way there or its answer on
+// the way back, and is sent again. Sending one again is safe: a read at the same timestamp
+// reads the same version (the key's watermark already holds writes below it off), a write
+// with the same WSeq is answered as its first copy was (staleWrite), and a scan share only
+// reads. A probe costs two small messages, and only for operations that waited longer than
+// the timeout (a read parked on PUSHWS, or a loss); the probe timer is cancelled when the
+// request is answered, so most requests never arm one that fires.
+
+// lossProbe is an OpsProbe out at a node about operations that may be lost.
+type lossProbe struct {
+	to        topo.NodeID
+	ops       []uint64 // ascending
+	sentLocal int64
+}
+
+// rto is an operation's first retransmission timeout at node to.
+func (n *Node) rto(to topo.NodeID) time.Duration {
+	rtt := 2 * n.tp.OneWay(n.tp.RegionOf(n.self), n.tp.RegionOf(to))
+	return rtt + max(n.cfg.opTimeout/8, 2*rtt)
+}
+
+// armProbe sets t's probe timer for its earliest flight due for a probe.
+func (n *Node) armProbe(t *ctxn) {
+	n.env.Cancel(t.probeTimer)
+	t.probeTimer = 0
+	due := int64(-1)
+	for _, f := range t.flights {
+		if at := f.sentLocal + int64(f.rto); due < 0 || at < due {
+			due = at
+		}
+	}
+	if due < 0 {
+		return
+	}
+	round := t.round
+	t.probeTimer = n.env.After(time.Duration(max(due-n.env.Now(), 0)), func() {
+		t.probeTimer = 0
+		if t.round == round && t.state == stBusy {
+			n.probeLost(t)
+		}
+	})
+}
+
+// probeLost asks each node holding a flight of t that is past its timeout whether it still
+// holds it, doubling the flight's timeout (up to op-timeout, after which t aborts anyway).
+func (n *Node) probeLost(t *ctxn) {
+	now := n.env.Now()
+	n.expireLossProbes(now)
+	byNode := map[topo.NodeID][]uint64{}
+	var nodes []topo.NodeID
+	for id, f := range t.flights {
+		if now-f.sentLocal < int64(f.rto) {
+			continue
+		}
+		f.sentLocal, f.rto = now, min(2*f.rto, n.cfg.opTimeout)
+		t.flights[id] = f
+		if _, ok := byNode[f.to]; !ok {
+			nodes = append(nodes, f.to)
+		}
+		byNode[f.to] = append(byNode[f.to], id)
+	}
+	slices.Sort(nodes) // map order must not reach the messages
+	for _, to := range nodes {
+		if n.reqIDsLeft() == 0 {
+			break // op-timeout settles it
+		}
+		ops := byNode[to]
+		slices.Sort(ops)
+		id := n.newReqID()
+		n.lossProbes[id] = lossProbe{to: to, ops: ops, sentLocal: now}
+		n.m.Add("probe.loss", 1)
+		n.env.Send(to, &OpsProbe{ReqID: id, Ops: ops})
+	}
+	n.armProbe(t)
+}
+
+// expireLossProbes forgets probes unanswered for op-timeout (the probe or its answer was lost:
+// their operations are probed again, or aborted at op-timeout).
+func (n *Node) expireLossProbes(now int64) {
+	for id, p := range n.lossProbes {
+		if now-p.sentLocal >= int64(n.cfg.opTimeout) {
+			delete(n.lossProbes, id)
+		}
+	}
+}
+
+// onLossProbeResp sends again the operations the probed node does not hold that are still
+// awaited; it reports whether r answered a loss probe.
+func (n *Node) onLossProbeResp(from topo.NodeID, r *OpsProbeResp) bool {
+	p, ok := n.lossProbes[r.ReqID]
+	if !ok || p.to != from {
+		return ok
+	}
+	delete(n.lossProbes, r.ReqID)
+	for _, id := range r.Missing {
+		if _, asked := slices.BinarySearch(p.ops, id); !asked {
+			continue
+		}
+		t := n.byReq[id]
+		if t == nil || t.state != stBusy {
+			continue
+		}
+		if f, ok := t.flights[id]; ok && f.to == from && f.msg != nil {
+			n.m.Add("op.resent", 1)
+			n.env.Send(from, f.msg)
+		}
+	}
+	return true
+}
