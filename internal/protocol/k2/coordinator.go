@@ -101,11 +101,10 @@ type flight struct {
 	i    int // position in the request (0 for a single operation)
 	kind opKind
 	to   topo.NodeID
-	// Loss recovery (lostops.go): when it was sent or last probed, how long until the next
-	// probe, and the message that carries it alone, to send it again.
+	// Loss recovery (lostops.go): when it was sent or last probed, and how long until the
+	// next probe. The message to send it again is rebuilt from the request (opMessage).
 	sentLocal int64
 	rto       time.Duration
-	msg       wire.Msg
 	wseq      uint32
 	creates   bool // this write creates the transaction record
 }
@@ -336,10 +335,9 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 		n.byReq[id] = t
 		if op.Op == wire.OpGet {
 			t.hasReads = true
-			r := ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key}
-			t.flights[id] = flight{i: i, to: to, sentLocal: t.sentLocal, rto: n.rto(to), msg: &r}
+			t.flights[id] = flight{i: i, to: to, sentLocal: t.sentLocal, rto: n.rto(to)}
 			q := queue(to)
-			q.Reads = append(q.Reads, r)
+			q.Reads = append(q.Reads, ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key})
 			continue
 		}
 		t.hasWrs = true
@@ -358,17 +356,8 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 		if j, found := slices.BinarySearch(t.participants, to); !found {
 			t.participants = slices.Insert(t.participants, j, to)
 		}
-		w := WriteReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key, Tombstone: op.Op == wire.OpDelete,
-			Recorder: t.recorder, CreateRecord: f.creates, WSeq: t.wseq}
-		if op.Op == wire.OpPut {
-			w.Value = slices.Clone(op.Value)
-			if w.Value == nil {
-				w.Value = []byte{}
-			}
-		}
-		wcopy := w
-		f.msg = &wcopy
 		t.flights[id] = f
+		w := n.writeReq(t, id, f, op)
 		q := queue(to)
 		q.Writes = append(q.Writes, w)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 )
 
 // Lost operations. The network may lose a read, write or scan share, or its answer (the node
@@ -27,6 +28,36 @@ type lossProbe struct {
 	to        topo.NodeID
 	ops       []uint64 // ascending
 	sentLocal int64
+}
+
+// opMessage rebuilds the message that carries t's operation id alone, as it was first sent:
+// the request being served holds the operation, the flight what the coordinator decided of it.
+func (n *Node) opMessage(t *ctxn, id uint64, f flight) wire.Msg {
+	if f.kind == opScan {
+		return scanReq(t, id)
+	}
+	op := wire.BatchOp{Op: t.req.Op, Key: t.req.Key, Value: t.req.Value}
+	if t.req.Op == wire.OpBatch {
+		op = t.req.Batch[f.i]
+	}
+	if f.kind == opRead {
+		return &ReadReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key}
+	}
+	w := n.writeReq(t, id, f, op)
+	return &w
+}
+
+// writeReq is the write of op that flight f of t carries.
+func (n *Node) writeReq(t *ctxn, id uint64, f flight, op wire.BatchOp) WriteReq {
+	w := WriteReq{ReqID: id, Txn: t.id, TS: t.ts, Key: op.Key, Tombstone: op.Op == wire.OpDelete,
+		Recorder: t.recorder, CreateRecord: f.creates, WSeq: f.wseq}
+	if op.Op == wire.OpPut {
+		w.Value = slices.Clone(op.Value)
+		if w.Value == nil {
+			w.Value = []byte{}
+		}
+	}
+	return w
 }
 
 // rto is an operation's first retransmission timeout at node to.
@@ -116,9 +147,9 @@ func (n *Node) onLossProbeResp(from topo.NodeID, r *OpsProbeResp) bool {
 		if t == nil || t.state != stBusy {
 			continue
 		}
-		if f, ok := t.flights[id]; ok && f.to == from && f.msg != nil {
+		if f, ok := t.flights[id]; ok && f.to == from {
 			n.m.Add("op.resent", 1)
-			n.env.Send(from, f.msg)
+			n.env.Send(from, n.opMessage(t, id, f))
 		}
 	}
 	return true

@@ -161,11 +161,15 @@ func (n *Node) startScan(t *ctxn, req wire.ClientRequest) {
 	for _, to := range nodes {
 		id := n.newReqID()
 		n.byReq[id] = t
-		m := &ScanReq{ReqID: id, Txn: t.id, TS: t.ts, Start: req.Key, End: req.EndKey, Limit: req.Limit}
-		t.flights[id] = flight{to: to, kind: opScan, sentLocal: t.sentLocal, rto: n.rto(to), msg: m}
-		n.env.Send(to, m)
+		t.flights[id] = flight{to: to, kind: opScan, sentLocal: t.sentLocal, rto: n.rto(to)}
+		n.env.Send(to, scanReq(t, id))
 	}
 	n.armOpTimeout(t)
+}
+
+// scanReq is t's scan share request numbered id (the request being served is the scan).
+func scanReq(t *ctxn, id uint64) *ScanReq {
+	return &ScanReq{ReqID: id, Txn: t.id, TS: t.ts, Start: t.req.Key, End: t.req.EndKey, Limit: t.req.Limit}
 }
 
 func (n *Node) onScanResp(r *ScanResp) {
