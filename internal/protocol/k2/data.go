@@ -86,10 +86,10 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 			ready = OpsResp{}
 		}
 	}
-	// Once serving is over, what is left waits: the request's operations are held in
-	// n.serving until their answers leave. Those answered meanwhile are held too, harmlessly:
-	// their answers leave before any later probe's.
-	waiting := false
+	// Once serving is over, what is left waits: its operations are held in n.serving until
+	// their answers leave. Those answered while serving are not held: their answers leave now,
+	// and if that OpsResp is lost a loss probe must hear so before the rest is answered.
+	var held []uint64
 	answered := func(w *WriteResp, rr *ReadResp) {
 		if refused {
 			return
@@ -106,8 +106,8 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 		}
 		if refused || (left == 0 && !serving) {
 			send()
-			if waiting {
-				opsOf(r, func(id uint64) { delete(n.serving, opRef{from, id}) })
+			for _, id := range held {
+				delete(n.serving, opRef{from, id})
 			}
 		}
 	}
@@ -119,8 +119,19 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 	}
 	serving = false
 	if left > 0 && !refused {
-		waiting = true
-		opsOf(r, func(id uint64) { n.serving[opRef{from, id}] = struct{}{} })
+		out := make(map[uint64]bool, len(ready.Reads)+len(ready.Writes))
+		for i := range ready.Reads {
+			out[ready.Reads[i].ReqID] = true
+		}
+		for i := range ready.Writes {
+			out[ready.Writes[i].ReqID] = true
+		}
+		opsOf(r, func(id uint64) {
+			if !out[id] {
+				held = append(held, id)
+				n.serving[opRef{from, id}] = struct{}{}
+			}
+		})
 	}
 	send()
 }

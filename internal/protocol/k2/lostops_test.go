@@ -89,3 +89,70 @@ func TestLossyNetworkCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestLostFirstOpsRespFoundWhileRestWaits: a batch sends data node X two reads; one is
+// answered at once (the first OpsResp), the other parks on PUSHWS behind a writer that commits
+// a second later. The first OpsResp is lost. X must tell the loss probe that the answered read
+// is not held, so that it is sent again about a retransmission timeout after the batch went
+// out; holding it with the parked read hid the loss until the writer committed and one more,
+// doubled, timeout passed (here ~1.9 s, against op-timeout's 2 s).
+func TestLostFirstOpsRespFoundWhileRestWaits(t *testing.T) {
+	s := prototest.NewSim(t, prototest.Case{Protocol: "k2", Seed: 1})
+	defer s.Stop()
+	tp := s.Topology()
+	c, x := tp.DataNodes(0)[0], tp.DataNodes(1)[0]
+	k := prototest.KeysOn(t, tp, x, "parked", 2)
+	warm := prototest.KeysOn(t, tp, c, "warm", 1)[0]
+	oneWay := tp.OneWay(tp.RegionOf(c), tp.RegionOf(x))
+	var fail failures
+	var committed int64
+	s.AddClient(1, x, 100*ms, func(db *client.DB) {
+		tx := db.Begin(client.TxnOptions{})
+		if err := tx.Put(k[0], []byte("held")); err != nil {
+			fail.add("holder: %v", err)
+			return
+		}
+		db.Transport().Sleep(time.Second)
+		if err := tx.Commit(); err != nil {
+			fail.add("holder commit: %v", err)
+		}
+		committed = s.Now()
+	})
+	var start, end int64
+	s.AddClient(0, c, 200*ms, func(db *client.DB) {
+		tx := db.Begin(client.TxnOptions{})
+		if _, err := tx.GetMany([]string{warm}); err != nil { // the timestamp first, above the holder's
+			fail.add("warm read: %v", err)
+			return
+		}
+		start = s.Now()
+		s.At(start+int64(oneWay)/2, func() { s.PartitionNodes(c, x) }) // loses the first OpsResp
+		s.At(start+3*int64(oneWay)/2, func() { s.Heal() })
+		got, err := tx.GetMany(k)
+		end = s.Now()
+		if err != nil {
+			fail.add("batch read: %v", err)
+			return
+		}
+		if len(got) != 2 || string(got[0].Value) != "held" {
+			fail.add("batch read returned %+v", got)
+		}
+		if err := tx.Commit(); err != nil {
+			fail.add("reader commit: %v", err)
+		}
+	})
+	s.RunUntil(int64(10 * time.Second))
+	fail.report(t)
+	n := s.Handler(c).(*Node)
+	rto := n.rto(x)
+	t.Logf("batch read took %v; the holder committed %v after it began (rto %v)", time.Duration(end-start), time.Duration(committed-start), rto)
+	if end == 0 || committed == 0 {
+		t.Fatal("the scenario did not run to its end")
+	}
+	if late := time.Duration(end - committed); late > rto {
+		t.Errorf("the batch was answered %v after the parked read could be: the lost answer was found only after the rest", late)
+	}
+	if got := n.Metrics().Counters["op.resent"]; got != 1 {
+		t.Errorf("op.resent = %d, want 1", got)
+	}
+}
