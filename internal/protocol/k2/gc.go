@@ -33,10 +33,12 @@ import (
 //     again: resolve drops the push and its re-send timer.
 //
 // Links are FIFO per (sender, receiver) pair: the simulator keeps each directed link in order
-// (sim.Config.Reorder, which no k2 test or command enables, is the exception) and delivers a
-// duplicate right after its original; the real runtime sends each pair's messages over one TCP
-// connection, which loses but does not reorder. So anything a node sent R before a message
-// reaches R before that message.
+// (sim.Config.Reorder, which no k2 test or command enables, is the exception); the real
+// runtime sends each pair's messages over one TCP connection, which loses but does not
+// reorder. So anything a node sent R before a message reaches R before that message. Only a
+// duplicate's extra copy (sim --duplicate) may come up to --duplicate-delay late, overtaking
+// later messages; every rule below holds a late copy harmless (it finds its transaction
+// decided, its version taken, or its request answered).
 //
 // The rules.
 //   - A committed record is forgotten once (a) every participant (every node C sent a write,

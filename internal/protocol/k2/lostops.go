@@ -18,8 +18,9 @@ import (
 // hold, while the coordinator still waits for it, was lost on the way there or its answer on
 // the way back, and is sent again. Sending one again is safe: a read at the same timestamp
 // reads the same version (the key's watermark already holds writes below it off), a write
-// with the same WSeq is answered as its first copy was (staleWrite), and a scan share only
-// reads. A probe costs two small messages, and only for operations that waited longer than
+// with the same WSeq is answered as its first copy was while its intent is undecided
+// (staleWrite) and refused once it is decided (the version's slot is taken; an aborted
+// transaction's refusal then reads "storage"), and a scan share only reads. A probe costs two small messages, and only for operations that waited longer than
 // the timeout (a read parked on PUSHWS, or a loss); the probe timer is cancelled when the
 // request is answered, so most requests never arm one that fires.
 
