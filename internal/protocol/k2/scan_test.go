@@ -2,10 +2,10 @@ package k2
 
 import (
 	"fmt"
-	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"testing"
 
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/ts"
 )
 

@@ -1,10 +1,10 @@
 package spanner
 
 import (
-	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"strings"
 	"time"
 
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/storage/mvcc"
 	"github.com/meridiandb/meridian/internal/wire"
 )
