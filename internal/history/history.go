@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -238,10 +239,16 @@ func Write(w io.Writer, ops []Op) error {
 	return bw.Flush()
 }
 
+// maxLineBytes bounds one line of a history: generous for one transaction (a read of a list of a
+// million appends is under 20 MiB of text), yet a file with no newline cannot take all memory.
+const maxLineBytes = 64 << 20
+
 // Read parses a JSON-lines history. A malformed line is an error naming its line number.
-func Read(r io.Reader) ([]Op, error) {
+func Read(r io.Reader) ([]Op, error) { return read(r, maxLineBytes) }
+
+func read(r io.Reader, maxLine int) ([]Op, error) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	sc.Buffer(make([]byte, min(64<<10, maxLine)), maxLine)
 	var ops []Op
 	line := 0
 	for sc.Scan() {
@@ -267,7 +274,17 @@ func Read(r io.Reader) ([]Op, error) {
 		ops = append(ops, op)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("history line %d: longer than the limit of %s per line (is a newline missing?)", line+1, sizeText(maxLine))
+		}
 		return nil, fmt.Errorf("history line %d: %w", line+1, err)
 	}
 	return ops, nil
+}
+
+func sizeText(n int) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
