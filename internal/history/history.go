@@ -271,6 +271,9 @@ func read(r io.Reader, maxLine int) ([]Op, error) {
 		default:
 			return nil, fmt.Errorf("history line %d: unknown type %q (want invoke, ok, fail, info or meta)", line, op.Type)
 		}
+		if err := checkNotNegative(&op); err != nil {
+			return nil, fmt.Errorf("history line %d: %w", line, err)
+		}
 		ops = append(ops, op)
 	}
 	if err := sc.Err(); err != nil {
@@ -287,4 +290,41 @@ func sizeText(n int) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// checkNotNegative refuses negative processes, keys and regions. Elle would take them (its keys
+// and processes are opaque), but no Meridian history has one: processes count clients from 0,
+// keys are list-append key numbers from 0 (kv exec refuses negative ones, and the storage name of
+// one would sit on a negative shard), and regions index the topology. So a negative number means
+// a file damaged or written wrong, which is better said than judged; a region of -1 would also
+// pass for the checker's "every region" in its explanations.
+func checkNotNegative(op *Op) error {
+	if op.Type == Meta {
+		keys := make([]string, 0, len(op.KeyRegions))
+		for k := range op.KeyRegions {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // the first bad key named must not depend on map order
+		for _, k := range keys {
+			if n, err := strconv.ParseInt(k, 10, 64); err == nil && n < 0 {
+				return fmt.Errorf("key_regions key %d is negative (keys are numbered from 0)", n)
+			}
+			if r := op.KeyRegions[k]; r < 0 {
+				return fmt.Errorf("key_regions gives key %s region %d, which is negative (regions are numbered from 0)", k, r)
+			}
+		}
+		return nil
+	}
+	if op.Process < 0 {
+		return fmt.Errorf("process %d is negative (processes are numbered from 0)", op.Process)
+	}
+	if op.Region < 0 {
+		return fmt.Errorf("region %d is negative (regions are numbered from 0)", op.Region)
+	}
+	for _, m := range op.Value {
+		if m.Key < 0 {
+			return fmt.Errorf("key %d is negative (keys are numbered from 0)", m.Key)
+		}
+	}
+	return nil
 }

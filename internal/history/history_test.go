@@ -25,3 +25,27 @@ func TestReadLineTooLong(t *testing.T) {
 		t.Errorf("the default limit reads %q", got)
 	}
 }
+
+// Negative processes, keys and regions are refused with the line they are on.
+func TestReadRefusesNegatives(t *testing.T) {
+	cases := []struct{ name, line, want string }{
+		{"process", `{"index":1,"type":"invoke","process":-2,"value":[["r",1,null]]}`, "history line 2: process -2 is negative"},
+		{"key in an invocation", `{"index":1,"type":"invoke","process":2,"value":[["append",-3,1]]}`, "history line 2: key -3 is negative"},
+		{"key in a completion", `{"index":1,"type":"ok","process":1,"value":[["r",-1,[]]]}`, "history line 2: key -1 is negative"},
+		{"region", `{"index":1,"type":"invoke","process":2,"region":-1,"value":[["r",1,null]]}`, "history line 2: region -1 is negative"},
+		{"key_regions key", `{"index":-1,"type":"meta","key_regions":{"1":0,"-4":1,"-5":0}}`, "history line 2: key_regions key -4 is negative"},
+		{"key_regions region", `{"index":-1,"type":"meta","key_regions":{"1":0,"2":-1}}`, "history line 2: key_regions gives key 2 region -1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(invokeLine + "\n" + tc.line + "\n"))
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %v, want one line starting %q", err, tc.want)
+			}
+		})
+	}
+	// The meta line's index is -1 by convention (Recorder.Ops writes it so): not refused.
+	if _, err := Read(strings.NewReader(`{"index":-1,"type":"meta","key_regions":{"0":1}}` + "\n" + invokeLine)); err != nil {
+		t.Errorf("a meta line with index -1: %v", err)
+	}
+}
