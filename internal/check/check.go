@@ -81,9 +81,9 @@ const maxAnomalies = 200
 const searchBudget = 50_000_000
 
 // Check judges ops (a history as read by history.Read or produced by a history.Recorder) under
-// model, one of Models(). A structurally broken history (a completion without an invocation, a key
-// used both as a list and as a register, ...) is an error; consistency violations are anomalies in
-// the report.
+// model, one of Models(). A structurally broken history (a completion without an invocation, or
+// whose micro-ops are not its invocation's, a key used both as a list and as a register, ...) is an
+// error; consistency violations are anomalies in the report.
 func Check(ops []history.Op, model string) (*Report, error) {
 	m, ok := modelByName[model]
 	if !ok {

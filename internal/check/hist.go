@@ -100,6 +100,9 @@ func build(ops []history.Op) (*hist, error) {
 	for i := range ops {
 		op := &ops[i]
 		where := fmt.Sprintf("history op %d (index %d)", i+1, op.Index)
+		if op.Line > 0 {
+			where = fmt.Sprintf("history line %d (index %d)", op.Line, op.Index)
+		}
 		switch op.Type {
 		case history.Meta:
 			if op.KeyRegions != nil {
@@ -127,6 +130,11 @@ func build(ops []history.Op) (*hist, error) {
 				return nil, fmt.Errorf("%s: %s completion for process %d, which has no transaction running", where, op.Type, op.Process)
 			}
 			delete(pending, op.Process)
+			if len(op.Value) > 0 {
+				if err := restates(t.ops, op.Value, op.Type != history.OK); err != nil {
+					return nil, fmt.Errorf("%s: %s completion of process %d does not restate its invocation (index %d): %w", where, op.Type, op.Process, t.id, err)
+				}
+			}
 			if op.Time < t.invokeTime {
 				return nil, fmt.Errorf("%s: completion time %d is before its invocation time %d", where, op.Time, t.invokeTime)
 			}
@@ -213,6 +221,26 @@ func build(ops []history.Op) (*hist, error) {
 		h.summarise(t)
 	}
 	return h, nil
+}
+
+// restates checks that a completion's micro-ops are its invocation's with only read values
+// changed; one that did not commit may stop early (the micro-ops it reached). The function, key and written value are the client's request, which no database can
+// alter: a completion that disagrees is a recording fault, not an anomaly, and judging either
+// side alone (as Elle does, taking the completion) gave verdicts about a transaction that never
+// ran, e.g. "unknown" for a read recorded back as an append.
+func restates(inv, comp []history.MicroOp, prefixOK bool) error {
+	if len(comp) > len(inv) || (!prefixOK && len(comp) != len(inv)) {
+		return fmt.Errorf("it has %d micro-ops, the invocation %d", len(comp), len(inv))
+	}
+	for i := range comp {
+		a, b := inv[i], comp[i]
+		if a.F != b.F || a.Key != b.Key || (a.F != history.FRead && (a.Value.Kind != b.Value.Kind || a.Value.Int != b.Value.Int)) {
+			ja, _ := a.MarshalJSON()
+			jb, _ := b.MarshalJSON()
+			return fmt.Errorf("micro-op %d is %s where the invocation asked for %s (only values read may differ)", i+1, jb, ja)
+		}
+	}
+	return nil
 }
 
 // summarise fills t.keys and checks internal consistency: within a transaction a read must show

@@ -93,10 +93,19 @@ func TestMalformedInput(t *testing.T) {
 		{"unknown type", `{"index":0,"type":"begin","process":1}`, "line 1"},
 		{"unknown micro-op", `{"index":0,"type":"invoke","process":1,"value":[["cas",1,2]]}`, "line 1"},
 		{"trailing text", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]} x`, "line 1"},
-		{"orphan completion", `{"index":0,"type":"ok","process":1,"value":[["r",1,[]]]}`, "op 1 (index 0)"},
+		{"orphan completion", `{"index":0,"type":"ok","process":1,"value":[["r",1,[]]]}`, "line 1 (index 0)"},
 		{"list and register", `{"index":0,"type":"invoke","process":1,"value":[["append",1,1],["w",1,2]]}`, "key 1"},
-		{"append of a list", `{"index":0,"type":"invoke","process":1,"value":[["append",1,[1]]]}`, "op 1 (index 0)"},
-		{"double invoke", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]}` + "\n" + `{"index":1,"type":"invoke","process":1,"value":[["r",1,null]]}`, "op 2 (index 1)"},
+		{"append of a list", `{"index":0,"type":"invoke","process":1,"value":[["append",1,[1]]]}`, "line 1 (index 0)"},
+		// The blank line makes line and op numbers differ: the error must name the line.
+		{"double invoke", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]}` + "\n\n" + `{"index":1,"type":"invoke","process":1,"value":[["r",1,null]]}`, "line 3 (index 1)"},
+		// A completion must restate its invocation: only the values read may differ.
+		{"read completed as an append", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]}` + "\n\n" + `{"index":1,"type":"ok","process":1,"value":[["append",1,9]]}`,
+			`line 3 (index 1): ok completion of process 1 does not restate its invocation (index 0): micro-op 1 is ["append",1,9] where the invocation asked for ["r",1,null]`},
+		{"other key", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]}` + "\n" + `{"index":1,"type":"ok","process":1,"value":[["r",2,[1]]]}`, `micro-op 1 is ["r",2,[1]] where the invocation asked for ["r",1,null]`},
+		{"other appended value", `{"index":0,"type":"invoke","process":1,"value":[["append",1,5]]}` + "\n" + `{"index":1,"type":"ok","process":1,"value":[["append",1,6]]}`, `micro-op 1 is ["append",1,6]`},
+		{"other written value", `{"index":0,"type":"invoke","process":1,"value":[["w",1,5]]}` + "\n" + `{"index":1,"type":"info","process":1,"value":[["w",1,6]]}`, `info completion of process 1`},
+		{"ok missing a micro-op", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null],["append",1,4]]}` + "\n" + `{"index":1,"type":"ok","process":1,"value":[["r",1,[]]]}`, "line 2 (index 1): ok completion of process 1 does not restate its invocation (index 0): it has 1 micro-ops, the invocation 2"},
+		{"fail with an extra micro-op", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]}` + "\n" + `{"index":1,"type":"fail","process":1,"value":[["r",1,[]],["r",2,[]]]}`, "it has 2 micro-ops, the invocation 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,8 +8,9 @@
 //	{"index":1,"type":"ok","f":"txn","process":3,"time":9800,"region":1,"value":[["append",5,7],["r",6,[1,7]]]}
 //
 // Micro-ops are list-append (["append",k,v], ["r",k,[…]|null]) or read-write register
-// (["w",k,v], ["r",k,v|null]). A "fail" completion may carry the reads the transaction made
-// before it aborted (opacity needs them). A first line of type "meta" may name each key's region
+// (["w",k,v], ["r",k,v|null]). A completion that carries micro-ops restates its invocation's,
+// in order, with the values read filled in. A "fail" completion may carry only the micro-ops
+// the transaction reached before it aborted, with their reads (opacity needs them). A first line of type "meta" may name each key's region
 // ({"type":"meta","key_regions":{"5":0,"6":2}}) for region-aware models.
 package history
 
@@ -153,6 +154,9 @@ type Op struct {
 	Error      string           `json:"error,omitempty"`
 	KeyRegions map[string]int   `json:"key_regions,omitempty"` // meta lines only
 	Extra      map[string]int64 `json:"extra,omitempty"`       // e.g. commit timestamp, for debugging
+	// Line is the line Read found the op on (0: not read from a file), so that later checks
+	// can name it.
+	Line int `json:"-"`
 }
 
 // Recorder collects a history. It is safe for concurrent use (real clients run in parallel);
@@ -257,7 +261,7 @@ func read(r io.Reader, maxLine int) ([]Op, error) {
 		if len(b) == 0 {
 			continue
 		}
-		var op Op
+		op := Op{Line: line}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		if err := dec.Decode(&op); err != nil {
 			return nil, fmt.Errorf("history line %d: %w", line, err)
