@@ -161,8 +161,9 @@ one transaction, and answer one line on stdout:
   {"type":"fail","error":"…"}                          certainly not committed (also for bad lines)
   {"type":"info","error":"…"}                          outcome unknown
 append adds an integer to the list at an integer key; r reads the whole list (null if absent).
-With --register, micro-ops are ["w",k,v] and ["r",k,null] on single integers. Keys are stored
-exactly as the list-append workload stores them, so exec and the workload see the same data.`,
+With --register, micro-ops are ["w",k,v] and ["r",k,null] on single integers. List keys are
+stored exactly as the list-append workload stores them, so exec and the workload see the same
+lists. Registers have keys of their own: register k and list k are different keys.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.cf.load()
@@ -328,6 +329,18 @@ var laNamespace string
 // laKey is listappend's storage key for integer key k.
 func laKey(tp *topo.Topology, k int64) string { return listappend.StorageKey(tp, laNamespace, k) }
 
+// registerKey is the storage key of register k: like laKey's, on the same shard, but under "lr/"
+// rather than "la/". A register is one varint and a list the concatenation of its elements'
+// varints, so under one name the list [7] and the register 7 are the same bytes, and each mode
+// read the other's values as its own.
+func registerKey(tp *topo.Topology, k int64) string {
+	rest := "lr/" + strconv.FormatInt(k, 10)
+	if laNamespace != "" {
+		rest = "lr/" + laNamespace + "/" + strconv.FormatInt(k, 10)
+	}
+	return topo.PinnedKey(topo.ShardID(k%int64(len(tp.Shards))), rest)
+}
+
 // execTxn runs ops like the list-append workload's body: each key read at most once, writes
 // buffered and applied at the end, later reads seeing earlier writes of the same transaction.
 func execTxn(tx *client.Txn, tp *topo.Topology, ops []history.MicroOp, register bool) ([]history.MicroOp, error) {
@@ -336,6 +349,10 @@ func execTxn(tx *client.Txn, tp *topo.Topology, ops []history.MicroOp, register 
 		list   []int64
 		reg    int64
 	}
+	name := laKey
+	if register {
+		name = registerKey
+	}
 	keys := map[int64]*state{}
 	var dirty []int64
 	out := make([]history.MicroOp, len(ops))
@@ -343,7 +360,7 @@ func execTxn(tx *client.Txn, tp *topo.Topology, ops []history.MicroOp, register 
 		st := keys[op.Key]
 		if st == nil {
 			st = &state{}
-			v, err := tx.Get(laKey(tp, op.Key))
+			v, err := tx.Get(name(tp, op.Key))
 			switch {
 			case errors.Is(err, client.ErrNotFound):
 			case err != nil:
@@ -391,7 +408,7 @@ func execTxn(tx *client.Txn, tp *topo.Topology, ops []history.MicroOp, register 
 		if register {
 			v = varint.AppendVarint(nil, st.reg)
 		}
-		if err := tx.Put(laKey(tp, k), v); err != nil {
+		if err := tx.Put(name(tp, k), v); err != nil {
 			return nil, err
 		}
 	}
