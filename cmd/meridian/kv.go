@@ -207,7 +207,7 @@ func checkNamespace(ns string, tp *topo.Topology) error {
 		return fmt.Errorf("--namespace %q is not valid UTF-8", ns)
 	}
 	// The longest key: the largest list-append key, on a shard whose id has the most digits.
-	longest := len(listappend.StorageKey(tp, ns, math.MaxInt64)) + len(strconv.Itoa(len(tp.Shards)))
+	longest := len(listappend.StorageKey(tp, ns, math.MaxInt64, false)) + len(strconv.Itoa(len(tp.Shards)))
 	if longest > client.MaxKeyBytes {
 		return fmt.Errorf("--namespace is %d bytes long: keys under it would pass the %d-byte key limit; give a shorter one",
 			len(ns), client.MaxKeyBytes)
@@ -326,19 +326,15 @@ func execLine(line []byte, db *client.DB, tp *topo.Topology, register bool) exec
 // laNamespace is kv exec's --namespace: which list-append run's keys it works on.
 var laNamespace string
 
-// laKey is listappend's storage key for integer key k.
-func laKey(tp *topo.Topology, k int64) string { return listappend.StorageKey(tp, laNamespace, k) }
+// laKey is listappend's storage key for list k.
+func laKey(tp *topo.Topology, k int64) string {
+	return listappend.StorageKey(tp, laNamespace, k, false)
+}
 
-// registerKey is the storage key of register k: like laKey's, on the same shard, but under "lr/"
-// rather than "la/". A register is one varint and a list the concatenation of its elements'
-// varints, so under one name the list [7] and the register 7 are the same bytes, and each mode
-// read the other's values as its own.
+// registerKey is listappend's storage key for register k: on the same shard as list k, under
+// another name (a register is one varint and the list [7] the same bytes as the register 7).
 func registerKey(tp *topo.Topology, k int64) string {
-	rest := "lr/" + strconv.FormatInt(k, 10)
-	if laNamespace != "" {
-		rest = "lr/" + laNamespace + "/" + strconv.FormatInt(k, 10)
-	}
-	return topo.PinnedKey(topo.ShardID(k%int64(len(tp.Shards))), rest)
+	return listappend.StorageKey(tp, laNamespace, k, true)
 }
 
 // execTxn runs ops like the list-append workload's body: each key read at most once, writes

@@ -7,9 +7,11 @@
 // are unique across the whole run (one counter shared by all clients), which is what lets the
 // checker recover the version order of each key from the reads.
 //
-// Storage: integer key k is stored at topo.PinnedKey(k mod shards, "la/k"), so it lives on shard
-// k mod shards and its region is that shard's home (KeyRegions, for region-aware models). A
-// list is stored as the concatenation of its elements' zig-zag varints; a register as one varint.
+// Storage: integer key k is stored at topo.PinnedKey(k mod shards, "la/k") ("lr/k" for a
+// register), so it lives on shard k mod shards and its region is that shard's home (KeyRegions,
+// for region-aware models). A list is stored as the concatenation of its elements' zig-zag
+// varints; a register as one varint. The list [7] and the register 7 are the same bytes, so the
+// two kinds never share a name: a run of one never reads the other's values as its own.
 //
 // The body reads each key at most once per attempt and buffers its appends, writing each changed
 // key once at the end, so it does not rely on a protocol's read-your-own-writes; reads that come
@@ -99,7 +101,7 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 	}
 	w := &Workload{cfg: cfg, t: t, keysByRegion: make([][]int64, len(t.Regions))}
 	for k := 0; k < cfg.Keys; k++ {
-		name := StorageKey(t, cfg.Namespace, int64(k))
+		name := StorageKey(t, cfg.Namespace, int64(k), cfg.Register)
 		w.names = append(w.names, name)
 		r := t.HomeOf(name)
 		w.keysByRegion[r] = append(w.keysByRegion[r], int64(k))
@@ -139,12 +141,17 @@ func draw(g zipf.Generator, n int, r *rand.Rand) int {
 	return int(g.Next(r))
 }
 
-// StorageKey is the storage name of integer key k in namespace ns ("" for none): it lives on
-// shard k mod shards. Tools that read a workload's data (meridian kv exec) use the same names.
-func StorageKey(t *topo.Topology, ns string, k int64) string {
-	rest := "la/" + strconv.FormatInt(k, 10)
+// StorageKey is the storage name of integer key k in namespace ns ("" for none), a list's or a
+// register's: it lives on shard k mod shards. Tools that read a workload's data (meridian kv
+// exec) use the same names.
+func StorageKey(t *topo.Topology, ns string, k int64, register bool) string {
+	kind := "la/"
+	if register {
+		kind = "lr/"
+	}
+	rest := kind + strconv.FormatInt(k, 10)
 	if ns != "" {
-		rest = "la/" + ns + "/" + strconv.FormatInt(k, 10)
+		rest = kind + ns + "/" + strconv.FormatInt(k, 10)
 	}
 	return topo.PinnedKey(topo.ShardID(k%int64(len(t.Shards))), rest)
 }
