@@ -62,9 +62,11 @@ func (n *Node) writeFloor(key string, txn storage.TxnID) ts.Timestamp {
 // keyWriteFloor is writeFloor as far as the key's own timestamp-cache entry goes.
 func (n *Node) keyWriteFloor(key string, txn storage.TxnID) ts.Timestamp {
 	wm := n.store.ReadWatermark(key)
-	if rm, ok := n.lastReader[key]; ok && rm.at == wm && rm.txn == txn && txn != 0 {
+	if rm, ok := n.lastReader[key]; ok && rm.at == wm && rm.txn == txn && txn != 0 && n.store.ReadFloor().Less(wm) {
 		// Our own read set the entry; reads of others are strictly below it. Writing at wm
-		// itself would still hide from a reader at wm, but that reader is us.
+		// itself would still hide from a reader at wm, but that reader is us. Not when wm is
+		// the read floor: span marks folded into it (markSpan), or dropped under it, stand for
+		// other transactions' scans of key at wm that lastReader never saw.
 		return ts.Zero
 	}
 	if wm.IsZero() {
