@@ -246,6 +246,8 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"kv", "get"}, "usage: meridian kv get KEY", 0},
 		{[]string{"kv", "put", "a"}, "1 argument given, want 2", 0},
 		{[]string{"kv", "scan", "a", "--limit", "-5"}, "--limit must not be negative", 0},
+		{[]string{"kv", "scan", "a", "--prefix", "b"}, "give START [END] or --prefix, not both", 0},
+		{[]string{"kv", "scan", "--prefix", "\xff"}, `key "\xff" is not valid UTF-8`, 0},
 		{[]string{"kv", "get", "k", "--region", "nope"}, `--region "nope": no such region`, 0},
 		{[]string{"kv", "get", "k", "--node", "sh-1", "--region", "SG", "--config", cluster}, "--node sh-1 and --region SG both choose the node to talk to", 0},
 		{[]string{"kv", "get", "k", "--region", "", "--config", cluster}, "--region is empty", 0},

@@ -119,20 +119,41 @@ func newKVCmd() *cobra.Command {
 			return oneTxn(cmd, args, false, func(tx *client.Txn) error { return tx.Delete(args[0]) })
 		},
 	})
-	var limit int
+	var (
+		limit  int
+		prefix string
+	)
 	scan := &cobra.Command{
-		Use: "scan START [END]", Short: "Print the rows with START ≤ key < END (END omitted: to the end)", Args: rangeArgs(1, 2),
+		Use:   "scan {START [END] | --prefix P}",
+		Short: "Print the rows with START ≤ key < END (END omitted: to the end), or those whose key begins with P",
+		Long: "Print the rows with START ≤ key < END (END omitted: to the end), or with --prefix those whose key begins with P.\n" +
+			"A range within one routing prefix (the part of a key before its first '/') lives on one shard and is read\n" +
+			"there alone; any other range is read from every shard's primary, at the cost of the farthest round trip.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("prefix") {
+				if len(args) > 0 {
+					return fmt.Errorf("usage: %s (give START [END] or --prefix, not both)", cmd.UseLine())
+				}
+				return nil
+			}
+			return rangeArgs(1, 2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
 				return fmt.Errorf("--limit must not be negative (0: no limit), got %d", limit)
 			}
-			end := ""
-			if len(args) == 2 {
-				end = args[1]
+			var start, end string
+			if cmd.Flags().Changed("prefix") {
+				start, end = prefix, topo.PrefixEnd(prefix)
+			} else {
+				start = args[0]
+				if len(args) == 2 {
+					end = args[1]
+				}
 			}
 			var rows []kvRow
-			err := oneTxn(cmd, args, true, func(tx *client.Txn) error {
-				got, err := tx.Scan(args[0], end, limit)
+			err := oneTxn(cmd, []string{start, end}, true, func(tx *client.Txn) error {
+				got, err := tx.Scan(start, end, limit)
 				rows = rows[:0]
 				for _, r := range got {
 					rows = append(rows, kvRow{r.Key, string(r.Value)})
@@ -149,6 +170,7 @@ func newKVCmd() *cobra.Command {
 		},
 	}
 	scan.Flags().IntVar(&limit, "limit", 0, "at most this many rows (0: no limit)")
+	scan.Flags().StringVar(&prefix, "prefix", "", "scan the keys that begin with this prefix instead of a range")
 	cmd.AddCommand(scan)
 
 	var register bool

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // RegionID indexes Topology.Regions.
@@ -326,6 +327,50 @@ func (t *Topology) ShardOf(key string) ShardID {
 	h := fnv.New64a()
 	h.Write([]byte(p))
 	return ShardID(h.Sum64() % uint64(n))
+}
+
+// RangeShard reports the one shard that holds every key in [start, end) when the range lies
+// within one routing prefix P: start begins with P+"/" and end either does too or is P+"0", the
+// first key past all of P's (so [P+"/", P+"0") is all of P's keys). Any other range may hold keys
+// of every shard (end "" means to the end of the key space).
+func (t *Topology) RangeShard(start, end string) (ShardID, bool) {
+	p := RoutingPrefix(start)
+	if len(p) == len(start) || end <= start {
+		return 0, false
+	}
+	if !strings.HasPrefix(end, p+"/") && end != p+"0" {
+		return 0, false
+	}
+	return t.ShardOf(start), true
+}
+
+// PrefixEnd is the end of a scan over every key that begins with prefix: the least key above
+// them all, or "" (the end of the key space) when there is none. Keys are UTF-8, so the end is
+// too: the prefix's last character is replaced by the next one (in UTF-8, byte order is
+// character order); a prefix that is not UTF-8 gets its last byte incremented instead.
+func PrefixEnd(prefix string) string {
+	if !utf8.ValidString(prefix) {
+		b := []byte(prefix)
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] < 0xff {
+				b[i]++
+				return string(b[:i+1])
+			}
+		}
+		return ""
+	}
+	for prefix != "" {
+		r, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+		next := r + 1
+		if next == 0xd800 { // surrogates are no characters
+			next = 0xe000
+		}
+		if next <= utf8.MaxRune {
+			return prefix + string(next)
+		}
+	}
+	return ""
 }
 
 // PinnedKey returns a routing prefix that places a key on the given shard.

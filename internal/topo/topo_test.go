@@ -151,3 +151,74 @@ func TestBuildRefusesHugeLayouts(t *testing.T) {
 		t.Fatalf("5 regions × 100 nodes × 1024 shards: %v", err)
 	}
 }
+
+// TestRangeShard: every range RangeShard places on one shard holds only that shard's keys,
+// checked over all short strings of an alphabet that covers the boundary cases ('/' and the
+// byte after it), and the ranges a prefix scan makes are placed.
+func TestRangeShard(t *testing.T) {
+	tp, err := FromPreset("k2-5region", DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alphabet := []byte("#1/0a.")
+	var keys []string
+	var grow func(prefix string)
+	grow = func(prefix string) {
+		keys = append(keys, prefix)
+		if len(prefix) < 4 {
+			for _, c := range alphabet {
+				grow(prefix + string(c))
+			}
+		}
+	}
+	grow("")
+	placed := 0
+	for _, start := range keys {
+		for _, end := range keys {
+			s, ok := tp.RangeShard(start, end)
+			if !ok {
+				continue
+			}
+			placed++
+			for _, k := range keys {
+				if start <= k && k < end && tp.ShardOf(k) != s {
+					t.Fatalf("RangeShard(%q, %q) = %d, but %q in the range is on shard %d", start, end, s, k, tp.ShardOf(k))
+				}
+			}
+		}
+	}
+	if placed == 0 {
+		t.Fatal("no range placed on one shard")
+	}
+	for _, p := range keys {
+		end := PrefixEnd(p)
+		for _, k := range keys {
+			if in := p <= k && (end == "" || k < end); in != strings.HasPrefix(k, p) {
+				t.Fatalf("key %q in [%q, PrefixEnd = %q): %v, but it begins with the prefix: %v", k, p, end, in, !in)
+			}
+		}
+	}
+	for _, c := range []struct {
+		start, end string
+		one        bool
+	}{
+		{"#3/", PrefixEnd("#3/"), true},
+		{"#3/row-", PrefixEnd("#3/row-"), true},
+		{"w1/a", "w1/b", true},
+		{"w1/a", "w2/a", false},
+		{"w1", "w1/z", false}, // "w1.x" lies between, a prefix of its own
+		{"#3/", "", false},
+		{"a", "b", false},
+		{"w1/b", "w1/a", false},
+	} {
+		if _, ok := tp.RangeShard(c.start, c.end); ok != c.one {
+			t.Errorf("RangeShard(%q, %q) placed %v, want %v", c.start, c.end, ok, c.one)
+		}
+	}
+	for in, want := range map[string]string{"#3/": "#30", "a\x7f": "a\u0080", "\ud7ff": "\ue000", "a\U0010ffff": "b",
+		"\U0010ffff": "", "a\xff": "b", "\xff\xff": "", "": ""} {
+		if got := PrefixEnd(in); got != want {
+			t.Errorf("PrefixEnd(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -483,9 +483,14 @@ func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
 	}
 	start := n.env.Now()
 	nodes, byNode := groupByNode(n.tp, t.readKeys)
-	if len(t.readSpans) > 0 {
-		nodes = txnkit.ScanNodes(n.tp) // a span may hold keys on every leaseholder
+	for _, sp := range t.readSpans {
+		for _, nd := range txnkit.ScanNodes(n.tp, sp.Start, sp.End) {
+			if !slices.Contains(nodes, nd) {
+				nodes = append(nodes, nd)
+			}
+		}
 	}
+	sortNodes(nodes)
 	spans := t.readSpans
 	left, good, tooOld := len(nodes), true, false
 	from := t.readTS

@@ -222,11 +222,11 @@ func conflictsWithRefresh(vs []mvcc.Version, txn storage.TxnID, from, to ts.Time
 // leaseholders only): a scan must not count them.
 func (n *Node) leads(key string) bool { return n.tp.PrimaryOf(key) == n.self }
 
-// scan sends t's scan to every leaseholder and answers the client with the rows merged in key
-// order once all have answered; an uncertain value moves the transaction past it first and
-// scans again.
+// scan sends t's scan to every leaseholder the span may hold keys of (txnkit.ScanNodes) and
+// answers the client with the rows merged in key order once all have answered; an uncertain
+// value moves the transaction past it first and scans again.
 func (n *Node) scan(t *coordTxn, span Span, limit int32) {
-	nodes := txnkit.ScanNodes(n.tp)
+	nodes := txnkit.ScanNodes(n.tp, span.Start, span.End)
 	left := len(nodes)
 	var (
 		rows      []wire.KV

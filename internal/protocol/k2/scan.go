@@ -147,10 +147,11 @@ func (n *Node) onScan(from topo.NodeID, r *ScanReq) {
 	}
 }
 
-// startScan sends t's scan to every data node that leads a shard, all at once; the request is
+// startScan sends t's scan to every data node that leads a shard the range may hold keys of
+// (txnkit.ScanNodes), all at once; the request is
 // answered when the last has answered (opsDone), with the rows merged in key order.
 func (n *Node) startScan(t *ctxn, req wire.ClientRequest) {
-	nodes := txnkit.ScanNodes(n.tp)
+	nodes := txnkit.ScanNodes(n.tp, req.Key, req.EndKey)
 	if n.reqIDsLeft() < uint64(len(nodes)) {
 		n.abort(t, reqIDsSpent, true)
 		return

@@ -50,3 +50,6 @@ func TestScanMarksBounded(t *testing.T) {
 
 // TestScanTooLarge: a scan answer over wire.MaxScanBytes is refused, one that fits is served.
 func TestScanTooLarge(t *testing.T) { prototest.ScanTooLarge(t, "k2", false) }
+
+// TestScanOneShardIsLocal: a scan within one routing prefix goes to its shard alone.
+func TestScanOneShardIsLocal(t *testing.T) { prototest.ScanOneShardIsLocal(t, "k2", false) }

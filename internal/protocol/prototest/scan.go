@@ -181,6 +181,25 @@ func scanBasics(t *testing.T, protocol string, opts map[string]string, readWrite
 // a scan of the range and the counter read in one transaction agree.
 const phantomCounter = "phantom-count"
 
+// rowSpace is where a phantom scenario keeps its counted rows: spread over every shard (no
+// routing prefix, so a scan goes to every primary), or under one routing prefix, where a scan
+// goes to that shard's primary alone (txnkit.ScanNodes) and its phantom protection must hold
+// all the same.
+type rowSpace struct{ prefix string }
+
+var rowSpaces = []rowSpace{{""}, {"#1/"}}
+
+func (rs rowSpace) String() string {
+	if rs.prefix == "" {
+		return "rows on every shard"
+	}
+	return "rows under " + rs.prefix
+}
+
+func (rs rowSpace) row(name string) string { return rs.prefix + "row-" + name }
+func (rs rowSpace) start() string          { return rs.prefix + "row-" }
+func (rs rowSpace) end() string            { return rs.prefix + "row." }
+
 // readCounter reads phantomCounter (absent: 0).
 func readCounter(tx *client.Txn) (int, error) {
 	v, err := tx.Get(phantomCounter)
@@ -213,7 +232,7 @@ func insertCounted(tx *client.Txn, row string) error {
 // histories never differ. The phantom the range watermark prevents: a scan at S sees no row, an
 // inserter below S whose counter intent the scan's later read waits for then writes its row
 // into the range under the finished scan, and commits.
-func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]string, readOnlyScans bool) (mismatches, scans, inserts int) {
+func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]string, readOnlyScans bool, rs rowSpace) (mismatches, scans, inserts int) {
 	t.Helper()
 	s, tp := newScanSim(t, protocol, seed, opts)
 	var failures []string
@@ -225,7 +244,7 @@ func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]stri
 			s.AddClient(region, coord, int64(100*time.Millisecond), func(db *client.DB) {
 				for i := 0; db.Transport().Now() < int64(3*time.Second); i++ {
 					if c == 0 {
-						row := fmt.Sprintf("row-%s-%d", id, i) // no '/': rows spread over the shards
+						row := rs.row(fmt.Sprintf("%s-%d", id, i))
 						if client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return insertCounted(tx, row) }) == nil {
 							inserts++
 						}
@@ -235,7 +254,7 @@ func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]stri
 					var count int
 					err := client.RunTxn(db, client.TxnOptions{ReadOnly: readOnlyScans}, func(tx *client.Txn) error {
 						var err error
-						if rows, err = tx.Scan("row-", "row.", 0); err != nil {
+						if rows, err = tx.Scan(rs.start(), rs.end(), 0); err != nil {
 							return err
 						}
 						count, err = readCounter(tx)
@@ -281,25 +300,27 @@ func ScanNoPhantomsReadOnly(t *testing.T, protocol string, opts, mutant map[stri
 
 func scanNoPhantoms(t *testing.T, protocol string, opts, mutant map[string]string, readOnlyScans bool) {
 	t.Helper()
-	var mutantMismatches int
-	for seed := uint64(1); seed <= 3; seed++ {
-		mm, scans, inserts := phantomRun(t, protocol, seed, opts, readOnlyScans)
-		t.Logf("seed %d: %d scans, %d inserts, %d mismatches", seed, scans, inserts, mm)
-		if scans < 10 || inserts < 10 {
-			t.Fatalf("seed %d: %d scans and %d inserts committed: too few to test anything", seed, scans, inserts)
+	for _, rs := range rowSpaces {
+		var mutantMismatches int
+		for seed := uint64(1); seed <= 3; seed++ {
+			mm, scans, inserts := phantomRun(t, protocol, seed, opts, readOnlyScans, rs)
+			t.Logf("%v, seed %d: %d scans, %d inserts, %d mismatches", rs, seed, scans, inserts, mm)
+			if scans < 10 || inserts < 10 {
+				t.Fatalf("%v, seed %d: %d scans and %d inserts committed: too few to test anything", rs, seed, scans, inserts)
+			}
+			if mm != 0 {
+				t.Errorf("%v, seed %d: %d of %d scans saw a row count other than the counter", rs, seed, mm, scans)
+			}
+			if mutant == nil || mutantMismatches > 0 {
+				continue // one seed that shows the mutant's phantom is enough
+			}
+			bad, _, _ := phantomRun(t, protocol, seed, mutant, readOnlyScans, rs)
+			t.Logf("%v, seed %d, mutant %v: %d mismatches", rs, seed, mutant, bad)
+			mutantMismatches += bad
 		}
-		if mm != 0 {
-			t.Errorf("seed %d: %d of %d scans saw a row count other than the counter", seed, mm, scans)
+		if mutant != nil && mutantMismatches == 0 {
+			t.Errorf("%v: mutant %v produced no phantom: the check cannot fail", rs, mutant)
 		}
-		if mutant == nil || mutantMismatches > 0 {
-			continue // one seed that shows the mutant's phantom is enough
-		}
-		bad, _, _ := phantomRun(t, protocol, seed, mutant, readOnlyScans)
-		t.Logf("seed %d, mutant %v: %d mismatches", seed, mutant, bad)
-		mutantMismatches += bad
-	}
-	if mutant != nil && mutantMismatches == 0 {
-		t.Errorf("mutant %v produced no phantom: the check cannot fail", mutant)
 	}
 }
 
@@ -364,7 +385,7 @@ func ScanReplicatedLayout(t *testing.T, proto string) {
 // exactly the counter. Inserters add a row and bump the counter, deleters remove a row they
 // find and lower it; scanners check a scan against the counter (scan first, counter first,
 // twice, and after their own insert).
-func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string]string, crashes, readOnlyScans bool) (mismatches, scans, writes int) {
+func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string]string, crashes, readOnlyScans bool, rs rowSpace) (mismatches, scans, writes int) {
 	t.Helper()
 	s, tp := newScanSim(t, protocol, seed, opts)
 	s.SetClientLinksReliable(true)
@@ -405,12 +426,12 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 				for i := 0; db.Transport().Now() < int64(3*time.Second); i++ {
 					switch kind {
 					case 0: // insert
-						row := fmt.Sprintf("row-%s-%d", id, i)
+						row := rs.row(fmt.Sprintf("%s-%d", id, i))
 						if client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return insertCounted(tx, row) }) == nil {
 							writes++
 						}
 					case 1: // delete a row of this region's inserter, if there
-						row := fmt.Sprintf("row-%d-0-%d", r, i/2)
+						row := rs.row(fmt.Sprintf("%d-0-%d", r, i/2))
 						err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
 							if _, err := tx.Get(row); errors.Is(err, client.ErrNotFound) {
 								return nil
@@ -433,7 +454,7 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 						var rows []wire.KV
 						var n int
 						err := client.RunTxn(db, client.TxnOptions{ReadOnly: readOnlyScans}, func(tx *client.Txn) (err error) {
-							if rows, err = tx.Scan("row-", "row.", 0); err != nil {
+							if rows, err = tx.Scan(rs.start(), rs.end(), 0); err != nil {
 								return err
 							}
 							n, err = readCounter(tx)
@@ -452,17 +473,17 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 							if n, err = readCounter(tx); err != nil {
 								return err
 							}
-							if a, err = tx.Scan("row-", "row.", 0); err != nil {
+							if a, err = tx.Scan(rs.start(), rs.end(), 0); err != nil {
 								return err
 							}
-							b, err = tx.Scan("row-", "", 0)
+							b, err = tx.Scan(rs.start(), "", 0)
 							return err
 						})
 						if err == nil {
 							scans++
 							inB := 0
 							for _, kv := range b {
-								if len(kv.Key) >= 4 && kv.Key[:4] == "row-" {
+								if strings.HasPrefix(kv.Key, rs.start()) {
 									inB++
 								}
 							}
@@ -471,7 +492,7 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 							}
 						}
 					case 4: // own insert, then scan
-						row := fmt.Sprintf("row-%s-%d", id, i)
+						row := rs.row(fmt.Sprintf("%s-%d", id, i))
 						var rows []wire.KV
 						var n int
 						err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) (err error) {
@@ -484,7 +505,7 @@ func phantomFaultRun(t *testing.T, protocol string, seed uint64, opts map[string
 							if err := tx.Put(row, []byte("own")); err != nil {
 								return err
 							}
-							rows, err = tx.Scan("row-", "row.", 0)
+							rows, err = tx.Scan(rs.start(), rs.end(), 0)
 							return err
 						})
 						if err == nil {
@@ -528,23 +549,25 @@ func scanNoPhantomsUnderFaults(t *testing.T, protocol string, optionSets []map[s
 	if v, err := strconv.Atoi(os.Getenv("SCAN_SEEDS")); err == nil {
 		seeds = uint64(v)
 	}
-	for _, o := range optionSets {
-		for seed := uint64(1); seed <= seeds; seed++ {
-			mm, scans, writes := phantomFaultRun(t, protocol, seed, o, true, readOnlyScans)
-			t.Logf("%v seed %d: %d scans, %d writes, %d mismatches", o, seed, scans, writes, mm)
-			if mm != 0 {
-				t.Errorf("%v seed %d: %d of %d scans disagree with the counter", o, seed, mm, scans)
+	for _, rs := range rowSpaces {
+		for _, o := range optionSets {
+			for seed := uint64(1); seed <= seeds; seed++ {
+				mm, scans, writes := phantomFaultRun(t, protocol, seed, o, true, readOnlyScans, rs)
+				t.Logf("%v, %v seed %d: %d scans, %d writes, %d mismatches", rs, o, seed, scans, writes, mm)
+				if mm != 0 {
+					t.Errorf("%v, %v seed %d: %d of %d scans disagree with the counter", rs, o, seed, mm, scans)
+				}
 			}
 		}
-	}
-	total := 0
-	for seed := uint64(1); seed <= 3 && total == 0; seed++ {
-		mm, scans, _ := phantomFaultRun(t, protocol, seed, mutant, true, readOnlyScans)
-		t.Logf("mutant %v seed %d: %d scans, %d mismatches", mutant, seed, scans, mm)
-		total += mm
-	}
-	if total == 0 {
-		t.Errorf("no mismatch with mutant %v: the check cannot fail", mutant)
+		total := 0
+		for seed := uint64(1); seed <= 3 && total == 0; seed++ {
+			mm, scans, _ := phantomFaultRun(t, protocol, seed, mutant, true, readOnlyScans, rs)
+			t.Logf("%v, mutant %v seed %d: %d scans, %d mismatches", rs, mutant, seed, scans, mm)
+			total += mm
+		}
+		if total == 0 {
+			t.Errorf("%v: no mismatch with mutant %v: the check cannot fail", rs, mutant)
+		}
 	}
 }
 
@@ -589,6 +612,85 @@ func ScanTooLarge(t *testing.T, proto string, readOnlyScans bool) {
 	s.Stop()
 	if !done {
 		t.Fatal("the client did not finish in 30 virtual seconds")
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+}
+
+// ScanOneShardIsLocal: a scan within one routing prefix goes to that prefix's shard alone
+// (txnkit.ScanNodes), so from the shard's home region it costs no round trip between regions,
+// while a scan of keys spread over the shards waits for the farthest primary. Both answer
+// their rows. readOnly scans in a read-only transaction (for a protocol that scans only there).
+func ScanOneShardIsLocal(t *testing.T, protocol string, readOnly bool) {
+	t.Helper()
+	s, tp := newScanSim(t, protocol, 1, nil)
+	minWAN := time.Duration(-1)
+	for a := range tp.Regions {
+		for b := range tp.Regions {
+			if a != b && (minWAN < 0 || tp.RTT[a][b] < minWAN) {
+				minWAN = tp.RTT[a][b]
+			}
+		}
+	}
+	if minWAN <= 0 {
+		t.Fatal("topology has one region: nothing to compare")
+	}
+	shard := tp.ShardsHomedIn(0)[0]
+	prefix := topo.PinnedKey(shard, "")
+	local := []string{topo.PinnedKey(shard, "a"), topo.PinnedKey(shard, "b"), topo.PinnedKey(shard, "c")}
+	spread := []string{"sp-a", "sp-b", "sp-c", "sp-d", "sp-e", "sp-f"}
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	done := false
+	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
+		defer func() { done = true }()
+		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+			for _, k := range append(slices.Clone(local), spread...) {
+				if err := tx.Put(k, []byte("v")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			fail("load: %v", err)
+			return
+		}
+		timed := func(start, end string, want []string) time.Duration {
+			var took time.Duration
+			err := client.RunTxn(db, client.TxnOptions{ReadOnly: readOnly}, func(tx *client.Txn) error {
+				at := db.Transport().Now()
+				rows, err := tx.Scan(start, end, 0)
+				took = time.Duration(db.Transport().Now() - at)
+				if err == nil && !slices.Equal(rowKeys(rows), want) {
+					fail("scan [%q, %q) = %v, want %v", start, end, rowKeys(rows), want)
+				}
+				return err
+			})
+			if err != nil {
+				fail("scan [%q, %q): %v", start, end, err)
+			}
+			return took
+		}
+		withValues := func(keys []string) []string {
+			out := make([]string, len(keys))
+			for i, k := range keys {
+				out[i] = k + "=v"
+			}
+			return out
+		}
+		if took := timed(prefix+"/", topo.PrefixEnd(prefix+"/"), withValues(local)); took >= minWAN/2 {
+			fail("scan of shard %d's prefix from its home region took %v, at least half the shortest round trip between regions (%v): it left the region", shard, took, minWAN)
+		}
+		if took := timed("sp-", "sp.", withValues(spread)); took < minWAN {
+			fail("scan of keys on every shard took %v, under the shortest round trip between regions (%v): the comparison shows nothing", took, minWAN)
+		}
+	})
+	s.RunUntil(int64(10 * time.Second))
+	s.Stop()
+	if !done {
+		t.Fatal("client did not finish")
 	}
 	for _, f := range failures {
 		t.Error(f)

@@ -501,11 +501,11 @@ func (c *Coordinator) execute(t *coordTxn, req *wire.ClientRequest) {
 }
 
 // scan runs a read-only transaction's snapshot scan (scan.go) at every participant that leads a
-// shard, one group each, answered like a run.
+// shard the range may hold keys of (txnkit.ScanNodes), one group each, answered like a run.
 func (c *Coordinator) scan(t *coordTxn, req *wire.ClientRequest) {
 	run := &opRun{ops: []wire.BatchOp{{Op: wire.OpScan, Key: req.Key}}, results: make([]wire.BatchResult, 1),
 		scan: &ScanRange{Start: req.Key, End: req.EndKey, Limit: req.Limit}}
-	for _, p := range txnkit.ScanNodes(c.env.Topology()) {
+	for _, p := range txnkit.ScanNodes(c.env.Topology(), req.Key, req.EndKey) {
 		run.groups = append(run.groups, &opGroup{node: p, ops: []int{0}})
 	}
 	t.pending, t.run = req, run

@@ -28,3 +28,6 @@ func TestScanNoPhantomsUnderFaults(t *testing.T) {
 
 // TestScanTooLarge: a scan answer over wire.MaxScanBytes is refused, one that fits is served.
 func TestScanTooLarge(t *testing.T) { prototest.ScanTooLarge(t, Name, true) }
+
+// TestScanOneShardIsLocal: a scan within one routing prefix goes to its shard alone.
+func TestScanOneShardIsLocal(t *testing.T) { prototest.ScanOneShardIsLocal(t, "spanner", true) }

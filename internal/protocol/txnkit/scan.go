@@ -18,9 +18,13 @@ import (
 // time: a lookup, not a whole message's handling.
 const ScanCostPerKey = 50 * time.Nanosecond
 
-// ScanNodes are the nodes a scan goes to, ascending: keys are hash-partitioned, so every shard's
-// primary may hold rows of any range.
-func ScanNodes(tp *topo.Topology) []topo.NodeID {
+// ScanNodes are the nodes a scan of [start, end) goes to, ascending. Keys are partitioned by
+// routing prefix, so a range within one prefix (a warehouse's rows, `kv scan --prefix`) goes to
+// its shard's primary alone; any other range may hold rows on every shard's primary.
+func ScanNodes(tp *topo.Topology, start, end string) []topo.NodeID {
+	if s, ok := tp.RangeShard(start, end); ok {
+		return []topo.NodeID{tp.Shards[s].Primary()}
+	}
 	var nodes []topo.NodeID
 	for _, s := range tp.Shards {
 		if p := s.Primary(); !slices.Contains(nodes, p) {

@@ -253,6 +253,8 @@ func TestKVScan(t *testing.T) {
 		{[]string{"scan-", "scan."}, "scan-a\tvscan-a\nscan-b\tvscan-b\nscan-c\tvscan-c\nscan-d\tvscan-d\n"},
 		{[]string{"scan-b", "scan-d"}, "scan-b\tvscan-b\nscan-c\tvscan-c\n"},
 		{[]string{"scan-", "--limit", "2"}, "scan-a\tvscan-a\nscan-b\tvscan-b\n"},
+		{[]string{"--prefix", "scan-"}, "scan-a\tvscan-a\nscan-b\tvscan-b\nscan-c\tvscan-c\nscan-d\tvscan-d\n"},
+		{[]string{"--prefix", "big/", "--limit", "1"}, "big/00\t" + big + "\n"}, // one routing prefix: one node
 	} {
 		got := string(c.mustRun(30*time.Second, nil, append([]string{"kv", "scan"}, tc.args...)...))
 		if got != tc.want {
