@@ -141,6 +141,10 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--workload", "tpcc", "--remote-item-ratio", "7"), "--remote-item-ratio must be in [0, 1]", 0},
 		{sim("--write-ratio", "2"), "--write-ratio must be in [0, 1]", 0},
 		{sim("--write-ratio", "NaN"), "--write-ratio must be in [0, 1]", 0},
+		{sim("--workload", "ycsbt", "--scan-ratio", "1.5"), "--scan-ratio must be in [0, 1]", 0},
+		{sim("--workload", "ycsbt", "--scan-ratio", "1", "--scan-length", "-3"), "--scan-length must not be negative", 0},
+		{sim("--workload", "ycsbt", "--scan-ratio", "1", "--scan-length", "5000"), "exceed the 4194304-byte scan answer limit", 0},
+		{sim("--scan-ratio", "0.5"), "--scan-ratio does not apply to --workload list-append (only to ycsbt)", 0},
 		{sim("--crt-ratio", "-0.5"), "--crt-ratio must be in [0, 1] (or -1 for the workload's default), got -0.5", 0},
 		{sim("--workload", "ycsbt", "--zipf", "1"), "--zipf must be in [0, 1)", 0},
 		{sim("--workload", "ycsbt", "--zipf", "-5"), "--zipf must be in [0, 1) (or -1 for the workload's default), got -5", 0},
@@ -340,6 +344,7 @@ func TestGoodInputStillRuns(t *testing.T) {
 	for _, args := range [][]string{
 		{"--workload", "ycsbt", "--zipf", "-1", "--write-ratio", "-1", "--crt-ratio", "-1", "--keys", "1000"},
 		{"--workload", "ycsbt", "--preset", "fwkv", "--zipf", "0", "--write-ratio", "1"},
+		{"--workload", "ycsbt", "--keys", "1000", "--scan-ratio", "0.5", "--scan-length", "10"},
 		{"--opt", "mutant=", "--cores", "1024", "--jitter", "100s", "--max-drift", "0.01"},
 		{"--history", filepath.Join(dir, "h.jsonl"), "--check", "none"},
 		{"--workload", "rw-register", "--check", "serializable", "--topology", "single-dc", "--crt-ratio", "0"},

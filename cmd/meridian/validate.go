@@ -183,6 +183,8 @@ var workloadsOf = map[string][]string{
 	"crt-ratio":         {"list-append", "rw-register", "ycsbt"},
 	"zipf":              {"list-append", "rw-register", "ycsbt"},
 	"preset":            {"ycsbt"},
+	"scan-ratio":        {"ycsbt"},
+	"scan-length":       {"ycsbt"},
 	"warehouses":        {"tpcc"},
 	"tpcc-full":         {"tpcc"},
 	"tpcc-mix":          {"tpcc"},
@@ -214,7 +216,7 @@ func (f *workloadFlags) validate() error {
 		max      int
 		whatZero string
 	}{{"keys", f.p.Keys, 0, "the workload's default"}, {"ops", f.p.Ops, 1000, "the workload's default"},
-		{"warehouses", f.p.Warehouses, 10000, "one per region"}} {
+		{"warehouses", f.p.Warehouses, 10000, "one per region"}, {"scan-length", f.p.ScanLength, 0, "100"}} {
 		if c.v < 0 || (c.max > 0 && c.v > c.max) {
 			if c.max > 0 {
 				return fmt.Errorf("--%s must be 1..%d (or 0 for %s), got %d", c.flag, c.max, c.whatZero, c.v)
@@ -229,7 +231,8 @@ func (f *workloadFlags) validate() error {
 		upper string
 		ok    bool
 	}{{"write-ratio", f.p.WriteRatio, "1]", f.p.WriteRatio <= 1}, {"crt-ratio", f.p.CRTRatio, "1]", f.p.CRTRatio <= 1},
-		{"remote-item-ratio", f.p.RemoteItemRatio, "1]", f.p.RemoteItemRatio <= 1}, {"zipf", f.p.Zipf, "1)", f.p.Zipf < 1}} {
+		{"remote-item-ratio", f.p.RemoteItemRatio, "1]", f.p.RemoteItemRatio <= 1}, {"zipf", f.p.Zipf, "1)", f.p.Zipf < 1},
+		{"scan-ratio", f.p.ScanRatio, "1]", f.p.ScanRatio <= 1}} {
 		if r.v == -1 {
 			continue
 		}

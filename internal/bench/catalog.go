@@ -39,11 +39,15 @@ type WorkloadParams struct {
 	TPCCFamilies bool
 	// Namespace separates list-append/register keys of different runs on one cluster.
 	Namespace string
+	// ScanRatio is YCSB-T's share of reads that are range scans (negative: none); ScanLength
+	// bounds their rows (0: ycsbt.DefaultScanLength).
+	ScanRatio  float64
+	ScanLength int
 }
 
 // DefaultWorkloadParams returns params that keep every default of the named workload.
 func DefaultWorkloadParams(name string) WorkloadParams {
-	return WorkloadParams{Name: name, WriteRatio: -1, Zipf: -1, CRTRatio: -1, RemoteItemRatio: -1}
+	return WorkloadParams{Name: name, WriteRatio: -1, Zipf: -1, CRTRatio: -1, RemoteItemRatio: -1, ScanRatio: -1}
 }
 
 // Workloads lists the workload names BuildWorkload knows.
@@ -61,7 +65,7 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"write ratio", p.WriteRatio}, {"cross-region ratio", p.CRTRatio}, {"remote item ratio", p.RemoteItemRatio}} {
+	}{{"write ratio", p.WriteRatio}, {"cross-region ratio", p.CRTRatio}, {"remote item ratio", p.RemoteItemRatio}, {"scan ratio", p.ScanRatio}} {
 		if !ratioOK(r.v) {
 			return nil, fmt.Errorf("%s must be in [0, 1] (or negative for the default), got %g", r.name, r.v)
 		}
@@ -72,7 +76,7 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 	for _, c := range []struct {
 		name string
 		v    int
-	}{{"keys", p.Keys}, {"ops", p.Ops}, {"warehouses", p.Warehouses}} {
+	}{{"keys", p.Keys}, {"ops", p.Ops}, {"warehouses", p.Warehouses}, {"scan length", p.ScanLength}} {
 		if c.v < 0 {
 			return nil, fmt.Errorf("%s must not be negative (0 means the default), got %d", c.name, c.v)
 		}
@@ -124,9 +128,16 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 		if p.CRTRatio >= 0 {
 			cfg.RegionLocal, cfg.CrossRegionRatio = true, p.CRTRatio
 		}
+		if p.ScanRatio > 0 {
+			cfg.ScanRatio = p.ScanRatio
+		}
+		cfg.ScanLength = p.ScanLength
 		w, err := ycsbt.New(t, cfg)
 		if err != nil {
 			return nil, err
+		}
+		if cfg.ScanRatio > 0 {
+			return w, nil // a scan sees only rows that exist: load them all first
 		}
 		// Missing keys read as counter 0, so loading every row through transactions is
 		// skipped: the first write of a key creates it.

@@ -13,6 +13,12 @@
 // other region, one from the client's region, the rest from anywhere. Keys inside a transaction
 // are distinct (redrawn up to 16 times).
 //
+// Scans (ScanRatio, YCSB workload E's operation): a read may instead scan up to ScanLength rows
+// (uniform in 1..ScanLength) from its key onward in key order within the key's shard: keys are
+// named "#<shard>/u<i>", so the range is [key, end of the shard's keys) and a scan stays on one
+// shard, as YCSB's range of a hashed key space stays in one table. A scan sees only rows that
+// exist, so a workload that scans must be loaded (or preloaded) first.
+//
 // Values are ValueBytes long: an 8-byte little-endian counter, which a read-modify-write
 // increments, then filler. A missing key reads as counter 0, so Load may be skipped.
 package ycsbt
@@ -28,6 +34,7 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/internal/workload"
 	"github.com/meridiandb/meridian/internal/workload/zipf"
 )
@@ -51,7 +58,14 @@ type Config struct {
 	// consecutive shards from a random one, each key drawn within its shard (Wren's benchmark).
 	PartitionsPerTxn int
 	ValueBytes       int // value size; at least 8
+	// ScanRatio is the share of reads that are range scans instead (not the reads of a
+	// read-modify-write); ScanLength bounds a scan's rows (0: DefaultScanLength).
+	ScanRatio  float64
+	ScanLength int
 }
+
+// DefaultScanLength is YCSB workload E's maximum scan length.
+const DefaultScanLength = 100
 
 // Preset returns the default YCSB-T of a paper: "k2" (3 ops, 50% blind writes, scrambled Zipf
 // 0.8, 1 KB values), "rls" (10 ops = 5 reads + 5 read-modify-writes, 10% cross-region,
@@ -104,14 +118,24 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 		return nil, fmt.Errorf("ycsbt: operations per transaction must be 1..1000, got %d", cfg.OpsPerTxn)
 	case cfg.OpsPerTxn > cfg.Keys:
 		return nil, fmt.Errorf("ycsbt: %d distinct keys per transaction but only %d keys", cfg.OpsPerTxn, cfg.Keys)
-	case !inUnit(cfg.WriteRatio) || !inUnit(cfg.ReadOnlyRatio) || !inUnit(cfg.CrossRegionRatio):
-		return nil, fmt.Errorf("ycsbt: write, read-only and cross-region ratios must be in [0, 1]")
+	case !inUnit(cfg.WriteRatio) || !inUnit(cfg.ReadOnlyRatio) || !inUnit(cfg.CrossRegionRatio) || !inUnit(cfg.ScanRatio):
+		return nil, fmt.Errorf("ycsbt: write, read-only, cross-region and scan ratios must be in [0, 1]")
 	case cfg.ValueBytes < 8 || cfg.ValueBytes > client.MaxValueBytes:
 		return nil, fmt.Errorf("ycsbt: value size must be 8..%d bytes, got %d", client.MaxValueBytes, cfg.ValueBytes)
 	case cfg.PartitionsPerTxn < 0 || cfg.PartitionsPerTxn > len(t.Shards):
 		return nil, fmt.Errorf("ycsbt: %d partitions per transaction with %d shards", cfg.PartitionsPerTxn, len(t.Shards))
 	case cfg.PartitionsPerTxn > 0 && cfg.RegionLocal:
 		return nil, errors.New("ycsbt: partitions per transaction and region-local choice exclude each other")
+	case cfg.ScanLength < 0:
+		return nil, fmt.Errorf("ycsbt: scan length must not be negative (0: %d), got %d", DefaultScanLength, cfg.ScanLength)
+	}
+	if cfg.ScanLength == 0 {
+		cfg.ScanLength = DefaultScanLength
+	}
+	// A scan's answer must fit wire.MaxScanBytes, or every long scan is refused.
+	if rowBytes := cfg.ValueBytes + len(topo.PinnedKey(topo.ShardID(len(t.Shards)), "u"+strconv.Itoa(cfg.Keys))) + 8; cfg.ScanRatio > 0 &&
+		cfg.ScanLength > wire.MaxScanBytes/rowBytes {
+		return nil, fmt.Errorf("ycsbt: %d rows of %d bytes per scan exceed the %d-byte scan answer limit: at most %d rows", cfg.ScanLength, rowBytes, wire.MaxScanBytes, wire.MaxScanBytes/rowBytes)
 	}
 	w := &Workload{cfg: cfg, t: t, nShards: len(t.Shards)}
 	var err error
@@ -226,6 +250,7 @@ type gen struct {
 type op struct {
 	key   string
 	write bool
+	scan  int // rows to scan from key onward (0: a point operation)
 }
 
 // Next draws a transaction.
@@ -252,6 +277,9 @@ func (g *gen) Next() workload.Txn {
 	for i := range ops {
 		ops[i] = op{key: w.KeyName(keys[i]), write: writes[i]}
 		anyWrite = anyWrite || writes[i]
+		if !writes[i] && cfg.ScanRatio > 0 && rng.Float64() < cfg.ScanRatio {
+			ops[i].scan = 1 + rng.IntN(cfg.ScanLength)
+		}
 	}
 	if cfg.ReadsFirst {
 		sort.SliceStable(ops, func(a, b int) bool { return !ops[a].write && ops[b].write })
@@ -259,6 +287,12 @@ func (g *gen) Next() workload.Txn {
 	typ := "ycsbt"
 	if !anyWrite {
 		typ = "ycsbt-ro"
+	}
+	for _, o := range ops {
+		if o.scan > 0 {
+			typ += "-scan" // latencies of transactions that scan apart from the rest
+			break
+		}
 	}
 	return workload.Txn{Type: typ, ReadOnly: !anyWrite, Run: func(tx *client.Txn) error { return g.w.run(tx, ops) }}
 }
@@ -303,6 +337,19 @@ func (g *gen) keys(n int) []uint64 {
 
 func (w *Workload) run(tx *client.Txn, ops []op) error {
 	for _, o := range ops {
+		if o.scan > 0 {
+			// The key's shard holds the keys "#<shard>/…", which end where "#<shard>0" begins.
+			rows, err := tx.Scan(o.key, topo.PrefixEnd(topo.RoutingPrefix(o.key)+"/"), o.scan)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				if len(r.Value) < 8 {
+					return fmt.Errorf("ycsbt: key %q holds %d bytes, want at least 8", r.Key, len(r.Value))
+				}
+			}
+			continue
+		}
 		if o.write && !w.cfg.RMW {
 			if err := tx.Put(o.key, w.value(0)); err != nil {
 				return err

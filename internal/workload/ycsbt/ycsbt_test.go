@@ -302,3 +302,83 @@ func TestUniformAcceptsHugeKeySpace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestScans: a share ScanRatio of the reads are scans of 1..ScanLength rows from their key
+// within its shard (one shard per scan), which against a loaded serial store return that many
+// rows of the shard in key order; transactions that scan are typed apart.
+func TestScans(t *testing.T) {
+	tp := testTopo(t)
+	w := mustNew(t, Config{Keys: 2000, OpsPerTxn: 4, WriteRatio: 0.25, FixedMix: true, Distribution: "uniform", ValueBytes: 16, ScanRatio: 0.5, ScanLength: 20})
+	s := memdb.New()
+	if err := w.Load(client.Open(s.Transport())); err != nil {
+		t.Fatal(err)
+	}
+	db := client.Open(s.Transport())
+	g := w.NewClient(0, 0, rand.New(rand.NewPCG(8, 8)))
+	reads, scans, scanTxns := 0, 0, 0
+	for range 500 {
+		tx := g.Next()
+		r := &recorder{}
+		if err := tx.Run(client.Open(r).Begin(client.TxnOptions{ReadOnly: tx.ReadOnly})); err != nil {
+			t.Fatal(err)
+		}
+		scanned := false
+		for _, q := range r.reqs {
+			switch q.Op {
+			case wire.OpGet:
+				reads++
+			case wire.OpScan:
+				scans++
+				scanned = true
+				shard, ok := tp.RangeShard(q.Key, q.EndKey)
+				if !ok || shard != tp.ShardOf(q.Key) {
+					t.Fatalf("scan [%q, %q) is not within its key's shard", q.Key, q.EndKey)
+				}
+				if q.Limit < 1 || q.Limit > 20 {
+					t.Fatalf("scan of %d rows, want 1..20", q.Limit)
+				}
+			}
+		}
+		if scanned != (tx.Type == "ycsbt-scan" || tx.Type == "ycsbt-ro-scan") {
+			t.Fatalf("transaction of type %q scanned: %v", tx.Type, scanned)
+		}
+		if scanned {
+			scanTxns++
+		}
+		if err := client.RunTxn(db, client.TxnOptions{ReadOnly: tx.ReadOnly}, func(ctx *client.Txn) error {
+			if !scanned {
+				return tx.Run(ctx)
+			}
+			// The scan's rows: the limit's worth of the shard's keys from the start key on.
+			for _, q := range r.reqs {
+				if q.Op != wire.OpScan {
+					continue
+				}
+				rows, err := ctx.Scan(q.Key, q.EndKey, int(q.Limit))
+				if err != nil {
+					return err
+				}
+				if len(rows) == 0 || rows[0].Key != q.Key || len(rows) > int(q.Limit) {
+					t.Fatalf("scan [%q, %q) limit %d over the loaded store: %v", q.Key, q.EndKey, q.Limit, rows)
+				}
+			}
+			return tx.Run(ctx)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, "scan share of reads", float64(scans)/float64(scans+reads), 0.5, 0.05)
+	if scanTxns == 0 {
+		t.Fatal("no transaction scanned")
+	}
+}
+
+// TestScanLengthBounded: a scan length whose rows cannot fit one scan answer is refused.
+func TestScanLengthBounded(t *testing.T) {
+	if _, err := New(testTopo(t), Config{Keys: 100, OpsPerTxn: 1, ValueBytes: 1_000_000, ScanRatio: 0.1, ScanLength: 10}); err == nil {
+		t.Fatal("10 rows of 1 MB per scan accepted")
+	}
+	if _, err := New(testTopo(t), Config{Keys: 100, OpsPerTxn: 1, ValueBytes: 8, ScanRatio: 0.1, ScanLength: -1}); err == nil {
+		t.Fatal("negative scan length accepted")
+	}
+}
