@@ -21,8 +21,14 @@ import (
 // sends the transaction past it (refresh). A scan that completes records the span in the
 // timestamp cache (spanMarks), so a later write into it below the read timestamp is pushed
 // above it, and the coordinator adds the span to its refresh set, so a refresh fails if
-// another transaction committed anything in the span since. Keys are hash-partitioned, so a
-// scan goes to every leaseholder at once.
+// another transaction committed anything in the span since. A scan within one routing prefix
+// goes to that prefix's leaseholder; any other goes to every leaseholder at once.
+//
+// A scan with a row limit stops at its limit's last row, as CockroachDB's does (its resume
+// key): what lies beyond was not read, so it neither blocks the scan nor goes into the
+// timestamp cache or the refresh set (limitedSpan). Each leaseholder's share stops at its own
+// limit's last row, at or past the merged answer's last, so the spans the leaseholders record
+// cover all that the answer read.
 
 // Span is a key range [Start, End); End "" is the end of the key space.
 type Span struct {
@@ -120,6 +126,7 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 		blocker   mvcc.Version
 		blocked   bool
 	)
+	full := func() bool { return req.RowLimit > 0 && len(rows) == int(req.RowLimit) }
 	n.store.Ascend(req.Span.Start, req.Span.End, func(key string, vs []mvcc.Version) bool {
 		visited++
 		if !n.leads(key) {
@@ -130,7 +137,7 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 				if !v.Tombstone {
 					rows = append(rows, wire.KV{Key: strings.Clone(key), Value: v.Value})
 				}
-				return true
+				return !full()
 			}
 		}
 		for i := len(vs) - 1; i >= 0; i-- {
@@ -149,7 +156,7 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 			if !v.Tombstone {
 				rows = append(rows, wire.KV{Key: strings.Clone(key), Value: v.Value})
 			}
-			return true
+			return !full()
 		}
 		return true
 	})
@@ -173,17 +180,23 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 	case !uncertain.IsZero():
 		reply(&ScanResp{Uncertain: true, ValueTS: uncertain})
 	default:
-		n.markSpan(req.Span, req.ReadTS, req.Txn.ID)
+		n.markSpan(limitedSpan(req.Span, rows, req.RowLimit), req.ReadTS, req.Txn.ID)
 		n.observeWait(since)
-		if req.RowLimit > 0 && len(rows) > int(req.RowLimit) {
-			rows = rows[:req.RowLimit]
-		}
 		if wire.RowsTooLarge(rows) {
 			reply(&ScanResp{TooLarge: true})
 			return
 		}
 		reply(&ScanResp{Rows: rows})
 	}
+}
+
+// limitedSpan is the part of span a scan with row limit read to answer rows: up to and
+// including the last row when the limit cut it short, else all of it.
+func limitedSpan(span Span, rows []wire.KV, limit int32) Span {
+	if limit > 0 && len(rows) == int(limit) {
+		span.End = rows[len(rows)-1].Key + "\x00"
+	}
+	return span
 }
 
 // refreshSpans reports whether no other transaction wrote anything in spans in (from, to], as
@@ -272,8 +285,8 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 					n.replyClient(t, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.ScanTooLarge})
 					return
 				}
-				if !slices.Contains(t.readSpans, span) {
-					t.readSpans = append(t.readSpans, span)
+				if read := limitedSpan(span, rows, limit); !slices.Contains(t.readSpans, read) {
+					t.readSpans = append(t.readSpans, read)
 				}
 				n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, Rows: rows})
 			}

@@ -80,3 +80,8 @@ func TestScanTooLarge(t *testing.T) { prototest.ScanTooLarge(t, name, false) }
 
 // TestScanOneShardIsLocal: a scan within one routing prefix goes to its shard alone.
 func TestScanOneShardIsLocal(t *testing.T) { prototest.ScanOneShardIsLocal(t, name, false) }
+
+// TestScanLimitNoPhantoms: a scan that stops at its row limit keeps phantoms out of what it read.
+func TestScanLimitNoPhantoms(t *testing.T) {
+	prototest.ScanLimitNoPhantoms(t, name, nil, map[string]string{"mutant": "no-span-tscache"}, false)
+}

@@ -17,9 +17,9 @@ import (
 // transaction's timestamp is a point read of every key in the range plus a read watermark on
 // the range itself, so that no write below the scan's timestamp can later land in it: that
 // is what keeps a key the scan did not see (a phantom) from appearing under it, exactly as a
-// point read's watermark covers a key that does not exist. Keys are hash-partitioned, so a
-// scan goes to the primary of every shard at once (one ScanReq per data node) and costs the
-// round trip to the farthest; each node reads its keys in the range as point reads do
+// point read's watermark covers a key that does not exist. A scan within one routing prefix goes
+// to that prefix's primary; any other goes to the primary of every shard at once (one ScanReq
+// per data node) and costs the round trip to the farthest; each node reads its keys in the range as point reads do
 // (PUSHWS on an undecided intent below the timestamp, the transaction's own intents visible)
 // and answers once all are settled.
 
@@ -75,76 +75,137 @@ func (n *Node) readWatermark(key string) ts.Timestamp {
 // onScan serves a ScanReq: the range's watermark first, as a point read's (so no lower write
 // can land in the range afterwards), then a point read of every key in the range that has a
 // version, answered together once the last is settled.
+//
+// A scan with a row limit reads only as far as its limit needs, in steps: each step takes as
+// many of the next keys as rows are still wanted, marks the range up to the last of them and
+// reads them; a key with no row for the scan (a tombstone, an aborted or later write) sends it
+// on to the next step. The range past the last step was not read, so it is not marked: writes
+// there stay free, and the scan neither waits on nor reads what it would only cut away. A step
+// marks its part before reading it, and the next step starts where the mark ends, so every key
+// of the range up to the scan's last row was either marked before it could be written or seen.
 func (n *Node) onScan(from topo.NodeID, r *ScanReq) {
-	n.markScan(r.Start, r.End, r.TS)
+	n.scanStep(&scanRun{from: from, req: r, next: r.Start})
+}
+
+// scanRun is a ScanReq being served: the rows found so far, in key order, and where the next
+// step starts.
+type scanRun struct {
+	from      topo.NodeID
+	req       *ScanReq
+	next      string // the first key not yet marked and read
+	exhausted bool   // the last step reached the range's end
+	rows      []wire.KV
+	pushNanos int64
+	held      bool // waiting in n.serving, so an OpsProbe hears the scan is still here
+	done      bool
+}
+
+// scanKeys lists the next keys of s's range that this node leads, as many as the limit still
+// wants (all with no limit), and marks the range they span.
+func (n *Node) scanKeys(s *scanRun) []string {
+	want := int(s.req.Limit) - len(s.rows)
 	var keys []string
-	n.store.Ascend(r.Start, r.End, func(key string, _ []mvcc.Version) bool {
+	s.exhausted = true
+	n.store.Ascend(s.next, s.req.End, func(key string, _ []mvcc.Version) bool {
 		// A layout with shard replicas preloads their rows here too; k2 never updates those
 		// copies (it reads and writes primaries only), so only the keys this node leads count.
-		if n.tp.PrimaryOf(key) == n.self {
-			keys = append(keys, strings.Clone(key))
+		if n.tp.PrimaryOf(key) != n.self {
+			return true
 		}
+		if s.req.Limit > 0 && len(keys) == want {
+			s.exhausted = false
+			return false
+		}
+		keys = append(keys, strings.Clone(key))
 		return true
 	})
+	upTo := s.req.End
+	if !s.exhausted {
+		upTo = keys[len(keys)-1] + "\x00"
+	}
+	n.markScan(s.next, upTo, s.req.TS)
+	s.next = upTo
 	n.m.Add("scan.keys", int64(len(keys)))
 	n.env.Charge(time.Duration(len(keys)) * txnkit.ScanCostPerKey)
-	ref := opRef{from, r.ReqID}
-	rows := make([]wire.KV, len(keys))
-	found := make([]bool, len(keys))
-	left, refused, serving := len(keys), false, true
-	var pushNanos int64
-	finish := func(resp *ScanResp) {
-		if !serving {
-			delete(n.serving, ref)
-		}
-		n.env.Send(from, resp)
-	}
-	answer := func() {
-		out := rows[:0]
-		for i, row := range rows {
-			if found[i] {
-				out = append(out, row)
+	return keys
+}
+
+// scanStep serves steps of s until one waits (its last read then resumes the scan) or the scan
+// is answered.
+func (n *Node) scanStep(s *scanRun) {
+	for !s.done {
+		keys := n.scanKeys(s)
+		rows := make([]wire.KV, len(keys))
+		found := make([]bool, len(keys))
+		left, inStep := len(keys), true
+		// stepDone adds the step's rows and reports whether another step is wanted.
+		stepDone := func() bool {
+			for i, row := range rows {
+				if found[i] {
+					s.rows = append(s.rows, row)
+				}
 			}
+			if s.exhausted || (s.req.Limit > 0 && len(s.rows) >= int(s.req.Limit)) {
+				n.answerScan(s)
+				return false
+			}
+			return true
 		}
-		if r.Limit > 0 && len(out) > int(r.Limit) {
-			out = out[:r.Limit]
+		for i, key := range keys {
+			if s.done {
+				break
+			}
+			op := &readOp{req: ReadReq{ReqID: s.req.ReqID, Txn: s.req.Txn, TS: s.req.TS, Key: key}}
+			op.reply = func(rr *ReadResp) {
+				if s.done {
+					return
+				}
+				if rr.Aborted {
+					n.finishScan(s, &ScanResp{ReqID: s.req.ReqID, Aborted: true, Cause: rr.Cause})
+					return
+				}
+				s.pushNanos = max(s.pushNanos, rr.PushNanos)
+				rows[i], found[i] = wire.KV{Key: key, Value: rr.Value}, rr.Found
+				if left--; left == 0 && !inStep && stepDone() {
+					n.scanStep(s)
+				}
+			}
+			n.serveRead(op)
 		}
-		if wire.RowsTooLarge(out) {
-			finish(&ScanResp{ReqID: r.ReqID, TooLarge: true, PushNanos: pushNanos})
+		inStep = false
+		switch {
+		case s.done:
+		case left > 0:
+			if !s.held {
+				s.held = true
+				n.serving[opRef{s.from, s.req.ReqID}] = struct{}{}
+			}
+			return
+		case !stepDone():
 			return
 		}
-		finish(&ScanResp{ReqID: r.ReqID, Rows: out, PushNanos: pushNanos})
 	}
-	for i, key := range keys {
-		if refused {
-			break
-		}
-		op := &readOp{req: ReadReq{ReqID: r.ReqID, Txn: r.Txn, TS: r.TS, Key: key}}
-		op.reply = func(rr *ReadResp) {
-			if refused {
-				return
-			}
-			if rr.Aborted {
-				refused = true
-				finish(&ScanResp{ReqID: r.ReqID, Aborted: true, Cause: rr.Cause})
-				return
-			}
-			pushNanos = max(pushNanos, rr.PushNanos)
-			rows[i], found[i] = wire.KV{Key: key, Value: rr.Value}, rr.Found
-			if left--; left == 0 && !serving {
-				answer()
-			}
-		}
-		n.serveRead(op)
+}
+
+// answerScan answers s with its rows, cut to the limit, or refuses them as too large.
+func (n *Node) answerScan(s *scanRun) {
+	rows := s.rows
+	if s.req.Limit > 0 && len(rows) > int(s.req.Limit) {
+		rows = rows[:s.req.Limit]
 	}
-	serving = false
-	switch {
-	case refused:
-	case left == 0:
-		answer()
-	default:
-		n.serving[ref] = struct{}{} // an OpsProbe must hear the scan is still here
+	if wire.RowsTooLarge(rows) {
+		n.finishScan(s, &ScanResp{ReqID: s.req.ReqID, TooLarge: true, PushNanos: s.pushNanos})
+		return
 	}
+	n.finishScan(s, &ScanResp{ReqID: s.req.ReqID, Rows: rows, PushNanos: s.pushNanos})
+}
+
+func (n *Node) finishScan(s *scanRun, resp *ScanResp) {
+	s.done = true
+	if s.held {
+		delete(n.serving, opRef{s.from, s.req.ReqID})
+	}
+	n.env.Send(s.from, resp)
 }
 
 // startScan sends t's scan to every data node that leads a shard the range may hold keys of

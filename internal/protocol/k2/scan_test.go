@@ -53,3 +53,8 @@ func TestScanTooLarge(t *testing.T) { prototest.ScanTooLarge(t, "k2", false) }
 
 // TestScanOneShardIsLocal: a scan within one routing prefix goes to its shard alone.
 func TestScanOneShardIsLocal(t *testing.T) { prototest.ScanOneShardIsLocal(t, "k2", false) }
+
+// TestScanLimitNoPhantoms: a scan that stops at its row limit keeps phantoms out of what it read.
+func TestScanLimitNoPhantoms(t *testing.T) {
+	prototest.ScanLimitNoPhantoms(t, "k2", nil, map[string]string{"mutant": "no-scan-watermark"}, false)
+}

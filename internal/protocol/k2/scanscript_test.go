@@ -48,7 +48,7 @@ func TestScanShareScript(t *testing.T) {
 	if err := n.store.PutCommitted(k[1], mvcc.Version{TS: at(50, rec), Txn: old, Value: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
-	scan := &ScanReq{ReqID: 7, Txn: s, TS: at(200, coord), Start: "#", End: "$", Limit: 1}
+	scan := &ScanReq{ReqID: 7, Txn: s, TS: at(200, coord), Start: "#", End: "$"}
 	n.Handle(coord, scan)
 	sent := take()
 	var pushed bool
@@ -88,8 +88,8 @@ func TestScanShareScript(t *testing.T) {
 			rows = scriptRowKeys(r.Rows)
 		}
 	}
-	if want := []string{k[0] + "=v"}; !slices.Equal(rows, want) {
-		t.Errorf("scan rows %v, want %v (limit 1)", rows, want)
+	if want := []string{k[0] + "=v", k[1] + "=old"}; !slices.Equal(rows, want) {
+		t.Errorf("scan rows %v, want %v", rows, want)
 	}
 	n.Handle(coord, &OpsProbe{ReqID: 9, Ops: []uint64{7}})
 	for _, m := range take() {
@@ -97,7 +97,6 @@ func TestScanShareScript(t *testing.T) {
 			t.Errorf("probe after the answer: missing %v, want [7]", p.Missing)
 		}
 	}
-	scan.Limit = 0
 	n.Handle(coord, scan)
 	rows = nil
 	for _, m := range take() {
@@ -107,6 +106,27 @@ func TestScanShareScript(t *testing.T) {
 	}
 	if want := []string{k[0] + "=v", k[1] + "=old"}; !slices.Equal(rows, want) {
 		t.Errorf("late copy: rows %v, want %v", rows, want)
+	}
+
+	// A scan limited to one row reads only as far as its first row: Y's undecided intent on
+	// k[3], below this scan, is past it, so the scan neither waits for it nor keeps writes below
+	// it out of there; a key before its row is covered as an unlimited scan's would be.
+	n.Handle(coord, &ScanReq{ReqID: 10, Txn: s, TS: at(300, coord), Start: "#", End: "$", Limit: 1})
+	rows = nil
+	for _, m := range take() {
+		if r, ok := m.M.(*ScanResp); ok {
+			rows = scriptRowKeys(r.Rows)
+		}
+	}
+	if want := []string{k[0] + "=v"}; !slices.Equal(rows, want) {
+		t.Errorf("limited scan: rows %v, want %v at once", rows, want)
+	}
+	z := storage.MakeTxnID(int32(rec), 1<<32|5)
+	if !writeOK(11, z, at(280, rec), k[2]) {
+		t.Error("a write below a limited scan, past its last row, was refused")
+	}
+	if before := topo.RoutingPrefix(k[0]) + "/a"; before >= k[0] || writeOK(12, z, at(280, rec), before) {
+		t.Errorf("a write below a limited scan, before its last row (%q), was accepted (phantom)", before)
 	}
 }
 
