@@ -17,7 +17,12 @@ import (
 //     applied as one atomic backend batch, and later writes to a key override earlier ones just as
 //     sequential application would);
 //   - each done callback runs exactly once, after its batch is durable (err == nil) or has
-//     failed, in submission order, on the Committer's goroutine.
+//     failed, in submission order, on the Committer's goroutine;
+//   - once a batch has failed, every later one fails with the same error and is not applied: a
+//     node acknowledges what a batch carries on the strength of every earlier batch being
+//     durable too, so a batch applied after a lost one could make a decision durable without
+//     the writes it decided (and after an fsync error the kernel may have dropped the failed
+//     batch's pages while the next sync succeeds).
 //
 // Because done runs on the Committer's goroutine, not the node's, the runtime must post the
 // completion back to the node's event loop (e.g. send it on the loop's channel) rather than call
@@ -38,6 +43,8 @@ type Committer struct {
 
 	// Stats, read with Stats.
 	syncs, batches int64
+
+	failed error // the first Apply error, which every later batch gets; run's own
 }
 
 type pending struct {
@@ -130,11 +137,15 @@ func (c *Committer) run() {
 		c.batches += int64(n)
 		c.mu.Unlock()
 
-		merged = merged[:0]
-		for _, p := range group {
-			merged = append(merged, p.batch...)
+		err := c.failed
+		if err == nil {
+			merged = merged[:0]
+			for _, p := range group {
+				merged = append(merged, p.batch...)
+			}
+			err = c.b.Apply(merged)
+			c.failed = err
 		}
-		err := c.b.Apply(merged)
 		for _, p := range group {
 			if p.done != nil {
 				p.done(err)
