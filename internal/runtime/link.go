@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/runtime/frame"
@@ -28,15 +29,18 @@ const preciseSleepMax = 2 * time.Millisecond
 // queue holds frames until their emulated delay has passed; the delay is the same for every
 // frame of a link, so FIFO order is due order.
 type link struct {
-	s      *Server
-	peer   topo.NodeID // node id, or the client's endpoint id
-	addr   string      // peer address; empty for a client link
-	delay  time.Duration
-	q      chan outFrame
-	done   chan struct{}
-	once   sync.Once
-	conn   net.Conn // owned by the writer goroutine (a client link's is set at creation)
-	drops  int
+	s     *Server
+	peer  topo.NodeID // node id, or the client's endpoint id
+	addr  string      // peer address; empty for a client link
+	delay time.Duration
+	q     chan outFrame
+	done  chan struct{}
+	once  sync.Once
+	conn  net.Conn // owned by the writer goroutine (a client link's is set at creation)
+	// drops counts the frames dropped since the last connection, for the log: by the writer
+	// goroutine and by every goroutine that enqueues (the event loop, connection readers
+	// relaying replies) when the queue is full.
+	drops  atomic.Int64
 	client bool
 }
 
@@ -65,8 +69,7 @@ func (l *link) close() { l.once.Do(func() { close(l.done) }) }
 
 func (l *link) drop(why string) {
 	l.s.dropped.Add(1)
-	l.drops++
-	if l.drops <= maxLoggedDrops {
+	if l.drops.Add(1) <= maxLoggedDrops {
 		l.s.log.Warn("frame dropped", "to", l.peer, "why", why)
 	}
 }
@@ -135,7 +138,7 @@ func (l *link) run() {
 				continue
 			}
 			l.conn, w = c, bufio.NewWriterSize(c, writeBufBytes)
-			l.drops = 0
+			l.drops.Store(0)
 		}
 		buf = frame.Append(buf[:0], f.dest, f.payload)
 		_, err := w.Write(buf)

@@ -165,7 +165,9 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 	}
 	if me.GRPCAddr != "" && !opts.NoGRPC {
 		if s.grpc, err = startGRPC(s, me.GRPCAddr); err != nil {
-			s.Close()
+			// Not Close: it waits for the event loop, which has not started.
+			_ = s.ln.Close()
+			s.closeEarly()
 			return nil, err
 		}
 	}
