@@ -3,6 +3,7 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -36,9 +37,10 @@ var (
 // something other than a Meridian store, and reports Pebble's corruption errors (bad manifest,
 // bad WAL record in the middle of the log) instead of starting.
 func OpenPebble(dir string) (*Pebble, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
-	}
+	// A missing directory is left for Pebble to create: it fsyncs every parent it creates, so
+	// the directory's own entry survives a power loss. Created here first, only its immediate
+	// parent was synced (Pebble found it existing), and a new cluster directory above it could
+	// vanish with every commit acknowledged since the first start.
 	fresh, err := isEmptyDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
@@ -85,6 +87,9 @@ func OpenPebble(dir string) (*Pebble, error) {
 
 func isEmptyDir(dir string) (bool, error) {
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
 	if err != nil {
 		return false, err
 	}
