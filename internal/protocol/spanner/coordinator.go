@@ -241,10 +241,6 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 		}
 		c.execute(t, &cp)
 	case wire.OpScan:
-		if !t.readOnly {
-			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: errScanReadWrite})
-			return
-		}
 		c.scan(t, &cp)
 	case wire.OpCommit:
 		t.pending = &cp
@@ -431,7 +427,7 @@ func (c *Coordinator) part(t *coordTxn, n node.ID) *participant {
 type opRun struct {
 	ops     []wire.BatchOp
 	results []wire.BatchResult // one per op, in request order; writes leave theirs empty
-	scan    *ScanRange         // a snapshot scan: ops is its one OpScan, groups every participant
+	scan    *ScanRange         // a scan: ops is its one OpScan, one group per participant it goes to
 	rows    []wire.KV          // a scan's rows so far
 	// scanTooLarge: a participant's share of the scan exceeded wire.MaxScanBytes.
 	scanTooLarge bool
@@ -500,11 +496,16 @@ func (c *Coordinator) execute(t *coordTxn, req *wire.ClientRequest) {
 	}
 }
 
-// scan runs a read-only transaction's snapshot scan (scan.go) at every participant that leads a
-// shard the range may hold keys of (txnkit.ScanNodes), one group each, answered like a run.
+// scan runs a scan (scan.go) at every participant that leads a shard the range may hold keys of
+// (txnkit.ScanNodes), one group each, answered like a run: a snapshot scan in a read-only
+// transaction, a locking scan in a read-write one, whose shares are cut at shareLimit so that
+// the transaction's buffered deletes, applied at the reply, leave the limit filled.
 func (c *Coordinator) scan(t *coordTxn, req *wire.ClientRequest) {
-	run := &opRun{ops: []wire.BatchOp{{Op: wire.OpScan, Key: req.Key}}, results: make([]wire.BatchResult, 1),
-		scan: &ScanRange{Start: req.Key, End: req.EndKey, Limit: req.Limit}}
+	rg := &ScanRange{Start: req.Key, End: req.EndKey, Limit: req.Limit}
+	if !t.readOnly {
+		rg.Limit = shareLimit(rg.Limit, t.writes, rg.keys())
+	}
+	run := &opRun{ops: []wire.BatchOp{{Op: wire.OpScan, Key: req.Key}}, results: make([]wire.BatchResult, 1), scan: rg}
 	for _, p := range txnkit.ScanNodes(c.env.Topology(), req.Key, req.EndKey) {
 		run.groups = append(run.groups, &opGroup{node: p, ops: []int{0}})
 	}
@@ -528,9 +529,10 @@ func (t *coordTxn) groupKind(g *opGroup) opsKind {
 	return kindWrite
 }
 
-// sendGroup sends g's operations to its participant: snapshot reads (read-only transactions),
-// reads under shared locks, and eager writes (write-locks=eager), which the participant locks
-// exclusively now and keeps pending until the decision. The coordinator keeps no copy of an
+// sendGroup sends g's operations to its participant: snapshot reads and scans (read-only
+// transactions), reads under shared locks, scans under range locks, and eager writes
+// (write-locks=eager), which the participant locks exclusively now and keeps pending until the
+// decision. The coordinator keeps no copy of an
 // eager write: the transaction's later reads of the key go to the participant, which answers
 // from the pending write.
 func (c *Coordinator) sendGroup(t *coordTxn, g *opGroup) {
@@ -571,6 +573,8 @@ func (c *Coordinator) sendGroup(t *coordTxn, g *opGroup) {
 			}
 		}
 		c.env.Send(g.node, m)
+	case kindScan:
+		c.env.Send(g.node, &ScanReq{Txn: t.id, Age: t.age, Seq: seq, Scan: *t.run.scan, Seen: p.granted})
 	}
 }
 
@@ -650,6 +654,23 @@ func (c *Coordinator) onOpsResp(from node.ID, m *OpsResp) {
 	c.groupDone(t, g)
 }
 
+// onScanResp takes a participant's share of a read-write scan: it holds the range lock there.
+func (c *Coordinator) onScanResp(from node.ID, m *ScanResp) {
+	t, g := c.outstanding(m.Txn, from, m.Seq, kindScan)
+	if t == nil || t.readOnly {
+		return // the transaction was aborted meanwhile
+	}
+	if !m.OK {
+		c.abort(t, m.Cause)
+		return
+	}
+	c.part(t, from).granted++
+	t.maxRead = ts.MaxOf(t.maxRead, m.Version)
+	t.run.rows = append(t.run.rows, m.Rows...)
+	t.run.scanTooLarge = t.run.scanTooLarge || m.TooLarge
+	c.groupDone(t, g)
+}
+
 func (c *Coordinator) onSnapReadResp(from node.ID, m *SnapReadResp) {
 	if m.Cause != "" {
 		// A refusal carries no results, so it answers a group of either kind.
@@ -715,7 +736,9 @@ func (c *Coordinator) groupDone(t *coordTxn, g *opGroup) {
 func (c *Coordinator) reply(t *coordTxn, req *wire.ClientRequest, run *opRun) {
 	switch req.Op {
 	case wire.OpScan:
-		rows := txnkit.MergeScanRows(run.rows, req.Limit)
+		// The transaction's buffered writes, as its point reads see them (none in a read-only
+		// transaction, nor with eager writes, which the participants applied).
+		rows := txnkit.MergeScanRows(applyWrites(run.rows, t.writes, run.scan.keys()), req.Limit)
 		if run.scanTooLarge || wire.RowsTooLarge(rows) {
 			txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.ScanTooLarge})
 			return

@@ -22,7 +22,10 @@
 //     once; it still admits one request of a transaction at a time, and each carries Seen, the
 //     locks the coordinator saw granted there before (a request of n operations grants n).
 //     Answers are matched by sending participant, and the batch is answered once, in request
-//     order, or aborted as a whole by any refused operation. At commit it
+//     order, or aborted as a whole by any refused operation. A scan goes to every participant
+//     that may hold rows of its range (one, for a range within one routing prefix): in a
+//     read-write transaction as a ScanReq, which takes a shared range lock there (scan.go),
+//     in a read-only one as a snapshot SnapReadReq. At commit it
 //     runs 2PC over every participant (read-only participants too: they confirm they still
 //     hold the read locks), picks the commit timestamp, persists the decision in its txnrec
 //     table, waits out commit wait, then sends the decision and answers the client.
@@ -113,7 +116,9 @@
 // names it beside wound-wait; k2-fig18-timeout sweeps its length). K2's d2PL-TTC is described as blocking "on all conflict
 // types" (K2 Fig. 7) with deadlocks that occur and are counted (Fig. 17d), which is detect.
 // Reads take shared
-// locks as they execute; writes take exclusive locks at prepare (buffered) or when issued
+// locks as they execute, scans shared range locks (which conflict with exclusive locks on keys
+// in the range, existing or not, and each policy judges like any other conflict; the detector
+// gets their waits as edges); writes take exclusive locks at prepare (buffered) or when issued
 // (eager), so an RMW upgrades. Under wound-wait an older requester wounds younger conflicting transactions:
 // a participant aborts a wounded transaction at once if it has not voted there yet, and always
 // tells its coordinator, which aborts it unless it already decided to commit (a committed
@@ -180,8 +185,14 @@
 //     only read locks on (all of a read-only participant's; a writer's intents bring back its
 //     exclusive locks), written with the intents, and a restarted participant takes those
 //     locks back and polls the coordinator, so a crash between vote and decision cannot let a
-//     writer commit over what a committing transaction read. The record is deleted with the
-//     decision. It costs read-only participants one flush. Every vote also records the
+//     writer commit over what a committing transaction read. A transaction's range locks go in
+//     a record of their own, "s/rr/<txn>" (the ranges' bounds), in the same batch and taken
+//     back the same way: nothing validates a scan at commit, so a range lock lost while its
+//     transaction is prepared would let a writer commit a row into the range below the commit
+//     timestamp the scanner is yet to get, a phantom (TestScanRangeLockSurvivesRestart). An
+//     unprepared transaction's range locks are lost like its other locks, and its Seen no longer
+//     matches. The records are deleted with the decision. They cost read-only participants one
+//     flush. Every vote also records the
 //     transaction's lock age ("s/pa/<txn>", in the same batch), and the locks taken back carry
 //     it: taken back at age zero they were older than every transaction and never wounded, so
 //     under wound-wait an older transaction could wait for a younger one that itself waited at
@@ -245,11 +256,15 @@
 //     detected before commit, and then hold their read locks until the decision like prepared
 //     writers; Spanner's
 //     client drives 2PC itself instead of a coordinator TM.
-//   - Scans are served in read-only transactions only, as lock-free snapshot scans (scan.go):
-//     a read-write scan would need range locks to keep phantoms out under 2PL, and the lock
-//     table has per-key locks only, so it is refused (bad argument). TPC-C here uses point
-//     reads. mutant=scan-no-wait lets a snapshot scan read past prepared intents
-//     (TestScanNoPhantoms catches it).
+//   - Scans (scan.go): a read-write scan locks its whole range at each participant it goes to
+//     (a shared range lock, held to the decision; Spanner locks key ranges too), even when a
+//     limit stops it early, and reads the latest committed rows, the transaction's own writes
+//     applied as its point reads see them; a read-only scan is a lock-free snapshot scan. A
+//     range lock blocks every write into its range at every participant it was taken at, so
+//     writers into a range that is scanned all the time starve under no-wait and mostly wait
+//     out lock-timeout under timeout (TestScanNoPhantoms). TPC-C here uses point reads.
+//     mutant=scan-no-range-lock lets a read-write scan take no range lock, mutant=scan-no-wait
+//     lets a snapshot scan read past prepared intents (TestScanNoPhantoms catches both).
 //
 // # Options
 //
@@ -266,4 +281,6 @@
 //	mutant=no-read-lock                       reads take no shared lock: G-single / G2
 //	mutant=eager-no-lock                      (needs write-locks=eager) writes take no exclusive
 //	                                          lock: lost updates / G0
+//	mutant=scan-no-wait                       snapshot scans read past prepared intents: phantoms
+//	mutant=scan-no-range-lock                 read-write scans take no range lock: phantoms
 package spanner

@@ -126,6 +126,33 @@ type OpsResp struct {
 	Results []ReadResult `cbor:",omitempty"`
 }
 
+// ScanReq is a read-write transaction's scan of a range at one participant (scan.go): the
+// participant takes a shared range lock on Scan's range under the lock policy, as a read takes
+// its key's shared lock, and answers with the latest committed rows there, the transaction's
+// own pending writes (write-locks=eager) applied, cut to Scan.Limit. Seen is checked as for a
+// ReadReq; the range lock counts as one lock granted.
+type ScanReq struct {
+	Txn  storage.TxnID
+	Age  ts.Timestamp
+	Seq  uint32 // the client request it serves, echoed back
+	Scan ScanRange
+	Seen uint32
+}
+
+// ScanResp answers a ScanReq: when OK, Rows in key order, unless TooLarge (they exceed
+// wire.MaxScanBytes and the client's scan is refused); Version is the newest committed version
+// among the range's keys (tombstones included), which the commit timestamp must exceed, as a
+// point read's.
+type ScanResp struct {
+	Txn      storage.TxnID
+	Seq      uint32
+	OK       bool
+	Cause    string       `cbor:",omitempty"` // abort cause when !OK
+	Rows     []wire.KV    `cbor:",omitempty"`
+	TooLarge bool         `cbor:",omitempty"`
+	Version  ts.Timestamp `cbor:",omitempty"`
+}
+
 // Write is one buffered write shipped with a prepare.
 type Write struct {
 	Key    string
@@ -257,11 +284,13 @@ func (*KeepAlive) Kind() wire.Kind    { return 314 }
 func (*OpsReq) Kind() wire.Kind       { return 315 }
 func (*OpsResp) Kind() wire.Kind      { return 316 }
 func (*Restarted) Kind() wire.Kind    { return 317 }
+func (*ScanReq) Kind() wire.Kind      { return 318 }
+func (*ScanResp) Kind() wire.Kind     { return 319 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &SnapReadReq{}, &SnapReadResp{}, &PrepareReq{},
 		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitGraph{}, &KeepAlive{},
-		&OpsReq{}, &OpsResp{}, &Restarted{}} {
+		&OpsReq{}, &OpsResp{}, &Restarted{}, &ScanReq{}, &ScanResp{}} {
 		wire.Register(m)
 	}
 }

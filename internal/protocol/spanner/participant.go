@@ -63,6 +63,7 @@ type partTxn struct {
 	prepTS     ts.Timestamp
 	woundSent  bool
 	readVote   bool // voted yes holding read locks here; their durable record goes at the decision
+	rangeVote  bool // voted yes holding range locks here; likewise
 	voteSent   bool // the yes vote is durable and sent, so a duplicate PrepareReq may have it again
 	idleTimer  node.TimerID
 	pollTimer  node.TimerID
@@ -194,6 +195,31 @@ func (p *Participant) recover(d node.Durable) error {
 	if err != nil {
 		return err
 	}
+	if bad != nil {
+		return bad
+	}
+	err = d.Scan(rangeVotePrefix, rangeVoteEnd, func(k, v []byte) bool {
+		id, ok := recordTxn(rangeVotePrefix, k)
+		ranges, err := decodeRanges(v)
+		if !ok || err != nil {
+			bad = fmt.Errorf("spanner: corrupt range-vote record %q: %v", k, err)
+			return false
+		}
+		t := p.txns[id]
+		if t == nil { // voted holding range locks only (a scan that found no key to lock)
+			t = &partTxn{id: id, coord: node.ID(id.Coordinator()), age: ages[id], state: partPrepared, voteSent: true}
+			p.txns[id] = t
+			p.armPoll(t, time.Millisecond)
+		}
+		t.rangeVote = true
+		for _, r := range ranges {
+			p.locks.AcquireRange(id, r, locks.Wait, t.age)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
 	// A restarted store queues every key that may hold garbage: collect it even if nothing is
 	// written here again.
 	p.vgc.Kick()
@@ -290,17 +316,24 @@ const (
 	kindRead  opsKind = iota + 1 // ReadReq → ReadResp
 	kindWrite                    // WriteReq → WriteResp
 	kindOps                      // OpsReq → OpsResp
-	kindScan                     // SnapReadReq with a Scan → SnapReadResp with Rows
+	kindScan                     // ScanReq → ScanResp (read-only: SnapReadReq with a Scan → SnapReadResp with Rows)
 )
 
 // opsReq is a transaction's read or eager-write request in progress here: its operations take
-// their locks in order, next is the first not yet granted, and results collects the reads.
+// their locks in order, next is the first not yet granted, and results collects the reads. A
+// scan (ScanReq) is one operation, whose lock is a range lock on scan's range; its answer is
+// rows, tooLarge and version.
 type opsReq struct {
 	kind    opsKind
 	seq     uint32
 	ops     []Op
 	next    int
 	results []ReadResult
+
+	scan     *ScanRange
+	rows     []wire.KV
+	tooLarge bool
+	version  ts.Timestamp
 }
 
 func (p *Participant) onRead(from node.ID, m *ReadReq) {
@@ -316,6 +349,13 @@ func (p *Participant) onWrite(from node.ID, m *WriteReq) {
 
 func (p *Participant) onOps(from node.ID, m *OpsReq) {
 	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindOps, seq: m.Seq, ops: m.Ops})
+}
+
+// onScan takes a read-write scan's range lock under the lock policy and reads the range
+// (scan.go); the answer goes out once the lock is held.
+func (p *Participant) onScan(from node.ID, m *ScanReq) {
+	scan := m.Scan
+	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindScan, seq: m.Seq, ops: []Op{{Key: scan.Start}}, scan: &scan})
 }
 
 // startOps admits a request of reads and eager writes and runs it as far as the locks allow.
@@ -337,6 +377,14 @@ func (p *Participant) startOps(from node.ID, txn storage.TxnID, seen uint32, age
 func (p *Participant) continueOps(t *partTxn) {
 	r := t.waitOps
 	for ; r.next < len(r.ops); r.next++ {
+		if r.scan != nil {
+			// mutant=scan-no-range-lock: broken on purpose, the range is read unlocked.
+			if p.cfg.Mutant != MutantScanNoRangeLock && !p.lockResult(t, p.locks.AcquireRange(t.id, r.scan.keys(), p.cfg.Policy, t.age)) {
+				return
+			}
+			p.applyOp(t, r)
+			continue
+		}
 		op := r.ops[r.next]
 		mode, skip := locks.Shared, p.cfg.Mutant == MutantNoReadLock
 		if op.Write {
@@ -359,6 +407,10 @@ func (p *Participant) continueOps(t *partTxn) {
 func (p *Participant) applyOp(t *partTxn, r *opsReq) {
 	op := r.ops[r.next]
 	t.granted++
+	if r.scan != nil {
+		p.readScan(t, r)
+		return
+	}
 	if op.Write {
 		if t.writes == nil {
 			t.writes = map[string]Write{}
@@ -392,6 +444,8 @@ func (p *Participant) answerOps(t *partTxn, r *opsReq) {
 		p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: r.seq, OK: true})
 	case kindOps:
 		p.env.Send(t.coord, &OpsResp{Txn: t.id, Seq: r.seq, OK: true, Results: r.results})
+	case kindScan:
+		p.env.Send(t.coord, &ScanResp{Txn: t.id, Seq: r.seq, OK: true, Rows: r.rows, TooLarge: r.tooLarge, Version: r.version})
 	}
 }
 
@@ -404,6 +458,8 @@ func (p *Participant) refuseOps(to node.ID, txn storage.TxnID, r *opsReq, cause 
 		p.env.Send(to, &WriteResp{Txn: txn, Seq: r.seq, Cause: cause})
 	case kindOps:
 		p.env.Send(to, &OpsResp{Txn: txn, Seq: r.seq, Cause: cause})
+	case kindScan:
+		p.env.Send(to, &ScanResp{Txn: txn, Seq: r.seq, Cause: cause})
 	}
 }
 
@@ -669,7 +725,7 @@ func (p *Participant) drain() {
 		t.waitTimer = 0
 		p.waitsDirty = true
 		switch {
-		case t.waitOps != nil && t.waitOps.ops[t.waitOps.next].Key == g.Key:
+		case t.waitOps != nil && t.waitOps.ops[t.waitOps.next].Key == g.Key && g.Range == (t.waitOps.scan != nil):
 			p.applyOp(t, t.waitOps)
 			t.waitOps.next++
 			p.continueOps(t)
@@ -724,7 +780,11 @@ func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
 // acquire takes t's lock on key under the lock policy. It returns false if t must wait (the
 // wait is started; drain resumes t) or was refused (t is aborted).
 func (p *Participant) acquire(t *partTxn, key string, mode locks.Mode) bool {
-	res := p.locks.Acquire(t.id, key, mode, p.cfg.Policy, t.age)
+	return p.lockResult(t, p.locks.Acquire(t.id, key, mode, p.cfg.Policy, t.age))
+}
+
+// lockResult acts on the lock table's answer to t's request, as acquire describes.
+func (p *Participant) lockResult(t *partTxn, res locks.Result) bool {
 	switch res.Outcome {
 	case locks.Waiting:
 		p.startWait(t, res)
@@ -766,7 +826,7 @@ func (p *Participant) continuePrepare(t *partTxn) {
 		t.state, t.readVote = partPrepared, true
 		p.env.Cancel(t.idleTimer)
 		coord, id := t.coord, t.id
-		p.persist([]node.Write{{Key: readVoteKey(id), Value: encodeKeys(p.locks.Held(id))}, prepareAgeWrite(t)}, func() {
+		p.persist(p.rangeVote(t, []node.Write{{Key: readVoteKey(id), Value: encodeKeys(p.locks.Held(id))}, prepareAgeWrite(t)}), func() {
 			t.voteSent = true
 			p.env.Send(coord, &PrepareResp{Txn: id, OK: true})
 		})
@@ -812,12 +872,27 @@ func (p *Participant) continuePrepare(t *partTxn) {
 		t.readVote = true
 		record = append(record, node.Write{Key: readVoteKey(t.id), Value: encodeKeys(reads)})
 	}
+	record = p.rangeVote(t, record)
 	coord, id, prepTS := t.coord, t.id, t.prepTS
 	p.persist(record, func() {
 		t.voteSent = true
 		p.env.Send(coord, &PrepareResp{Txn: id, OK: true, TS: prepTS})
 	})
 	p.armPoll(t, p.cfg.DecisionTimeout)
+}
+
+// rangeVote appends to record, the batch that makes t's yes vote durable, the range locks t
+// holds here, if any (s/rr/<txn>), so that a restart takes them back with its other locks. A
+// prepared transaction's scan was validated by nothing but its range lock: lost, it would let
+// another transaction commit a row into the range below the commit timestamp this one is yet to
+// get, a phantom in a transaction that commits.
+func (p *Participant) rangeVote(t *partTxn, record []node.Write) []node.Write {
+	rs := p.locks.HeldRanges(t.id)
+	if len(rs) == 0 {
+		return record
+	}
+	t.rangeVote = true
+	return append(record, node.Write{Key: recordKey(rangeVotePrefix, t.id), Value: encodeRanges(rs)})
 }
 
 // readOnlyKeys returns the keys of held that no write of writes is for.
@@ -893,6 +968,9 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 		// In the batch that installs the intents: a crash must not leave the intents without
 		// the read locks that went with them.
 		record = []node.Write{{Key: readVoteKey(id), Delete: true}}
+	}
+	if t != nil && t.rangeVote {
+		record = append(record, node.Write{Key: recordKey(rangeVotePrefix, id), Delete: true})
 	}
 	if t != nil && t.state == partPrepared {
 		// Its batch is never empty otherwise (the intents, or the read-vote record), so this
@@ -1030,6 +1108,37 @@ var (
 func readVoteKey(id storage.TxnID) []byte { return recordKey(readVotePrefix, id) }
 
 func readVoteTxn(k []byte) (storage.TxnID, bool) { return recordTxn(readVotePrefix, k) }
+
+// Durable range-vote records: "s/rr/" + the transaction id → the range locks the participant
+// holds for it (Participant.rangeVote), each as its start and end keys, encoded as encodeKeys
+// does. Written with the yes vote, deleted with the decision, like a read-vote record.
+var (
+	rangeVotePrefix = []byte("s/rr/")
+	rangeVoteEnd    = []byte("s/rr0")
+)
+
+func encodeRanges(rs []locks.Range) []byte {
+	keys := make([]string, 0, 2*len(rs))
+	for _, r := range rs {
+		keys = append(keys, r.Start, r.End)
+	}
+	return encodeKeys(keys)
+}
+
+func decodeRanges(b []byte) ([]locks.Range, error) {
+	keys, err := decodeKeys(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys)%2 != 0 {
+		return nil, errors.New("odd number of range bounds")
+	}
+	rs := make([]locks.Range, 0, len(keys)/2)
+	for i := 0; i < len(keys); i += 2 {
+		rs = append(rs, locks.Range{Start: keys[i], End: keys[i+1]})
+	}
+	return rs, nil
+}
 
 // Durable prepare-age records: "s/pa/" + the transaction id → its lock age (ts.Timestamp.Encode),
 // written with the vote and deleted with the decision, so that the locks a restarted

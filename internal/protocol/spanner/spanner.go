@@ -27,6 +27,9 @@ const (
 	// MutantScanNoWait: a snapshot scan reads past a prepared transaction's intents instead of
 	// waiting for its decision, so it misses rows that commit below its snapshot.
 	MutantScanNoWait = "scan-no-wait"
+	// MutantScanNoRangeLock: a scan in a read-write transaction takes no range lock, so rows
+	// can be inserted into or deleted from its range before it commits (phantoms).
+	MutantScanNoRangeLock = "scan-no-range-lock"
 )
 
 func init() { protocol.Register(proto{}) }
@@ -53,7 +56,7 @@ func (proto) Options() map[string]string {
 		"decision-timeout": "a participant holding a prepared transaction asks its coordinator for the decision after this long, and again every period (default 500ms)",
 		"write-locks":      "buffered (default, Spanner's): writes wait at the coordinator and take exclusive locks at prepare; eager (K2's d2PL-TTC): each write goes to its participant and takes its exclusive lock when issued",
 		txnkit.GCTTLOption: "a participant keeps superseded versions this long (10ms to 1000h, default 10s) and refuses a snapshot read older than that (cause too-old), so a read-only transaction has gc-ttl to finish",
-		"mutant":           "break a rule on purpose: 'early-release' releases locks and replies at the decision, before it is durable and before commit wait; 'no-read-lock' reads without shared locks; 'eager-no-lock' (with write-locks=eager) writes without exclusive locks; 'scan-no-wait' lets a snapshot scan read past prepared intents",
+		"mutant":           "break a rule on purpose: 'early-release' releases locks and replies at the decision, before it is durable and before commit wait; 'no-read-lock' reads without shared locks; 'eager-no-lock' (with write-locks=eager) writes without exclusive locks; 'scan-no-wait' lets a snapshot scan read past prepared intents; 'scan-no-range-lock' lets a read-write scan take no range lock",
 	}
 }
 func (proto) Layout(l topo.Layout) topo.Layout { return l }
@@ -114,7 +117,7 @@ func ParseOptions(m map[string]string) (Config, error) {
 	c.CommitWait = o.Bool("commit-wait", true)
 	c.IdleTimeout = o.Duration("idle-timeout", 5*time.Second)
 	c.DecisionTimeout = o.Duration("decision-timeout", 500*time.Millisecond)
-	c.Mutant = o.Enum("mutant", "", "", MutantEarlyRelease, MutantNoReadLock, MutantEagerNoLock, MutantScanNoWait)
+	c.Mutant = o.Enum("mutant", "", "", MutantEarlyRelease, MutantNoReadLock, MutantEagerNoLock, MutantScanNoWait, MutantScanNoRangeLock)
 	c.EagerWrites = o.Enum("write-locks", "buffered", "buffered", "eager") == "eager"
 	c.GCTTL = o.GCTTL()
 	if o.Err != nil {
@@ -248,6 +251,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Coord.onWriteResp(from, m)
 	case *OpsResp:
 		n.Coord.onOpsResp(from, m)
+	case *ScanResp:
+		n.Coord.onScanResp(from, m)
 	case *SnapReadResp:
 		n.Coord.onSnapReadResp(from, m)
 	case *PrepareResp:
@@ -264,6 +269,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Part.onWrite(from, m)
 	case *OpsReq:
 		n.Part.onOps(from, m)
+	case *ScanReq:
+		n.Part.onScan(from, m)
 	case *SnapReadReq:
 		n.Part.onSnapRead(from, m)
 	case *PrepareReq:

@@ -1,6 +1,7 @@
 // Package locks is a lock table for the two-phase-locking protocols (Spanner's d2PL-TTC and
 // Spanner-RLS, notes/rls.md §3.1–3.2, notes/k2.md §4; FW-KV's per-key locks): shared and
-// exclusive locks per key, FIFO waiters, and three deadlock policies chosen per request:
+// exclusive locks per key, shared range locks, FIFO waiters, and four deadlock policies chosen
+// per request:
 //
 //   - NoWait: any conflict aborts the requester ("no-wait").
 //   - WaitDie: an older requester waits for younger conflicting transactions; a younger one aborts
@@ -26,6 +27,22 @@
 // an exclusive waiter judged its S lock, and a shared one waits only behind an exclusive one it
 // is older than.
 //
+// Range locks (AcquireRange) are shared locks on a key range [start, end), which a scan in a
+// read-write transaction takes to keep phantoms out under two-phase locking: no other
+// transaction can write a key in the range, one that exists or one that does not yet, while it
+// is held. A range lock conflicts with the exclusive locks other transactions hold on keys in
+// its range and with their exclusive requests queued there before it (a shared point request
+// judges the exclusive waiters ahead of it the same way); an exclusive request on a key
+// conflicts with the range locks of other transactions that cover the key, held or queued before
+// it. Shared locks of either kind are compatible. The policies judge these conflicts exactly as
+// point ones, and WaitsFor reports them, so every wait edge a range lock adds was judged when it
+// formed: one sequence number orders queued requests across the key queues and the range
+// queue, and a request waits only for the conflicting ones queued before it (an upgrade passes
+// point waiters, never a range waiter). Release grants, per released key, the head of its queue
+// as before, then the keys under the released range locks, then the queued range locks, each
+// in a fixed order. Range locks live in one list, checked only when it is not empty: a table in
+// which nobody scans works, and costs, exactly as one without range locks.
+//
 // Age orders transactions: the smaller Age is older (a start timestamp, kept across retries so
 // an old transaction does not starve, notes/rls.md §3.2), ties broken by the smaller TxnID.
 //
@@ -34,10 +51,11 @@
 // FIFO order, so the protocol can resume them. The table never aborts anyone by itself: a wounded
 // transaction keeps its locks until the protocol releases them (Spanner does not wound a
 // transaction that has already prepared). Locks are volatile: after a restart a participant
-// re-acquires exclusive locks for its prepared transactions from their recovered intents.
+// re-acquires exclusive locks for its prepared transactions from their recovered intents, and
+// the read locks, point and range, that it recorded with their votes.
 //
 // Protocol-side code: one logical thread, no I/O, deterministic (per-transaction lock lists are
-// kept in acquisition order; no map iteration).
+// kept in acquisition order; the keys under a range are sorted before any order can leak).
 package locks
 
 import (
@@ -136,11 +154,27 @@ type Result struct {
 	Wound []storage.TxnID
 }
 
-// Grant is a waiting request that Release granted.
+// Grant is a waiting request that Release granted: a lock on Key, or with Range set a shared
+// range lock on [Key, End) (End "": to the end of the key space).
 type Grant struct {
-	Txn  storage.TxnID
-	Key  string
-	Mode Mode
+	Txn   storage.TxnID
+	Key   string
+	Mode  Mode
+	End   string
+	Range bool
+}
+
+// Range is a key range [Start, End); End "" reaches to the end of the key space.
+type Range struct {
+	Start, End string
+}
+
+// Covers reports whether key lies in r.
+func (r Range) Covers(key string) bool { return key >= r.Start && (r.End == "" || key < r.End) }
+
+// contains reports whether r covers all of o.
+func (r Range) contains(o Range) bool {
+	return o.Start >= r.Start && (r.End == "" || (o.End != "" && o.End <= r.End))
 }
 
 // Age is a transaction's priority: smaller is older and wins.
@@ -150,6 +184,16 @@ type request struct {
 	txn  storage.TxnID
 	age  Age
 	mode Mode
+	// seq numbers a queued request in arrival order across every queue of the table: a point
+	// waiter and a range waiter whose range covers its key are ahead of each other by seq.
+	seq uint64
+}
+
+// rangeLock is a transaction's shared lock on a key range, held or queued.
+type rangeLock struct {
+	request
+	Range
+	granted bool
 }
 
 type lock struct {
@@ -158,7 +202,8 @@ type lock struct {
 }
 
 type txnState struct {
-	keys []string // keys held or waited on, first-touch order
+	keys   []string // keys held or waited on, first-touch order
+	ranges bool     // holds or waits for a range lock
 }
 
 // Table is a lock table. The zero value is not usable; call New.
@@ -167,8 +212,13 @@ type Table struct {
 	txns  map[storage.TxnID]*txnState
 	// waiting holds the keys with queued requests, so WaitsFor need not walk every lock.
 	waiting map[string]struct{}
-	// MaxWaitersPerKey bounds each FIFO queue; a request beyond it is aborted with reason
-	// "queue-full" whatever the policy. 0 means unbounded.
+	// ranges are the range locks, held and queued, in request order (so the queued ones are in
+	// seq order). Empty unless some transaction scans: every range check is skipped then, so a
+	// table without range locks costs what it did before they existed.
+	ranges []*rangeLock
+	seq    uint64 // the last request queued
+	// MaxWaitersPerKey bounds each FIFO queue, the queued range locks' too; a request beyond it
+	// is aborted with reason "queue-full" whatever the policy. 0 means unbounded.
 	MaxWaitersPerKey int
 }
 
@@ -244,6 +294,12 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 			conflicts = append(conflicts, l.waiters...)
 		}
 	}
+	if mode == Exclusive && len(t.ranges) > 0 {
+		// Other transactions' range locks covering key, held and then queued: every queued
+		// one is ahead of this request, an upgrade included (upgrades pass point waiters only).
+		conflicts = t.rangeConflicts(txn, key, conflicts, true)
+		conflicts = t.rangeConflicts(txn, key, conflicts, false)
+	}
 	if upgrade && policy == WoundWait {
 		var passed []storage.TxnID
 		for _, w := range l.waiters {
@@ -264,32 +320,16 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 		t.touch(txn, key)
 		return Result{Outcome: Granted}
 	}
-	res := Result{Conflicts: make([]storage.TxnID, len(conflicts))}
-	for i, c := range conflicts {
-		res.Conflicts[i] = c.txn
-	}
-	switch policy {
-	case NoWait:
-		res.Outcome, res.Reason = Aborted, ReasonNoWait
+	res := judge(me, conflicts, policy)
+	if res.Outcome == Aborted {
 		return res
-	case WaitDie:
-		for _, c := range conflicts {
-			if !older(me, c) {
-				res.Outcome, res.Reason = Aborted, ReasonWaitDie
-				return res
-			}
-		}
-	case WoundWait:
-		for _, c := range conflicts {
-			if older(me, c) && !slices.Contains(res.Wound, c.txn) {
-				res.Wound = append(res.Wound, c.txn)
-			}
-		}
 	}
 	if t.MaxWaitersPerKey > 0 && len(l.waiters) >= t.MaxWaitersPerKey {
 		res.Outcome, res.Reason, res.Wound = Aborted, ReasonQueueFull, nil
 		return res
 	}
+	t.seq++
+	me.seq = t.seq
 	if upgrade {
 		// Upgraders go ahead of ordinary waiters: they already hold S, and an X waiter queued
 		// before them could never be granted while they hold it.
@@ -307,6 +347,158 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 	return res
 }
 
+// judge applies policy to a request me that conflicts with conflicts (not empty): Aborted with
+// the policy's reason, or else (Outcome unset: it waits) the transactions an older WoundWait
+// requester wounds.
+func judge(me request, conflicts []request, policy Policy) Result {
+	res := Result{Conflicts: make([]storage.TxnID, len(conflicts))}
+	for i, c := range conflicts {
+		res.Conflicts[i] = c.txn
+	}
+	switch policy {
+	case NoWait:
+		res.Outcome, res.Reason = Aborted, ReasonNoWait
+	case WaitDie:
+		for _, c := range conflicts {
+			if !older(me, c) {
+				res.Outcome, res.Reason = Aborted, ReasonWaitDie
+				break
+			}
+		}
+	case WoundWait:
+		for _, c := range conflicts {
+			if older(me, c) && !slices.Contains(res.Wound, c.txn) {
+				res.Wound = append(res.Wound, c.txn)
+			}
+		}
+	}
+	return res
+}
+
+// rangeConflicts appends to out the range locks of transactions other than txn that cover key,
+// the held ones if held, else the queued ones (in seq order).
+func (t *Table) rangeConflicts(txn storage.TxnID, key string, out []request, held bool) []request {
+	for _, r := range t.ranges {
+		if r.granted == held && r.txn != txn && r.Covers(key) {
+			out = append(out, r.request)
+		}
+	}
+	return out
+}
+
+// rangeBlocks reports whether a range lock of another transaction keeps w, an exclusive waiter
+// on key, from being granted: one held, or one queued ahead of it.
+func (t *Table) rangeBlocks(key string, w request) bool {
+	for _, r := range t.ranges {
+		if r.txn != w.txn && (r.granted || r.seq < w.seq) && r.Covers(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// AcquireRange requests a shared lock on the key range rg for txn under policy. It conflicts
+// with the exclusive locks other transactions hold on keys in rg and with their exclusive
+// requests queued there (as a shared point request conflicts with the exclusive waiters ahead
+// of it); other shared locks, point or range, are compatible. The policy judges those conflicts
+// as it judges a point request's. Holding a range lock that contains rg grants it at once; a
+// second request for a range txn already waits for returns Waiting again. A queued range lock is
+// granted (Release) once no exclusive lock is held in its range and no exclusive request queued
+// there before it remains; exclusive requests on keys in the range that come after it wait for
+// it, so it cannot starve.
+func (t *Table) AcquireRange(txn storage.TxnID, rg Range, policy Policy, age Age) Result {
+	for _, r := range t.ranges {
+		if r.txn == txn && (r.granted && r.contains(rg) || !r.granted && r.Range == rg) {
+			if r.granted {
+				return Result{Outcome: Granted}
+			}
+			return Result{Outcome: Waiting}
+		}
+	}
+	me := &rangeLock{request: request{txn: txn, age: age, mode: Shared}, Range: rg}
+	conflicts := t.exclusiveIn(me, false)
+	if len(conflicts) == 0 {
+		me.granted = true
+		t.ranges = append(t.ranges, me)
+		t.touchRange(txn)
+		return Result{Outcome: Granted}
+	}
+	res := judge(me.request, conflicts, policy)
+	if res.Outcome == Aborted {
+		return res
+	}
+	if t.MaxWaitersPerKey > 0 && t.queuedRanges() >= t.MaxWaitersPerKey {
+		res.Outcome, res.Reason, res.Wound = Aborted, ReasonQueueFull, nil
+		return res
+	}
+	t.seq++
+	me.seq = t.seq
+	t.ranges = append(t.ranges, me)
+	t.touchRange(txn)
+	res.Outcome = Waiting
+	return res
+}
+
+func (t *Table) touchRange(txn storage.TxnID) {
+	st := t.txns[txn]
+	if st == nil {
+		st = &txnState{}
+		t.txns[txn] = st
+	}
+	st.ranges = true
+}
+
+func (t *Table) queuedRanges() int {
+	n := 0
+	for _, r := range t.ranges {
+		if !r.granted {
+			n++
+		}
+	}
+	return n
+}
+
+// exclusiveIn returns what r conflicts with: the exclusive holders of other transactions on
+// keys in its range, then the exclusive requests of other transactions queued there before r
+// (all of them if r is not queued yet), keys in ascending order. With first set it stops at the
+// first one found.
+func (t *Table) exclusiveIn(r *rangeLock, first bool) []request {
+	var holders, waiters []request
+	visit := func(l *lock) bool {
+		for _, h := range l.holders {
+			if h.txn != r.txn && h.mode == Exclusive {
+				holders = append(holders, h)
+			}
+		}
+		for _, w := range l.waiters {
+			if w.txn != r.txn && w.mode == Exclusive && (r.seq == 0 || w.seq < r.seq) {
+				waiters = append(waiters, w)
+			}
+		}
+		return first && len(holders)+len(waiters) > 0
+	}
+	if first {
+		// Only whether there is one matters, so the map's order cannot leak.
+		for k, l := range t.locks {
+			if r.Covers(k) && visit(l) {
+				break
+			}
+		}
+	} else {
+		var keys []string
+		for k := range t.locks {
+			if r.Covers(k) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			visit(t.locks[k])
+		}
+	}
+	return append(holders, waiters...)
+}
+
 func (t *Table) isHolder(l *lock, txn storage.TxnID) bool {
 	for _, h := range l.holders {
 		if h.txn == txn {
@@ -316,19 +508,44 @@ func (t *Table) isHolder(l *lock, txn storage.TxnID) bool {
 	return false
 }
 
-// Release drops every lock txn holds and every request it has queued, and returns the waiting
-// requests that became granted, in FIFO order per key and keys in txn's first-touch order.
+// Release drops every lock txn holds and every request it has queued, range locks included,
+// and returns the waiting requests that became granted: per key in FIFO order, keys in txn's
+// first-touch order, then the keys under txn's range locks that gained nothing above (ascending),
+// then queued range locks in request order.
 func (t *Table) Release(txn storage.TxnID) []Grant {
 	st := t.txns[txn]
 	if st == nil {
 		return nil
 	}
 	delete(t.txns, txn)
+	var freed []Range
+	if st.ranges {
+		// Dropped first, so that the exclusive waiters they held back are granted below.
+		t.ranges = slices.DeleteFunc(t.ranges, func(r *rangeLock) bool {
+			if r.txn == txn {
+				freed = append(freed, r.Range)
+				return true
+			}
+			return false
+		})
+	}
 	var grants []Grant
 	for _, key := range st.keys {
 		grants = t.releaseKey(txn, key, grants)
 	}
-	return grants
+	if len(freed) > 0 {
+		var keys []string
+		for k := range t.waiting {
+			if slices.ContainsFunc(freed, func(r Range) bool { return r.Covers(k) }) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			grants = t.grantKey(k, t.locks[k], grants)
+		}
+	}
+	return t.grantRanges(grants)
 }
 
 // ReleaseKey drops txn's lock or queued request on one key (early release of read locks, as
@@ -338,11 +555,11 @@ func (t *Table) ReleaseKey(txn storage.TxnID, key string) []Grant {
 		if i := slices.Index(st.keys, key); i >= 0 {
 			st.keys = slices.Delete(st.keys, i, i+1)
 		}
-		if len(st.keys) == 0 {
+		if len(st.keys) == 0 && !st.ranges {
 			delete(t.txns, txn)
 		}
 	}
-	return t.releaseKey(txn, key, nil)
+	return t.grantRanges(t.releaseKey(txn, key, nil))
 }
 
 func (t *Table) releaseKey(txn storage.TxnID, key string, grants []Grant) []Grant {
@@ -352,8 +569,12 @@ func (t *Table) releaseKey(txn storage.TxnID, key string, grants []Grant) []Gran
 	}
 	l.holders = slices.DeleteFunc(l.holders, func(r request) bool { return r.txn == txn })
 	l.waiters = slices.DeleteFunc(l.waiters, func(r request) bool { return r.txn == txn })
-	// Grant from the head of the queue while compatible (strict FIFO: stop at the first that
-	// cannot be granted).
+	return t.grantKey(key, l, grants)
+}
+
+// grantKey grants key's waiters from the head of its queue while they can be (strict FIFO: it
+// stops at the first that cannot be), and drops the lock once nobody holds or waits for it.
+func (t *Table) grantKey(key string, l *lock, grants []Grant) []Grant {
 	for len(l.waiters) > 0 {
 		w := l.waiters[0]
 		held := -1
@@ -365,7 +586,7 @@ func (t *Table) releaseKey(txn storage.TxnID, key string, grants []Grant) []Gran
 				ok = false
 			}
 		}
-		if !ok {
+		if !ok || w.mode == Exclusive && len(t.ranges) > 0 && t.rangeBlocks(key, w) {
 			break
 		}
 		if held >= 0 {
@@ -385,11 +606,27 @@ func (t *Table) releaseKey(txn storage.TxnID, key string, grants []Grant) []Gran
 	return grants
 }
 
+// grantRanges grants, in request order, the queued range locks nothing holds back any more.
+// Granting one holds back no request that was not already waiting for it, so one pass is
+// enough.
+func (t *Table) grantRanges(grants []Grant) []Grant {
+	for _, r := range t.ranges {
+		if !r.granted && len(t.exclusiveIn(r, true)) == 0 {
+			r.granted = true
+			grants = append(grants, Grant{Txn: r.txn, Key: r.Start, End: r.End, Range: true, Mode: Shared})
+		}
+	}
+	return grants
+}
+
 // WaitsFor calls fn for every queued request with the transactions it waits for now: the
 // holders it is incompatible with and the incompatible requests queued ahead of it (or, if
 // there are none, every request ahead of it, which it may not overtake). This is the table's
 // part of the wait-for graph a deadlock detector needs, read from the queues as they are, so
-// upgrades that went ahead of a request are included. Keys are visited in ascending order.
+// upgrades that went ahead of a request are included. Keys are visited in ascending order, then
+// the queued range locks in request order. An exclusive request also waits for the range locks
+// covering its key, held or queued ahead of it; a range lock for the exclusive locks held on keys
+// in its range and the exclusive requests queued there ahead of it.
 func (t *Table) WaitsFor(fn func(waiter storage.TxnID, age Age, blockers []storage.TxnID)) {
 	for _, key := range slices.Sorted(maps.Keys(t.waiting)) {
 		l := t.locks[key]
@@ -410,8 +647,25 @@ func (t *Table) WaitsFor(fn func(waiter storage.TxnID, age Age, blockers []stora
 					blockers = append(blockers, a.txn)
 				}
 			}
+			if w.mode == Exclusive {
+				for _, r := range t.ranges {
+					if r.txn != w.txn && (r.granted || r.seq < w.seq) && r.Covers(key) {
+						blockers = append(blockers, r.txn)
+					}
+				}
+			}
 			fn(w.txn, w.age, blockers)
 		}
+	}
+	for _, r := range t.ranges {
+		if r.granted {
+			continue
+		}
+		var blockers []storage.TxnID
+		for _, c := range t.exclusiveIn(r, false) {
+			blockers = append(blockers, c.txn)
+		}
+		fn(r.txn, r.age, blockers)
 	}
 }
 
@@ -446,6 +700,20 @@ func (t *Table) Held(txn storage.TxnID) []string {
 		}
 	}
 	return keys
+}
+
+// HeldRanges returns the range locks txn holds (not those it waits for), in request order.
+func (t *Table) HeldRanges(txn storage.TxnID) []Range {
+	if st := t.txns[txn]; st == nil || !st.ranges {
+		return nil
+	}
+	var out []Range
+	for _, r := range t.ranges {
+		if r.txn == txn && r.granted {
+			out = append(out, r.Range)
+		}
+	}
+	return out
 }
 
 // Waiters returns the transactions queued on key, in FIFO order.

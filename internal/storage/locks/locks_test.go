@@ -1,6 +1,7 @@
 package locks
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -17,6 +18,8 @@ type step struct {
 	policy  Policy
 	age     int64 // smaller is older
 
+	rng       bool   // a range lock on [key, end)
+	end       string // for rng
 	want      Outcome
 	reason    string
 	wound     []storage.TxnID
@@ -26,6 +29,16 @@ type step struct {
 
 func acq(txn storage.TxnID, key string, mode Mode, p Policy, age int64, want Outcome) step {
 	return step{txn: txn, key: key, mode: mode, policy: p, age: age, want: want}
+}
+
+// acqRange requests a range lock on [start, end).
+func acqRange(txn storage.TxnID, start, end string, p Policy, age int64, want Outcome) step {
+	return step{txn: txn, key: start, end: end, rng: true, mode: Shared, policy: p, age: age, want: want}
+}
+
+// rangeGrant is the Grant of a range lock on [start, end).
+func rangeGrant(txn storage.TxnID, start, end string) Grant {
+	return Grant{Txn: txn, Key: start, End: end, Range: true, Mode: Shared}
 }
 
 func rel(txn storage.TxnID, grants ...Grant) step {
@@ -177,9 +190,16 @@ func runSteps(t *testing.T, tab *Table, steps []step) {
 			}
 			continue
 		}
-		r := tab.Acquire(s.txn, s.key, s.mode, s.policy, ts.New(s.age))
+		var r Result
+		what := fmt.Sprintf("%v %s %v %v", s.txn, s.key, s.mode, s.policy)
+		if s.rng {
+			r = tab.AcquireRange(s.txn, Range{s.key, s.end}, s.policy, ts.New(s.age))
+			what = fmt.Sprintf("%v [%s, %s) %v", s.txn, s.key, s.end, s.policy)
+		} else {
+			r = tab.Acquire(s.txn, s.key, s.mode, s.policy, ts.New(s.age))
+		}
 		if r.Outcome != s.want || r.Reason != s.reason {
-			t.Fatalf("step %d: Acquire(%v %s %v %v) = %v %q, want %v %q", i, s.txn, s.key, s.mode, s.policy, r.Outcome, r.Reason, s.want, s.reason)
+			t.Fatalf("step %d: Acquire(%s) = %v %q, want %v %q", i, what, r.Outcome, r.Reason, s.want, s.reason)
 		}
 		if !slices.Equal(r.Wound, s.wound) {
 			t.Fatalf("step %d: wound %v, want %v", i, r.Wound, s.wound)
@@ -205,12 +225,15 @@ func TestReleaseEmptiesTable(t *testing.T) {
 	tab := New()
 	for i := storage.TxnID(1); i <= 20; i++ {
 		tab.Acquire(i, string(rune('a'+i%3)), Mode(1+i%2), Wait, ts.New(int64(i)))
+		if i%4 == 0 {
+			tab.AcquireRange(i, Range{string(rune('a' + i%3)), ""}, Wait, ts.New(int64(i)))
+		}
 	}
 	for i := storage.TxnID(1); i <= 20; i++ {
 		tab.Release(i)
 	}
-	if tab.Len() != 0 || len(tab.txns) != 0 {
-		t.Fatalf("after releasing everything: %d keys, %d txns left", tab.Len(), len(tab.txns))
+	if tab.Len() != 0 || len(tab.txns) != 0 || len(tab.ranges) != 0 || len(tab.waiting) != 0 {
+		t.Fatalf("after releasing everything: %d keys, %d txns, %d ranges, %d waiting keys left", tab.Len(), len(tab.txns), len(tab.ranges), len(tab.waiting))
 	}
 }
 
@@ -261,4 +284,130 @@ func TestWaitsFor(t *testing.T) {
 			t.Fatalf("edges %v after every holder left, want none", e)
 		}
 	})
+}
+
+func TestRangeLocks(t *testing.T) {
+	const a, b, c, d, e = 1, 2, 3, 4, 5
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"shared locks are compatible with a range; exclusive ones inside it conflict", []step{
+			acqRange(a, "b", "d", NoWait, 1, Granted),
+			acq(b, "c", Shared, NoWait, 2, Granted),
+			acq(b, "c", Exclusive, NoWait, 2, Aborted).because(ReasonNoWait).conflictsWith(a), // an upgrade too
+			acq(c, "d", Exclusive, NoWait, 3, Granted),                                        // the end is not in the range
+			acq(c, "a", Exclusive, NoWait, 3, Granted),
+			acqRange(d, "c", "", NoWait, 4, Aborted).because(ReasonNoWait).conflictsWith(c), // open-ended
+			acqRange(a, "b", "d", NoWait, 1, Granted),                                       // held
+			acqRange(a, "bb", "c", NoWait, 1, Granted),                                      // inside one held
+			acqRange(a, "a", "d", NoWait, 1, Aborted).because(ReasonNoWait).conflictsWith(c),
+		}},
+		{"a queued range goes ahead of later exclusive requests in it", []step{
+			acq(a, "k", Exclusive, Wait, 1, Granted),
+			acqRange(b, "j", "l", Wait, 2, Waiting).conflictsWith(a),
+			acq(c, "k2", Exclusive, Wait, 3, Waiting).conflictsWith(b),
+			acq(d, "z", Exclusive, Wait, 4, Granted),
+			rel(a, rangeGrant(b, "j", "l")),
+			rel(b, Grant{Txn: c, Key: "k2", Mode: Exclusive}),
+		}},
+		{"an exclusive request queued before a range is granted first", []step{
+			acq(a, "k", Shared, Wait, 1, Granted),
+			acq(b, "k", Exclusive, Wait, 2, Waiting).conflictsWith(a),
+			acqRange(c, "", "", Wait, 3, Waiting).conflictsWith(b),
+			rel(a, Grant{Txn: b, Key: "k", Mode: Exclusive}),
+			rel(b, rangeGrant(c, "", "")),
+		}},
+		{"wait-die judges range conflicts", []step{
+			acq(b, "k", Exclusive, WaitDie, 2, Granted),
+			acqRange(a, "a", "z", WaitDie, 1, Waiting).conflictsWith(b),
+			acqRange(c, "k", "l", WaitDie, 3, Aborted).because(ReasonWaitDie).conflictsWith(b),
+			acq(d, "m", Exclusive, WaitDie, 4, Aborted).because(ReasonWaitDie).conflictsWith(a),
+			rel(b, rangeGrant(a, "a", "z")),
+		}},
+		{"wound-wait: an older range wounds, a younger one waits", []step{
+			acq(c, "k", Exclusive, WoundWait, 3, Granted),
+			acq(d, "k", Exclusive, WoundWait, 4, Waiting).conflictsWith(c),
+			acqRange(a, "a", "z", WoundWait, 1, Waiting).wounds(c, d).conflictsWith(c, d),
+			acqRange(e, "k", "l", WoundWait, 5, Waiting).conflictsWith(c, d),
+			acq(b, "x", Exclusive, WoundWait, 2, Waiting).conflictsWith(a),
+			rel(c, Grant{Txn: d, Key: "k", Mode: Exclusive}), // d queued before both ranges
+			rel(d, rangeGrant(a, "a", "z"), rangeGrant(e, "k", "l")),
+			rel(a, Grant{Txn: b, Key: "x", Mode: Exclusive}),
+		}},
+		{"an upgrade does not pass a queued range", []step{
+			acq(a, "k", Shared, Wait, 1, Granted),
+			acq(b, "m", Exclusive, Wait, 2, Granted),
+			acqRange(c, "k", "n", Wait, 3, Waiting).conflictsWith(b),
+			acq(a, "k", Exclusive, Wait, 1, Waiting).conflictsWith(c), // a is the only holder of k
+			rel(b, rangeGrant(c, "k", "n")),
+			rel(c, Grant{Txn: a, Key: "k", Mode: Exclusive}),
+		}},
+		{"a transaction's own locks never conflict", []step{
+			acq(a, "k", Exclusive, NoWait, 1, Granted),
+			acqRange(a, "a", "z", NoWait, 1, Granted),
+			acq(a, "m", Exclusive, NoWait, 1, Granted),
+			acq(b, "m", Shared, NoWait, 2, Aborted).because(ReasonNoWait),
+			acqRange(b, "l", "n", NoWait, 2, Aborted).because(ReasonNoWait).conflictsWith(a),
+			acq(b, "zz", Exclusive, NoWait, 2, Granted),
+		}},
+		{"releasing a queued range lets the exclusive requests behind it go", []step{
+			acq(a, "k", Exclusive, Wait, 1, Granted),
+			acqRange(b, "a", "z", Wait, 2, Waiting),
+			acq(c, "m", Exclusive, Wait, 3, Waiting).conflictsWith(b),
+			acq(d, "n", Exclusive, Wait, 4, Waiting).conflictsWith(b),
+			rel(b, Grant{Txn: c, Key: "m", Mode: Exclusive}, Grant{Txn: d, Key: "n", Mode: Exclusive}),
+		}},
+		{"release order: released keys, then keys under released ranges, then ranges", []step{
+			acq(a, "x", Exclusive, Wait, 1, Granted),
+			acqRange(a, "m", "p", Wait, 1, Granted),
+			acq(b, "x", Shared, Wait, 2, Waiting),
+			acq(c, "o", Exclusive, Wait, 3, Waiting).conflictsWith(a),
+			acq(d, "n", Exclusive, Wait, 4, Waiting).conflictsWith(a),
+			acqRange(e, "w", "y", Wait, 5, Waiting).conflictsWith(a),
+			rel(a, Grant{Txn: b, Key: "x", Mode: Shared}, Grant{Txn: d, Key: "n", Mode: Exclusive},
+				Grant{Txn: c, Key: "o", Mode: Exclusive}, rangeGrant(e, "w", "y")),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runSteps(t, New(), tt.steps)
+		})
+	}
+}
+
+func TestRangeQueueBound(t *testing.T) {
+	tab := New()
+	tab.MaxWaitersPerKey = 1
+	runSteps(t, tab, []step{
+		acq(1, "k", Exclusive, Wait, 1, Granted),
+		acqRange(2, "a", "z", Wait, 2, Waiting),
+		acqRange(3, "j", "l", Wait, 3, Aborted).because(ReasonQueueFull),
+	})
+}
+
+// TestRangeWaitsFor: range waits are wait-for edges both ways, each to the requests ahead.
+func TestRangeWaitsFor(t *testing.T) {
+	const a, b, c, d, e = 1, 2, 3, 4, 5
+	tab := New()
+	runSteps(t, tab, []step{
+		acq(c, "k", Exclusive, Wait, 3, Granted),
+		acq(d, "k", Exclusive, Wait, 4, Waiting),
+		acqRange(a, "a", "z", Wait, 1, Waiting),
+		acqRange(e, "k", "l", Wait, 5, Waiting),
+		acq(b, "x", Exclusive, Wait, 2, Waiting),
+	})
+	type edge struct {
+		waiter   storage.TxnID
+		blockers []storage.TxnID
+	}
+	var got []edge
+	tab.WaitsFor(func(w storage.TxnID, _ Age, bl []storage.TxnID) { got = append(got, edge{w, bl}) })
+	want := []edge{{d, []storage.TxnID{c}}, {b, []storage.TxnID{a}}, {a, []storage.TxnID{c, d}}, {e, []storage.TxnID{c, d}}}
+	if !slices.EqualFunc(got, want, func(x, y edge) bool { return x.waiter == y.waiter && slices.Equal(x.blockers, y.blockers) }) {
+		t.Fatalf("edges %v, want %v", got, want)
+	}
+	if got, want := tab.HeldRanges(a), []Range(nil); !slices.Equal(got, want) {
+		t.Fatalf("HeldRanges of a waiter: %v", got)
+	}
 }
