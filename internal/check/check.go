@@ -112,8 +112,11 @@ type checker struct {
 	// incomplete is set when a search ran out of budget.
 	incomplete bool
 	nilCapped  bool
+	rtCapped   bool
 	anomalies  []Anomaly
 	notes      []string
+	// timelines caches each register key's writers in real-time order (see realtimeSuccessors).
+	timelines map[int64]*regTimeline
 }
 
 func (c *checker) add(a Anomaly) { c.anomalies = append(c.anomalies, a) }

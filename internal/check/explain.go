@@ -176,6 +176,9 @@ func (c *checker) explainEdge(s step) string {
 		if list {
 			return fmt.Sprintf("%s read key %d as %s, and %s appended %d right after that version", txnName(a), e.key, fmtList(a.sum(e.key).extList), txnName(b), e.v2)
 		}
+		if e.later && !e.nil1 {
+			return fmt.Sprintf("%s read key %d = %d, and %s, invoked after that version's writer completed, overwrote it with %d", txnName(a), e.key, e.v1, txnName(b), e.v2)
+		}
 		return fmt.Sprintf("%s read key %d = %s, and %s overwrote that version with %d", txnName(a), e.key, fmtReg(e.v1, e.nil1), txnName(b), e.v2)
 	case kPO:
 		return fmt.Sprintf("%s and %s ran in that order on process %d", txnName(a), txnName(b), a.process)

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 )
@@ -23,6 +24,9 @@ type versions struct {
 	// regWriters lists, per register key, the committed transactions that wrote it: all are
 	// later than the initial nil version.
 	regWriters map[int64][]int32
+	// seen marks the transactions whose writes a counted read of another transaction shows. An
+	// info transaction among them committed, so all its writes took effect, not only those seen.
+	seen []bool
 }
 
 type regVersion struct {
@@ -79,8 +83,9 @@ func (c *checker) direct() {
 		}
 	}
 	c.listOrders()
+	c.markSeen()
 	for i, t := range h.txns {
-		if t.st != stOK {
+		if !c.committed(int32(i)) {
 			continue
 		}
 		for _, s := range t.keys {
@@ -101,6 +106,41 @@ func (c *checker) direct() {
 	if c.m.fractured {
 		c.fracturedReads()
 	}
+}
+
+// markSeen fills c.v.seen from the reads that count under the model.
+func (c *checker) markSeen() {
+	h := c.h
+	c.v.seen = make([]bool, len(h.txns))
+	for i, t := range h.txns {
+		if !c.reader(t) {
+			continue
+		}
+		for _, s := range t.keys {
+			if !s.hasExt {
+				continue
+			}
+			vals := s.extList
+			if !s.list {
+				if s.extNil {
+					continue
+				}
+				vals = []int64{s.extVal}
+			}
+			for _, v := range vals {
+				if w := c.writerOf(s.key, v); w >= 0 && w != int32(i) {
+					c.v.seen[w] = true
+				}
+			}
+		}
+	}
+}
+
+// committed reports whether transaction i is known to have committed: it completed ok, or its
+// outcome is unknown but a read shows one of its writes.
+func (c *checker) committed(i int32) bool {
+	st := c.h.txns[i].st
+	return st == stOK || (st == stInfo && c.v.seen[i])
 }
 
 func (c *checker) duplicate(k, v int64, a, b *txn) Anomaly {
@@ -400,7 +440,7 @@ func (c *checker) fracturedReads() {
 				missed := false
 				if s.list {
 					p, ok := c.v.pos[kv{ws.key, ws.final()}]
-					missed = (ok && int(p) >= len(s.extList)) || (!ok && wt.st == stOK)
+					missed = (ok && int(p) >= len(s.extList)) || (!ok && c.committed(x.w))
 				} else if s.extNil {
 					missed = true
 				} else if s.extVal != ws.final() {
@@ -519,12 +559,17 @@ func (c *checker) buildGraph() *graph {
 					succ = ws
 				} else if !c.nilCapped {
 					c.nilCapped = true
-					c.notes = append(c.notes, fmt.Sprintf("register key %d has %d writers; reads of nil were linked only to writers that read nil first", s.key, len(ws)))
+					c.notes = append(c.notes, fmt.Sprintf("register key %d has %d writers; reads of nil were linked only to writers that read nil first and to the first writers in real time", s.key, len(ws)))
 				}
 			}
 			for _, u := range succ {
 				if u != ti {
 					b.add(edge{from: ti, to: u, kind: kRW, key: s.key, v1: s.extVal, nil1: s.extNil, v2: h.txns[u].sum(s.key).final()})
+				}
+			}
+			for _, u := range c.realtimeSuccessors(s.key, s.extVal, s.extNil) {
+				if u != ti && !slices.Contains(succ, u) {
+					b.add(edge{from: ti, to: u, kind: kRW, key: s.key, v1: s.extVal, nil1: s.extNil, v2: h.txns[u].sum(s.key).final(), later: true})
 				}
 			}
 		}
@@ -596,6 +641,74 @@ func (c *checker) regionRealtime(b *graphBuilder, nodes []int32) {
 
 // maxNilSuccessors bounds the rw edges from one read of a nil register.
 const maxNilSuccessors = 64
+
+// realtimeSuccessors returns, under a model that orders transactions in real time, the committed
+// writers of register key k that real time places right after the version read (v, or the
+// initial version if isNil): those invoked after its writer completed and not after another such
+// writer completed. Blind writes reveal no version order by themselves, but a writer that
+// completed before another was invoked wrote the earlier version, so a read of it precedes the
+// later writer; without this a stale read of a blindly written register passed. The later
+// writers are reached from these by real-time edges, which keeps the edges per read to the
+// writers concurrent with the first successor.
+func (c *checker) realtimeSuccessors(k, v int64, isNil bool) []int32 {
+	if c.m.kinds&kRT == 0 {
+		return nil
+	}
+	if _, ok := c.h.keyRegions[k]; c.m.regionRT && !ok {
+		// Without the key's region its writers need not share a real-time chain.
+		return nil
+	}
+	after := int64(math.MinInt64)
+	if !isNil {
+		w := c.writerOf(k, v)
+		if !c.visibleWriter(w) || c.h.txns[w].sum(k).final() != v {
+			return nil // a garbage, aborted or intermediate read, reported already
+		}
+		after = c.h.txns[w].completeTime
+	}
+	tl := c.timeline(k)
+	i := sort.Search(len(tl.ws), func(x int) bool { return c.h.txns[tl.ws[x]].invokeTime > after })
+	if i == len(tl.ws) {
+		return nil
+	}
+	j := i
+	for j < len(tl.ws) && c.h.txns[tl.ws[j]].invokeTime <= tl.minEnd[i] {
+		j++
+	}
+	if j-i > maxNilSuccessors {
+		j = i + maxNilSuccessors
+		if !c.rtCapped {
+			c.rtCapped = true
+			c.notes = append(c.notes, fmt.Sprintf("register key %d has over %d concurrent writers; reads were linked only to some of them", k, maxNilSuccessors))
+		}
+	}
+	return tl.ws[i:j]
+}
+
+// regTimeline is a register key's committed writers by invocation time, with minEnd[i] the
+// earliest completion among ws[i:].
+type regTimeline struct {
+	ws     []int32
+	minEnd []int64
+}
+
+func (c *checker) timeline(k int64) *regTimeline {
+	if tl, ok := c.timelines[k]; ok {
+		return tl
+	}
+	tl := &regTimeline{ws: slices.Clone(c.v.regWriters[k])}
+	sort.SliceStable(tl.ws, func(a, b int) bool { return c.h.txns[tl.ws[a]].invokeTime < c.h.txns[tl.ws[b]].invokeTime })
+	tl.minEnd = make([]int64, len(tl.ws)+1)
+	tl.minEnd[len(tl.ws)] = neverCompleted
+	for x := len(tl.ws) - 1; x >= 0; x-- {
+		tl.minEnd[x] = min(tl.minEnd[x+1], c.h.txns[tl.ws[x]].completeTime)
+	}
+	if c.timelines == nil {
+		c.timelines = map[int64]*regTimeline{}
+	}
+	c.timelines[k] = tl
+	return tl
+}
 
 func isPrefix(a, b []int64) bool { return len(a) <= len(b) && equal(a, b[:len(a)]) }
 
