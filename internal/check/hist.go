@@ -134,6 +134,8 @@ func build(ops []history.Op) (*hist, error) {
 				if err := restates(t.ops, op.Value); err != nil {
 					return nil, fmt.Errorf("%s: %s completion of process %d does not restate its invocation (index %d): %w", where, op.Type, op.Process, t.id, err)
 				}
+			} else if err := drawnFrom(t.ops, op.Value); err != nil {
+				return nil, fmt.Errorf("%s: %s completion of process %d records what its invocation (index %d) did not ask for: %w", where, op.Type, op.Process, t.id, err)
 			}
 			if op.Time < t.invokeTime {
 				return nil, fmt.Errorf("%s: completion time %d is before its invocation time %d", where, op.Time, t.invokeTime)
@@ -241,6 +243,28 @@ func restates(inv, comp []history.MicroOp) error {
 			ja, _ := a.MarshalJSON()
 			jb, _ := b.MarshalJSON()
 			return fmt.Errorf("micro-op %d is %s where the invocation asked for %s (only values read may differ)", i+1, jb, ja)
+		}
+	}
+	return nil
+}
+
+// drawnFrom checks a fail or info completion's micro-ops against its invocation's: it may record
+// what it performed in its own order, and only part of it, but each micro-op must be one the
+// invocation asked for (a write with the value asked). A completion naming another write would
+// make the checker take that write as possibly performed, and a read of it as no garbage read.
+func drawnFrom(inv, comp []history.MicroOp) error {
+	used := make([]bool, len(inv))
+	for i, b := range comp {
+		found := false
+		for j, a := range inv {
+			if !used[j] && a.F == b.F && a.Key == b.Key && (a.F == history.FRead || (a.Value.Kind == b.Value.Kind && a.Value.Int == b.Value.Int)) {
+				used[j], found = true, true
+				break
+			}
+		}
+		if !found {
+			jb, _ := b.MarshalJSON()
+			return fmt.Errorf("micro-op %d, %s, is not among the invocation's", i+1, jb)
 		}
 	}
 	return nil

@@ -104,6 +104,11 @@ func TestMalformedInput(t *testing.T) {
 		{"other key", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null]]}` + "\n" + `{"index":1,"type":"ok","process":1,"value":[["r",2,[1]]]}`, `micro-op 1 is ["r",2,[1]] where the invocation asked for ["r",1,null]`},
 		{"other appended value", `{"index":0,"type":"invoke","process":1,"value":[["append",1,5]]}` + "\n" + `{"index":1,"type":"ok","process":1,"value":[["append",1,6]]}`, `micro-op 1 is ["append",1,6]`},
 		{"other written value", `{"index":0,"type":"invoke","process":1,"value":[["w",1,5]]}` + "\n" + `{"index":1,"type":"ok","process":1,"value":[["w",1,6]]}`, `micro-op 1 is ["w",1,6]`},
+		// A fail or info completion may reorder or stop early, but not name a write not asked for.
+		{"info with another append", `{"index":0,"type":"invoke","process":1,"value":[["append",1,5]]}` + "\n" + `{"index":1,"type":"info","process":1,"value":[["append",1,6]]}`,
+			`line 2 (index 1): info completion of process 1 records what its invocation (index 0) did not ask for: micro-op 1, ["append",1,6], is not among the invocation's`},
+		{"fail with another key", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null],["w",2,3]]}` + "\n" + `{"index":1,"type":"fail","process":1,"value":[["w",2,3],["r",3,4]]}`,
+			`micro-op 2, ["r",3,4], is not among the invocation's`},
 		{"ok missing a micro-op", `{"index":0,"type":"invoke","process":1,"value":[["r",1,null],["append",1,4]]}` + "\n" + `{"index":1,"type":"ok","process":1,"value":[["r",1,[]]]}`, "line 2 (index 1): ok completion of process 1 does not restate its invocation (index 0): it has 1 micro-ops, the invocation 2"},
 	}
 	for _, tc := range cases {
