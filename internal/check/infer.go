@@ -581,13 +581,18 @@ func (c *checker) buildGraph() *graph {
 		}
 	}
 	if want&kPO != 0 {
-		last := map[int]int32{}
+		// Session order runs from a process's last completed transaction: one with an unknown
+		// outcome may still be running when the process (reused, in a hand-written history;
+		// Meridian's drivers give it a new id) invokes the next.
+		lastOK := map[int]int32{}
 		for _, i := range nodes {
 			p := h.txns[i].process
-			if j, ok := last[p]; ok {
+			if j, ok := lastOK[p]; ok {
 				b.add(edge{from: j, to: i, kind: kPO, key: int64(p)})
 			}
-			last[p] = i
+			if h.txns[i].st == stOK {
+				lastOK[p] = i
+			}
 		}
 	}
 	if want&kRT != 0 {
