@@ -16,7 +16,6 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/spf13/cobra"
 
-	"github.com/meridiandb/meridian/configs"
 	mrt "github.com/meridiandb/meridian/internal/runtime"
 )
 
@@ -300,7 +299,7 @@ func serverConfig(cfg *mrt.Config) (string, error) {
 		return "", fmt.Errorf("%s: %w", cfg.Source, err)
 	}
 	abs := func(path string) (string, error) {
-		if cfg.Source != configs.DefaultName && !filepath.IsAbs(path) {
+		if !strings.HasPrefix(cfg.Source, "built-in ") && !filepath.IsAbs(path) {
 			path = filepath.Join(filepath.Dir(cfg.Source), path)
 		}
 		return filepath.Abs(path) // the built-in's paths are relative to the working directory

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/configs"
 	mrt "github.com/meridiandb/meridian/internal/runtime"
 	"github.com/meridiandb/meridian/internal/topo"
 )
@@ -29,7 +30,8 @@ type clusterFlags struct {
 }
 
 func (f *clusterFlags) register(fs *pflag.FlagSet, withData bool) {
-	fs.StringVar(&f.config, "config", "", "cluster configuration (TOML); default: the built-in 3-region k2-3region cluster")
+	fs.StringVar(&f.config, "config", os.Getenv("MERIDIAN_CONFIG"),
+		"cluster configuration: a TOML file or a built-in one ("+strings.Join(configs.Names(), ", ")+"); default: $MERIDIAN_CONFIG, else k2-3region")
 	if withData {
 		fs.StringVar(&f.dataDir, "data-dir", "", "data directory (default: the configuration's data_dir)")
 	}

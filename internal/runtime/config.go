@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -95,12 +96,19 @@ type fileNode struct {
 	DataDir  string   `toml:"data_dir"`
 }
 
-// Load reads a cluster configuration; an empty path means the built-in default.
+// Load reads a cluster configuration: a file, or when no file has that name a built-in one
+// (configs.Names: "crdb-3region"); an empty path means the built-in default.
 func Load(path string) (*Config, error) {
 	if path == "" {
 		return Parse(configs.DefaultName, configs.Default, "")
 	}
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if text, source, ok := configs.Builtin(path); ok {
+			return Parse(source, text, "")
+		}
+		return nil, fmt.Errorf("cluster config: %w (built-in configurations: %s)", err, strings.Join(configs.Names(), ", "))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster config: %w", err)
 	}
