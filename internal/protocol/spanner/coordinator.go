@@ -654,7 +654,7 @@ func (c *Coordinator) onOpsResp(from node.ID, m *OpsResp) {
 	c.groupDone(t, g)
 }
 
-// onScanResp takes a participant's share of a read-write scan: it holds the range lock there.
+// onScanResp takes a participant's share of a read-write scan: it holds the range locks there.
 func (c *Coordinator) onScanResp(from node.ID, m *ScanResp) {
 	t, g := c.outstanding(m.Txn, from, m.Seq, kindScan)
 	if t == nil || t.readOnly {

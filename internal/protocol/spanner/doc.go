@@ -24,8 +24,9 @@
 //     Answers are matched by sending participant, and the batch is answered once, in request
 //     order, or aborted as a whole by any refused operation. A scan goes to every participant
 //     that may hold rows of its range (one, for a range within one routing prefix): in a
-//     read-write transaction as a ScanReq, which takes a shared range lock there (scan.go),
-//     in a read-only one as a snapshot SnapReadReq. At commit it
+//     read-write transaction as a ScanReq, which takes shared range locks there on as much of
+//     the range as its limit needs (scan.go), in a read-only one as a snapshot SnapReadReq,
+//     which reads as much of it. At commit it
 //     runs 2PC over every participant (read-only participants too: they confirm they still
 //     hold the read locks), picks the commit timestamp, persists the decision in its txnrec
 //     table, waits out commit wait, then sends the decision and answers the client.
@@ -256,11 +257,12 @@
 //     detected before commit, and then hold their read locks until the decision like prepared
 //     writers; Spanner's
 //     client drives 2PC itself instead of a coordinator TM.
-//   - Scans (scan.go): a read-write scan locks its whole range at each participant it goes to
-//     (a shared range lock, held to the decision; Spanner locks key ranges too), even when a
-//     limit stops it early, and reads the latest committed rows, the transaction's own writes
-//     applied as its point reads see them; a read-only scan is a lock-free snapshot scan. A
-//     range lock blocks every write into its range at every participant it was taken at, so
+//   - Scans (scan.go): a read-write scan locks, at each participant it goes to, the part of
+//     its range up to the last row its limit needs (shared range locks, taken in steps and held
+//     to the decision; Spanner locks key ranges too), and reads the latest committed rows there,
+//     the transaction's own writes applied as its point reads see them; a read-only scan is a
+//     lock-free snapshot scan that reads as far as its limit needs. A range lock blocks every
+//     write into its range at every participant it was taken at, so
 //     writers into a range that is scanned all the time starve under no-wait and mostly wait
 //     out lock-timeout under timeout (TestScanNoPhantoms). TPC-C here uses point reads.
 //     mutant=scan-no-range-lock lets a read-write scan take no range lock, mutant=scan-no-wait

@@ -127,10 +127,10 @@ type OpsResp struct {
 }
 
 // ScanReq is a read-write transaction's scan of a range at one participant (scan.go): the
-// participant takes a shared range lock on Scan's range under the lock policy, as a read takes
-// its key's shared lock, and answers with the latest committed rows there, the transaction's
-// own pending writes (write-locks=eager) applied, cut to Scan.Limit. Seen is checked as for a
-// ReadReq; the range lock counts as one lock granted.
+// participant takes shared range locks under the lock policy on Scan's range up to the last row
+// Scan.Limit needs, as a read takes its key's shared lock, and answers with the latest committed
+// rows there, the transaction's own pending writes (write-locks=eager) applied, cut to
+// Scan.Limit. Seen is checked as for a ReadReq; the scan's range locks count as one lock granted.
 type ScanReq struct {
 	Txn  storage.TxnID
 	Age  ts.Timestamp
@@ -141,8 +141,8 @@ type ScanReq struct {
 
 // ScanResp answers a ScanReq: when OK, Rows in key order, unless TooLarge (they exceed
 // wire.MaxScanBytes and the client's scan is refused); Version is the newest committed version
-// among the range's keys (tombstones included), which the commit timestamp must exceed, as a
-// point read's.
+// among the keys the scan read (tombstones included), which the commit timestamp must exceed, as
+// a point read's.
 type ScanResp struct {
 	Txn      storage.TxnID
 	Seq      uint32

@@ -72,7 +72,8 @@ type partTxn struct {
 }
 
 // snapWaiter is a snapshot read of one or more keys, blocked behind a prepared transaction's
-// intent on keys[next]; the keys before it are read.
+// intent on keys[next]; the keys before it are read. A snapshot scan reads in steps (scan.go):
+// keys are its current step's, rows what its steps found so far.
 type snapWaiter struct {
 	from    node.ID
 	req     *SnapReadReq
@@ -80,6 +81,10 @@ type snapWaiter struct {
 	next    int
 	results []ReadResult
 	parked  bool // counted in Participant.snapParked
+
+	scanNext  string // where a scan's next step starts
+	scanToEnd bool   // the current step reaches the range's end
+	rows      []wire.KV
 }
 
 // snapRef names a snapshot read: its coordinator, transaction and request number.
@@ -321,8 +326,8 @@ const (
 
 // opsReq is a transaction's read or eager-write request in progress here: its operations take
 // their locks in order, next is the first not yet granted, and results collects the reads. A
-// scan (ScanReq) is one operation, whose lock is a range lock on scan's range; its answer is
-// rows, tooLarge and version.
+// scan (ScanReq) is one operation, whose locks are range locks on the parts of scan's range its
+// steps read (scan.go); its answer is rows, tooLarge and version.
 type opsReq struct {
 	kind    opsKind
 	seq     uint32
@@ -330,10 +335,14 @@ type opsReq struct {
 	next    int
 	results []ReadResult
 
-	scan     *ScanRange
-	rows     []wire.KV
-	tooLarge bool
-	version  ts.Timestamp
+	scan      *ScanRange
+	scanNext  string      // where the scan's next step starts: its range is read and locked up to here
+	step      locks.Range // the part of the range the current step locks and reads
+	stepToEnd bool        // the current step reaches the range's end
+	scanDone  bool        // the steps have found the rows the scan needs
+	rows      []wire.KV
+	tooLarge  bool
+	version   ts.Timestamp
 }
 
 func (p *Participant) onRead(from node.ID, m *ReadReq) {
@@ -351,11 +360,11 @@ func (p *Participant) onOps(from node.ID, m *OpsReq) {
 	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindOps, seq: m.Seq, ops: m.Ops})
 }
 
-// onScan takes a read-write scan's range lock under the lock policy and reads the range
-// (scan.go); the answer goes out once the lock is held.
+// onScan takes a read-write scan's range locks under the lock policy and reads the range, step
+// by step as far as its limit needs (scan.go); the answer goes out once the last step is read.
 func (p *Participant) onScan(from node.ID, m *ScanReq) {
 	scan := m.Scan
-	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindScan, seq: m.Seq, ops: []Op{{Key: scan.Start}}, scan: &scan})
+	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindScan, seq: m.Seq, ops: []Op{{Key: scan.Start}}, scan: &scan, scanNext: scan.Start})
 }
 
 // startOps admits a request of reads and eager writes and runs it as far as the locks allow.
@@ -378,11 +387,10 @@ func (p *Participant) continueOps(t *partTxn) {
 	r := t.waitOps
 	for ; r.next < len(r.ops); r.next++ {
 		if r.scan != nil {
-			// mutant=scan-no-range-lock: broken on purpose, the range is read unlocked.
-			if p.cfg.Mutant != MutantScanNoRangeLock && !p.lockResult(t, p.locks.AcquireRange(t.id, r.scan.keys(), p.cfg.Policy, t.age)) {
+			if !p.scanSteps(t, r) {
 				return
 			}
-			p.applyOp(t, r)
+			t.granted++ // however many steps it took, as the coordinator counts it
 			continue
 		}
 		op := r.ops[r.next]
@@ -407,10 +415,6 @@ func (p *Participant) continueOps(t *partTxn) {
 func (p *Participant) applyOp(t *partTxn, r *opsReq) {
 	op := r.ops[r.next]
 	t.granted++
-	if r.scan != nil {
-		p.readScan(t, r)
-		return
-	}
 	if op.Write {
 		if t.writes == nil {
 			t.writes = map[string]Write{}
@@ -725,7 +729,10 @@ func (p *Participant) drain() {
 		t.waitTimer = 0
 		p.waitsDirty = true
 		switch {
-		case t.waitOps != nil && t.waitOps.ops[t.waitOps.next].Key == g.Key && g.Range == (t.waitOps.scan != nil):
+		case t.waitOps != nil && t.waitOps.scan != nil && g.Range && g.Key == t.waitOps.step.Start:
+			p.resumeScan(t, t.waitOps)
+			p.continueOps(t)
+		case t.waitOps != nil && t.waitOps.scan == nil && t.waitOps.ops[t.waitOps.next].Key == g.Key && !g.Range:
 			p.applyOp(t, t.waitOps)
 			t.waitOps.next++
 			p.continueOps(t)
@@ -885,9 +892,18 @@ func (p *Participant) continuePrepare(t *partTxn) {
 // holds here, if any (s/rr/<txn>), so that a restart takes them back with its other locks. A
 // prepared transaction's scan was validated by nothing but its range lock: lost, it would let
 // another transaction commit a row into the range below the commit timestamp this one is yet to
-// get, a phantom in a transaction that commits.
+// get, a phantom in a transaction that commits. What it holds is recorded, the parts its scans'
+// steps locked (scan.go), not the ranges the scans asked for; a scan's steps lock adjacent
+// parts, in order, which are recorded as the one range they make up.
 func (p *Participant) rangeVote(t *partTxn, record []node.Write) []node.Write {
-	rs := p.locks.HeldRanges(t.id)
+	var rs []locks.Range
+	for _, r := range p.locks.HeldRanges(t.id) {
+		if n := len(rs); n > 0 && rs[n-1].End != "" && rs[n-1].End == r.Start {
+			rs[n-1].End = r.End
+			continue
+		}
+		rs = append(rs, r)
+	}
 	if len(rs) == 0 {
 		return record
 	}
@@ -1006,14 +1022,16 @@ func (p *Participant) onSnapRead(from node.ID, m *SnapReadReq) {
 	// Every later prepare here gets a timestamp above m.At, so nothing can still commit at or
 	// below it except the prepared transactions the read waits for below.
 	p.maxTS = ts.MaxOf(p.maxTS, m.At)
-	keys := m.keys()
 	if m.Scan != nil {
-		keys = p.scanKeys(m.Scan)
+		p.trySnap(&snapWaiter{from: from, req: m, scanNext: m.Scan.Start}) // its first step lists its keys
+		return
 	}
+	keys := m.keys()
 	p.trySnap(&snapWaiter{from: from, req: m, keys: keys, results: make([]ReadResult, len(keys))})
 }
 
-// trySnap reads w's keys from its next one on, and answers once all are read. A key below a
+// trySnap reads w's keys from its next one on, and answers once all are read (a scan: once its
+// steps found the rows it needs). A key below a
 // prepared intent parks w on that key (retrySnap resumes it at the decision): what w read before
 // stays valid, because nothing can commit at or below the snapshot here once onSnapRead raised
 // maxTS except the transactions already prepared.
@@ -1027,27 +1045,37 @@ func (p *Participant) trySnap(w *snapWaiter) {
 		p.env.Send(w.from, &SnapReadResp{Txn: w.req.Txn, Seq: w.req.Seq, Cause: txnkit.AbortTooOld})
 		return
 	}
-	for ; w.next < len(w.keys); w.next++ {
-		key := w.keys[w.next]
-		vis := p.store.VisibleAt(key, w.req.At, 0)
-		if len(vis.Pending) > 0 && (w.req.Scan == nil || p.cfg.Mutant != MutantScanNoWait) {
-			// A prepared transaction at or below the snapshot may commit below it: Spanner's
-			// safe time has not reached the snapshot for this key yet.
-			p.snapQ[key] = append(p.snapQ[key], w)
-			if !w.parked {
-				w.parked = true
-				p.snapParked[w.ref()]++
+	for {
+		for ; w.next < len(w.keys); w.next++ {
+			key := w.keys[w.next]
+			vis := p.store.VisibleAt(key, w.req.At, 0)
+			if len(vis.Pending) > 0 && (w.req.Scan == nil || p.cfg.Mutant != MutantScanNoWait) {
+				// A prepared transaction at or below the snapshot may commit below it: Spanner's
+				// safe time has not reached the snapshot for this key yet.
+				p.snapQ[key] = append(p.snapQ[key], w)
+				if !w.parked {
+					w.parked = true
+					p.snapParked[w.ref()]++
+				}
+				return
 			}
-			return
+			if !vis.Found || vis.Version.Tombstone {
+				continue
+			}
+			if w.req.Scan != nil {
+				w.rows = append(w.rows, wire.KV{Key: key, Value: vis.Version.Value})
+			} else {
+				w.results[w.next] = ReadResult{Found: true, Value: vis.Version.Value}
+			}
 		}
-		if vis.Found && !vis.Version.Tombstone {
-			w.results[w.next] = ReadResult{Found: true, Value: vis.Version.Value}
+		if w.req.Scan == nil || !p.nextSnapStep(w) {
+			break
 		}
 	}
 	p.unparkSnap(w)
 	r := &SnapReadResp{Txn: w.req.Txn, Seq: w.req.Seq}
 	if w.req.Scan != nil {
-		r.Scan, r.Rows = true, scanRows(w.keys, w.results, w.req.Scan.Limit)
+		r.Scan, r.Rows = true, w.rows // a step lists no more keys than rows are wanted: never past the limit
 		if wire.RowsTooLarge(r.Rows) {
 			r.Rows, r.TooLarge = nil, true
 		}

@@ -89,8 +89,8 @@ func TestScanNoPhantoms(t *testing.T) {
 }
 
 // TestScanLimitNoPhantoms: scans limited to the front of a range every insert lands in return
-// exactly the newest rows their counter says exist: a read-write scan locks its whole range
-// whatever its limit, a read-only one reads at its snapshot; the mutants leave gaps.
+// exactly the newest rows their counter says exist: a read-write scan locks its range up to its
+// last row, a read-only one reads at its snapshot; the mutants leave gaps.
 func TestScanLimitNoPhantoms(t *testing.T) {
 	t.Run("read-write", func(t *testing.T) { prototest.ScanLimitNoPhantoms(t, Name, nil, noRangeLock, false) })
 	t.Run("read-only", func(t *testing.T) {
