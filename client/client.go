@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -83,12 +84,27 @@ type Transport interface {
 }
 
 // DB is a handle on a Meridian cluster for one client endpoint. It is not safe for concurrent
-// use: open one per concurrent client.
+// use: open one per concurrent client. A call of a transaction's method made while another
+// call on the same DB runs fails at once (ErrBadArgument) rather than sending anything.
 type DB struct {
 	t       Transport
-	nextTxn uint64
+	nextTxn atomic.Uint64
+	// busy is set while a call of one of the DB's transactions runs. A second goroutine's
+	// request would carry the same transaction and sequence numbers as the one in flight, or
+	// take the same transaction id, and a reply would be matched to the wrong request.
+	busy    atomic.Bool
 	noBatch bool // the protocol refused an OpBatch: send batches' operations one at a time
 }
+
+// enter claims db for one call of a transaction's method; leave releases it.
+func (db *DB) enter() error {
+	if !db.busy.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: DB used by two goroutines at once: open one DB, on its own transport, per goroutine", ErrBadArgument)
+	}
+	return nil
+}
+
+func (db *DB) leave() { db.busy.Store(false) }
 
 // Open returns a DB that sends requests through t.
 func Open(t Transport) *DB { return &DB{t: t} }
@@ -126,13 +142,21 @@ func (db *DB) Begin(opts TxnOptions) *Txn {
 // transactions start talking, not in the order they were begun.
 func (tx *Txn) ID() uint64 {
 	if tx.id == 0 {
-		tx.db.nextTxn++
-		tx.id = tx.db.nextTxn
+		tx.id = tx.db.nextTxn.Add(1)
 	}
 	return tx.id
 }
 
 func (tx *Txn) call(op wire.Op, key, end string, limit int, value []byte) (*wire.ClientReply, error) {
+	if err := tx.db.enter(); err != nil {
+		return nil, err
+	}
+	defer tx.db.leave()
+	return tx.callHeld(op, key, end, limit, value)
+}
+
+// callHeld is call for a caller that holds the DB (enter).
+func (tx *Txn) callHeld(op wire.Op, key, end string, limit int, value []byte) (*wire.ClientReply, error) {
 	if err := tx.check(op, key, value); err != nil {
 		return nil, err
 	}
@@ -263,8 +287,17 @@ func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
+	if err := tx.db.enter(); err != nil {
+		return nil, err
+	}
+	defer tx.db.leave()
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
+		// Anything else would go out as its own request when the batch is sent one op at a
+		// time: a commit in it ended the transaction while the body went on.
+		if op.Op != wire.OpGet && op.Op != wire.OpPut && op.Op != wire.OpDelete {
+			return nil, fmt.Errorf("%w: batch operation %v is not a get, put or delete", ErrBadArgument, op.Op)
+		}
 		if err := tx.check(op.Op, op.Key, op.Value); err != nil {
 			return nil, err
 		}
@@ -273,7 +306,7 @@ func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {
 		}
 		seen[op.Key] = true
 	}
-	if !tx.db.noBatch && len(ops) > 1 && len(ops) <= wire.MaxBatchOps {
+	if !tx.db.noBatch && len(ops) > 1 && len(ops) <= wire.MaxBatchOps && batchFits(ops) {
 		rep, err := tx.send(&wire.ClientRequest{Op: wire.OpBatch, Batch: ops})
 		switch {
 		case err == nil && len(rep.Results) == len(ops):
@@ -298,6 +331,21 @@ func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {
 		out[i] = wire.BatchResult{Found: rep.Found, Value: rep.Value}
 	}
 	return out, nil
+}
+
+// batchFits reports whether ops may travel as one OpBatch request. A node closes a connection
+// that sends it a frame over wire.MaxFrameBytes (20 puts of 1 MiB failed as "connection lost"),
+// and a coordinator forwards a batch's operations to data nodes inside messages of its own, so
+// a batch is held to the bound a scan's answer has for the same reason (wire.MaxScanBytes);
+// a larger one goes one operation at a time, each within the per-value limit.
+func batchFits(ops []wire.BatchOp) bool {
+	n := 0
+	for _, op := range ops {
+		if n += len(op.Key) + len(op.Value) + 8; n > wire.MaxScanBytes {
+			return false
+		}
+	}
+	return true
 }
 
 // Get reads key. It returns ErrNotFound if the key has no visible value.
@@ -340,11 +388,15 @@ func (tx *Txn) Scan(start, end string, limit int) ([]wire.KV, error) {
 
 // Commit commits the transaction. A read-only transaction that sent nothing commits locally.
 func (tx *Txn) Commit() error {
+	if err := tx.db.enter(); err != nil {
+		return err
+	}
+	defer tx.db.leave()
 	if tx.seq == 0 && !tx.done {
 		tx.done = true
 		return nil
 	}
-	rep, err := tx.call(wire.OpCommit, "", "", 0, nil)
+	rep, err := tx.callHeld(wire.OpCommit, "", "", 0, nil)
 	tx.done = true
 	if err != nil {
 		return err
@@ -355,6 +407,10 @@ func (tx *Txn) Commit() error {
 
 // Abort abandons the transaction. Aborting a finished transaction is a no-op.
 func (tx *Txn) Abort() error {
+	if err := tx.db.enter(); err != nil {
+		return err
+	}
+	defer tx.db.leave()
 	if tx.done {
 		return nil
 	}
@@ -362,7 +418,7 @@ func (tx *Txn) Abort() error {
 		tx.done = true
 		return nil
 	}
-	_, err := tx.call(wire.OpAbort, "", "", 0, nil)
+	_, err := tx.callHeld(wire.OpAbort, "", "", 0, nil)
 	tx.done = true
 	if err != nil && !IsRetryable(err) {
 		return err
