@@ -41,11 +41,16 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 	t := db.Transport()
 	histProcess := process
 	unavailable := 0 // transactions in a row that found the coordinator unreachable
+	// A checked transaction's retry is the generator's next transaction; it continues the
+	// aborted one's attempt count and backoff, so that coordinators keep its age (Attempt > 0)
+	// and its commit does not count as a first try.
+	retryAttempt, retryBackoff := 1, minBackoff
 	for t.Now() < w.End {
 		txn := gen.Next()
 		start := t.Now()
-		backoff := minBackoff
-		for attempt := 1; ; attempt++ {
+		backoff, first := retryBackoff, retryAttempt
+		retryAttempt, retryBackoff = 1, minBackoff
+		for attempt := first; ; attempt++ {
 			err := runAttempt(db, txn, attempt, histProcess, region, rec)
 			if isUnknown(err) {
 				histProcess += processStride
@@ -77,6 +82,7 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 					// across attempts for reads to name their writer. The next transaction
 					// from the generator is the retry.
 					t.Sleep(jittered(backoff, process, attempt))
+					retryAttempt, retryBackoff = attempt+1, min(2*backoff, maxBackoff)
 					break
 				}
 				if measured {
