@@ -117,17 +117,7 @@ func (c *checker) markSeen() {
 			continue
 		}
 		for _, s := range t.keys {
-			if !s.hasExt {
-				continue
-			}
-			vals := s.extList
-			if !s.list {
-				if s.extNil {
-					continue
-				}
-				vals = []int64{s.extVal}
-			}
-			for _, v := range vals {
+			for _, v := range s.externalValues() {
 				if w := c.writerOf(s.key, v); w >= 0 && w != int32(i) {
 					c.v.seen[w] = true
 				}
@@ -409,17 +399,10 @@ func (c *checker) fracturedReads() {
 		var srcs []src
 		seen := map[int32]bool{}
 		for _, s := range t.keys {
-			if !s.hasExt || s.incompatible {
+			if s.incompatible {
 				continue
 			}
-			vals := s.extList
-			if !s.list {
-				if s.extNil {
-					continue
-				}
-				vals = []int64{s.extVal}
-			}
-			for _, v := range vals {
+			for _, v := range s.externalValues() {
 				if w := c.writerOf(s.key, v); c.visibleWriter(w) && h.txns[w] != t && !seen[w] {
 					seen[w] = true
 					srcs = append(srcs, src{w, s.key, v})
@@ -713,6 +696,20 @@ func (c *checker) timeline(k int64) *regTimeline {
 	}
 	c.timelines[k] = tl
 	return tl
+}
+
+// externalValues lists the values s read from other transactions: its list's elements, or its
+// register's value (none when it read nil or nothing outside the transaction).
+func (s *keySum) externalValues() []int64 {
+	switch {
+	case !s.hasExt:
+		return nil
+	case s.list:
+		return s.extList
+	case s.extNil:
+		return nil
+	}
+	return []int64{s.extVal}
 }
 
 func isPrefix(a, b []int64) bool { return len(a) <= len(b) && equal(a, b[:len(a)]) }

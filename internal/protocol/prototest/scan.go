@@ -234,6 +234,37 @@ func insertCounted(tx *client.Txn, row string) error {
 // into the range under the finished scan, and commits.
 func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]string, readOnlyScans bool, rs rowSpace) (mismatches, scans, inserts int) {
 	t.Helper()
+	return counterRun(t, protocol, seed, opts, readOnlyScans,
+		func(tx *client.Txn, id string, i int) error {
+			return insertCounted(tx, rs.row(fmt.Sprintf("%s-%d", id, i)))
+		},
+		func() (func(*client.Txn) error, func() string) {
+			var rows []wire.KV
+			var count int
+			body := func(tx *client.Txn) (err error) {
+				if rows, err = tx.Scan(rs.start(), rs.end(), 0); err != nil {
+					return err
+				}
+				count, err = readCounter(tx)
+				return err
+			}
+			verdict := func() string {
+				if len(rows) != count {
+					return fmt.Sprintf("scan saw %d rows, counter %d", len(rows), count)
+				}
+				return ""
+			}
+			return body, verdict
+		})
+}
+
+// counterRun runs, in every region, one client that inserts counted rows (insert, its i-th
+// transaction) and one that scans them (each scan's body, and the verdict on what its committed
+// run saw: "" or the mismatch), from 0 to 3 s of virtual time, and counts the committed scans
+// whose verdict is a mismatch.
+func counterRun(t *testing.T, protocol string, seed uint64, opts map[string]string, readOnlyScans bool,
+	insert func(tx *client.Txn, id string, i int) error, scanner func() (func(*client.Txn) error, func() string)) (mismatches, scans, inserts int) {
+	t.Helper()
 	s, tp := newScanSim(t, protocol, seed, opts)
 	var failures []string
 	for r := range tp.Regions {
@@ -244,30 +275,20 @@ func phantomRun(t *testing.T, protocol string, seed uint64, opts map[string]stri
 			s.AddClient(region, coord, int64(100*time.Millisecond), func(db *client.DB) {
 				for i := 0; db.Transport().Now() < int64(3*time.Second); i++ {
 					if c == 0 {
-						row := rs.row(fmt.Sprintf("%s-%d", id, i))
-						if client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return insertCounted(tx, row) }) == nil {
+						if client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return insert(tx, id, i) }) == nil {
 							inserts++
 						}
 						continue
 					}
-					var rows []wire.KV
-					var count int
-					err := client.RunTxn(db, client.TxnOptions{ReadOnly: readOnlyScans}, func(tx *client.Txn) error {
-						var err error
-						if rows, err = tx.Scan(rs.start(), rs.end(), 0); err != nil {
-							return err
-						}
-						count, err = readCounter(tx)
-						return err
-					})
-					if err != nil {
+					body, verdict := scanner()
+					if client.RunTxn(db, client.TxnOptions{ReadOnly: readOnlyScans}, body) != nil {
 						continue
 					}
 					scans++
-					if len(rows) != count {
+					if v := verdict(); v != "" {
 						mismatches++
 						if len(failures) < 3 {
-							failures = append(failures, fmt.Sprintf("scan saw %d rows, counter %d", len(rows), count))
+							failures = append(failures, v)
 						}
 					}
 				}
@@ -331,65 +352,40 @@ func scanNoPhantoms(t *testing.T, protocol string, opts, mutant map[string]strin
 // that lands under the finished scan's reads, leaves a gap in that sequence.
 func limitRun(t *testing.T, protocol string, seed uint64, opts map[string]string, readOnlyScans bool, rs rowSpace, limit int) (mismatches, scans, inserts int) {
 	t.Helper()
-	s, tp := newScanSim(t, protocol, seed, opts)
-	var failures []string
 	rowOf := func(seq int) string { return rs.row(fmt.Sprintf("%09d", 999_999_999-seq)) }
-	for r := range tp.Regions {
-		region := topo.RegionID(r)
-		coord := tp.DataNodes(region)[0]
-		for c := range 2 {
-			s.AddClient(region, coord, int64(100*time.Millisecond), func(db *client.DB) {
-				for db.Transport().Now() < int64(3*time.Second) {
-					if c == 0 {
-						err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
-							n, err := readCounter(tx)
-							if err != nil {
-								return err
-							}
-							if err := tx.Put(phantomCounter, []byte(strconv.Itoa(n+1))); err != nil {
-								return err
-							}
-							return tx.Put(rowOf(n+1), []byte(strconv.Itoa(n+1)))
-						})
-						if err == nil {
-							inserts++
-						}
-						continue
-					}
-					var rows []wire.KV
-					var count int
-					err := client.RunTxn(db, client.TxnOptions{ReadOnly: readOnlyScans}, func(tx *client.Txn) error {
-						var err error
-						if rows, err = tx.Scan(rs.start(), rs.end(), limit); err != nil {
-							return err
-						}
-						count, err = readCounter(tx)
-						return err
-					})
-					if err != nil {
-						continue
-					}
-					scans++
-					var want []string
-					for seq := count; seq > 0 && len(want) < limit; seq-- {
-						want = append(want, rowOf(seq)+"="+strconv.Itoa(seq))
-					}
-					if got := rowKeys(rows); !slices.Equal(got, want) {
-						mismatches++
-						if len(failures) < 3 {
-							failures = append(failures, fmt.Sprintf("counter %d, scan saw %v", count, got))
-						}
-					}
+	return counterRun(t, protocol, seed, opts, readOnlyScans,
+		func(tx *client.Txn, _ string, _ int) error {
+			n, err := readCounter(tx)
+			if err != nil {
+				return err
+			}
+			if err := tx.Put(phantomCounter, []byte(strconv.Itoa(n+1))); err != nil {
+				return err
+			}
+			return tx.Put(rowOf(n+1), []byte(strconv.Itoa(n+1)))
+		},
+		func() (func(*client.Txn) error, func() string) {
+			var rows []wire.KV
+			var count int
+			body := func(tx *client.Txn) (err error) {
+				if rows, err = tx.Scan(rs.start(), rs.end(), limit); err != nil {
+					return err
 				}
-			})
-		}
-	}
-	s.RunUntil(int64(8 * time.Second))
-	s.Stop()
-	for _, f := range failures {
-		t.Log(f)
-	}
-	return mismatches, scans, inserts
+				count, err = readCounter(tx)
+				return err
+			}
+			verdict := func() string {
+				var want []string
+				for seq := count; seq > 0 && len(want) < limit; seq-- {
+					want = append(want, rowOf(seq)+"="+strconv.Itoa(seq))
+				}
+				if got := rowKeys(rows); !slices.Equal(got, want) {
+					return fmt.Sprintf("counter %d, scan saw %v", count, got)
+				}
+				return ""
+			}
+			return body, verdict
+		})
 }
 
 // ScanLimitNoPhantoms: scans limited to a few rows, at the front of a range every insert
