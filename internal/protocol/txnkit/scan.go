@@ -63,7 +63,10 @@ type rangeMark struct {
 }
 
 // Add records that txn read [start, end) at at, given the node's read floor (which covers every
-// key, so marks at or below it say nothing more and are dropped). Past MaxRangeMarks it drops
+// key, so marks at or below it say nothing more and are dropped). A range that continues one
+// txn read at at, as a limited scan's next step does, extends that mark: the watermark is the
+// same, and a scan stepping over many keys with no row keeps one mark rather than filling the
+// bound with its steps and folding its own timestamp into the floor. Past MaxRangeMarks it drops
 // the marks at or below the median mark's timestamp and returns that timestamp with fold set:
 // the caller must raise its read floor to it, which covers the dropped ranges (a higher
 // watermark only ever refuses or pushes more writes, so this is always safe).
@@ -72,6 +75,13 @@ func (r *RangeMarks) Add(start, end string, at ts.Timestamp, txn storage.TxnID, 
 		return ts.Zero, false
 	}
 	r.marks = slices.DeleteFunc(r.marks, func(m rangeMark) bool { return m.at.LessEq(floor) })
+	for i := len(r.marks) - 1; i >= 0; i-- {
+		// end "" is the end of the key space: nothing continues that mark.
+		if m := &r.marks[i]; m.at == at && m.txn == txn && m.end != "" && m.end == start {
+			m.end = end
+			return ts.Zero, false
+		}
+	}
 	r.marks = append(r.marks, rangeMark{start: start, end: end, at: at, txn: txn})
 	if len(r.marks) <= MaxRangeMarks {
 		return ts.Zero, false

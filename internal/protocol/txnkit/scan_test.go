@@ -34,6 +34,24 @@ func TestRangeMarks(t *testing.T) {
 		t.Errorf("after a floor of 15: %d marks, [b, d) at %d; want the marks at 20 and 30 only", r.Len(), r.Highest("bb", 0).Wall)
 	}
 
+	// A range continuing one txn's mark at the same timestamp extends it; one of another
+	// transaction or timestamp, or after a mark to the end of the key space, does not.
+	var c RangeMarks
+	at := ts.Timestamp{Wall: 10}
+	for _, step := range [][2]string{{"a", "b"}, {"b", "c"}, {"c", "d"}} {
+		c.Add(step[0], step[1], at, a, ts.Zero)
+	}
+	if c.Len() != 1 || c.Highest("c", 0) != at || !c.Highest("d", 0).IsZero() {
+		t.Errorf("three steps [a, d) at 10: %d marks, c at %v, d at %v; want 1 mark covering [a, d)", c.Len(), c.Highest("c", 0), c.Highest("d", 0))
+	}
+	c.Add("d", "e", at, b, ts.Zero)
+	c.Add("e", "f", ts.Timestamp{Wall: 11}, b, ts.Zero)
+	c.Add("g", "", at, a, ts.Zero)
+	c.Add("", "a", at, a, ts.Zero)
+	if c.Len() != 5 || !c.Highest("f", 0).IsZero() || c.Highest("0", 0) != at {
+		t.Errorf("marks of another txn, timestamp or after an end \"\": %d marks, f at %v, \"0\" at %v; want 5, none and 10", c.Len(), c.Highest("f", 0), c.Highest("0", 0))
+	}
+
 	var m RangeMarks
 	floor := ts.Zero
 	ats := map[string]ts.Timestamp{}
