@@ -282,7 +282,8 @@ func (tx *Txn) Batch(ops []wire.BatchOp) ([]wire.BatchResult, error) { return tx
 func (db *DB) SetBatching(on bool) { db.noBatch = !on }
 
 // batch sends ops as one OpBatch request, or one at a time to a protocol that does not run
-// batches (learned from its first refusal and remembered by the DB).
+// batches (learned from its first refusal and remembered by the DB) and when the answer would
+// be too large for one (wire.BatchAnswerTooLarge).
 func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {
 	if len(ops) == 0 {
 		return nil, nil
@@ -318,6 +319,11 @@ func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {
 			// request must still be number 0 and carry the label).
 			tx.db.noBatch = true
 			tx.seq--
+		case errors.Is(err, ErrBadArgument) && strings.HasSuffix(err.Error(), wire.BatchAnswerTooLarge):
+			// The reads' values would not fit one answer. The coordinator ran the batch and
+			// took its sequence number (a copy of it would be a duplicate), so the next
+			// number goes on; running the ops again, one at a time, reads the same values
+			// and writes the same ones in this transaction.
 		default:
 			return nil, err
 		}

@@ -135,6 +135,12 @@ func RowsTooLarge(rows []KV) bool {
 	return false
 }
 
+// BatchAnswerTooLarge is the refusal of an OpBatch whose reads' values would exceed
+// MaxScanBytes: like a scan's answer (ScanTooLarge), it would not fit a frame. The batch has
+// run (its writes are made, its reads count as the transaction's), and the transaction goes
+// on: the client reads the keys in smaller batches or one at a time.
+const BatchAnswerTooLarge = "batch answer larger than 4 MiB: read fewer keys at once"
+
 // ClientReply answers a ClientRequest.
 type ClientReply struct {
 	Txn      uint64

@@ -360,6 +360,12 @@ func (n *Node) batch(t *coordTxn, ops []wire.BatchOp) {
 				return
 			}
 			if len(uncertain) == 0 {
+				if txnkit.ResultsTooLarge(results) {
+					// It would not fit a frame. The reads are in the read set and the writes'
+					// intents listed, as for single requests, so the transaction goes on.
+					n.replyClient(t, txnkit.BatchAnswerRefused())
+					return
+				}
 				n.replyClient(t, &wire.ClientReply{Code: wire.CodeOK, Results: results})
 				return
 			}

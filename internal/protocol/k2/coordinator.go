@@ -545,6 +545,13 @@ func (n *Node) opsDone(t *ctxn) {
 		return
 	}
 	if t.req.Op == wire.OpBatch {
+		if txnkit.ResultsTooLarge(res) {
+			// It would not fit a frame. Refusing loses nothing: the reads left their
+			// watermarks and the writes their intents as they would have for single requests,
+			// and the transaction, idle again, goes on.
+			n.reply(t, txnkit.BatchAnswerRefused())
+			return
+		}
 		n.reply(t, &wire.ClientReply{Code: wire.CodeOK, Results: res})
 		return
 	}

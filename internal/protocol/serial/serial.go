@@ -608,6 +608,12 @@ func (n *Node) request(client, host topo.NodeID, hostLife uint64, req wire.Clien
 		for i, op := range req.Batch {
 			res[i].Found, res[i].Value = t.apply(n, op.Op, op.Key, op.Value)
 		}
+		if txnkit.ResultsTooLarge(res) {
+			// Neither this answer nor its Answer to a coordinator would fit a frame. The
+			// writes stay applied; a copy of the request gets the same refusal (t.last).
+			n.answer(t, client, host, req, txnkit.BatchAnswerRefused())
+			break
+		}
 		n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeOK, Results: res})
 	case wire.OpScan:
 		rows := n.scan(t, req)

@@ -431,8 +431,10 @@ type opRun struct {
 	rows    []wire.KV          // a scan's rows so far
 	// scanTooLarge: a participant's share of the scan exceeded wire.MaxScanBytes.
 	scanTooLarge bool
-	groups       []*opGroup // in first-touch order, so sends are deterministic
-	left         int        // groups not answered yet
+	// tooLarge: a participant's share of the batch's reads did, and left its values out.
+	tooLarge bool
+	groups   []*opGroup // in first-touch order, so sends are deterministic
+	left     int        // groups not answered yet
 }
 
 // opGroup is the part of a run that goes to one participant.
@@ -651,6 +653,7 @@ func (c *Coordinator) onOpsResp(from node.ID, m *OpsResp) {
 		t.maxRead = ts.MaxOf(t.maxRead, r.Version)
 		t.run.results[i] = wire.BatchResult{Found: r.Found, Value: r.Value}
 	}
+	t.run.tooLarge = t.run.tooLarge || m.TooLarge
 	c.groupDone(t, g)
 }
 
@@ -711,6 +714,7 @@ func (c *Coordinator) onSnapReadResp(from node.ID, m *SnapReadResp) {
 		for j, i := range g.ops {
 			t.run.results[i] = wire.BatchResult{Found: m.Results[j].Found, Value: m.Results[j].Value}
 		}
+		t.run.tooLarge = t.run.tooLarge || m.TooLarge
 	}
 	c.groupDone(t, g)
 }
@@ -745,6 +749,12 @@ func (c *Coordinator) reply(t *coordTxn, req *wire.ClientRequest, run *opRun) {
 		}
 		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Rows: rows})
 	case wire.OpBatch:
+		if run.tooLarge || txnkit.ResultsTooLarge(run.results) {
+			// It would not fit a frame. The reads' locks stay held, released at the
+			// transaction's end as ever, and the transaction goes on.
+			txnkit.Reply(c.env, t.key.Client, req, txnkit.BatchAnswerRefused())
+			return
+		}
 		txnkit.Reply(c.env, t.key.Client, req, &wire.ClientReply{Code: wire.CodeOK, Results: run.results})
 	case wire.OpGet:
 		r := run.results[0]

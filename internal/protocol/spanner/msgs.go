@@ -60,7 +60,8 @@ type SnapReadResp struct {
 	Value   []byte       `cbor:",omitempty"`
 	Results []ReadResult `cbor:",omitempty"`
 	// Scan marks the answer to a snapshot scan; Rows are its rows in key order, unless TooLarge:
-	// they (cut to the limit) exceed wire.MaxScanBytes, and the client's scan is refused.
+	// they (cut to the limit) exceed wire.MaxScanBytes, and the client's scan is refused. For
+	// Keys, TooLarge says the same of Results' values, which are left out.
 	Scan     bool      `cbor:",omitempty"`
 	Rows     []wire.KV `cbor:",omitempty"`
 	TooLarge bool      `cbor:",omitempty"`
@@ -117,13 +118,16 @@ type Op struct {
 }
 
 // OpsResp answers an OpsReq: when OK, Results holds one entry per operation in the request's
-// order (a read's value and version, read-your-writes included; empty for a write).
+// order (a read's value and version, read-your-writes included; empty for a write). TooLarge:
+// the reads' values exceed wire.MaxScanBytes and are left out (versions kept), every lock is
+// held all the same, and the client's batch is refused (wire.BatchAnswerTooLarge).
 type OpsResp struct {
-	Txn     storage.TxnID
-	Seq     uint32
-	OK      bool
-	Cause   string       `cbor:",omitempty"` // abort cause when !OK
-	Results []ReadResult `cbor:",omitempty"`
+	Txn      storage.TxnID
+	Seq      uint32
+	OK       bool
+	Cause    string       `cbor:",omitempty"` // abort cause when !OK
+	Results  []ReadResult `cbor:",omitempty"`
+	TooLarge bool         `cbor:",omitempty"`
 }
 
 // ScanReq is a read-write transaction's scan of a range at one participant (scan.go): the

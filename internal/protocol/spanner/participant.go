@@ -447,10 +447,31 @@ func (p *Participant) answerOps(t *partTxn, r *opsReq) {
 	case kindWrite:
 		p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: r.seq, OK: true})
 	case kindOps:
-		p.env.Send(t.coord, &OpsResp{Txn: t.id, Seq: r.seq, OK: true, Results: r.results})
+		m := &OpsResp{Txn: t.id, Seq: r.seq, OK: true, Results: r.results}
+		if valuesTooLarge(r.results) {
+			// It would not fit a frame between nodes. The locks stay held, and the versions
+			// go, which the commit timestamp must exceed: the refusal leaves the transaction
+			// as if the values had reached the coordinator.
+			m.Results, m.TooLarge = withoutValues(r.results), true
+		}
+		p.env.Send(t.coord, m)
 	case kindScan:
 		p.env.Send(t.coord, &ScanResp{Txn: t.id, Seq: r.seq, OK: true, Rows: r.rows, TooLarge: r.tooLarge, Version: r.version})
 	}
+}
+
+// valuesTooLarge reports whether a share of a batch's reads is over the bound of its answer.
+func valuesTooLarge(res []ReadResult) bool {
+	return txnkit.ValuesTooLarge(len(res), func(i int) []byte { return res[i].Value })
+}
+
+// withoutValues is res with every value left out, for an answer valuesTooLarge refuses.
+func withoutValues(res []ReadResult) []ReadResult {
+	out := slices.Clone(res)
+	for i := range out {
+		out[i].Value = nil
+	}
+	return out
 }
 
 // refuseOps answers r with an abort cause.
@@ -1081,6 +1102,9 @@ func (p *Participant) trySnap(w *snapWaiter) {
 		}
 	} else if len(w.req.Keys) > 0 {
 		r.Results = w.results
+		if valuesTooLarge(r.Results) {
+			r.Results, r.TooLarge = withoutValues(r.Results), true // as answerOps
+		}
 	} else {
 		r.Found, r.Value = w.results[0].Found, w.results[0].Value
 	}

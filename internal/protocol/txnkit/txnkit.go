@@ -70,6 +70,7 @@ func validateBatch(req *wire.ClientRequest) string {
 		return fmt.Sprintf("a batch holds 1 to %d operations, not %d", wire.MaxBatchOps, len(req.Batch))
 	}
 	seen := make(map[string]bool, len(req.Batch))
+	size := 0
 	for _, op := range req.Batch {
 		switch op.Op {
 		case wire.OpGet, wire.OpPut, wire.OpDelete:
@@ -91,8 +92,38 @@ func validateBatch(req *wire.ClientRequest) string {
 			return fmt.Sprintf("key %q twice in one batch", op.Key)
 		}
 		seen[op.Key] = true
+		// A coordinator forwards a batch's operations inside messages of its own, and a node
+		// reading a frame over wire.MaxFrameBytes drops the link: a batch is held to the bound
+		// of a scan's answer, measured as the Go client measures it (client.batchFits), which
+		// sends a larger one an operation at a time and so is never refused here.
+		if size += len(op.Key) + len(op.Value) + 8; size > wire.MaxScanBytes {
+			return fmt.Sprintf("batch keys and values larger than %d MiB: send fewer operations at once", wire.MaxScanBytes>>20)
+		}
 	}
 	return ""
+}
+
+// ResultsTooLarge reports whether a batch's answer exceeds wire.MaxScanBytes (its values, with
+// a few bytes of framing each), and must be refused (wire.BatchAnswerTooLarge).
+func ResultsTooLarge(res []wire.BatchResult) bool {
+	return ValuesTooLarge(len(res), func(i int) []byte { return res[i].Value })
+}
+
+// ValuesTooLarge is ResultsTooLarge for n values given by value, for an answer of another
+// shape (a node's share of a batch).
+func ValuesTooLarge(n int, value func(i int) []byte) bool {
+	size := 0
+	for i := range n {
+		if size += len(value(i)) + 8; size > wire.MaxScanBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// BatchAnswerRefused is the answer to a batch whose answer ResultsTooLarge refuses.
+func BatchAnswerRefused() *wire.ClientReply {
+	return &wire.ClientReply{Code: wire.CodeBadArgument, Error: wire.BatchAnswerTooLarge}
 }
 
 // BatchUnsupported answers an OpBatch of a protocol that runs operations one at a time; the
