@@ -58,3 +58,9 @@ func TestScanOneShardIsLocal(t *testing.T) { prototest.ScanOneShardIsLocal(t, "k
 func TestScanLimitNoPhantoms(t *testing.T) {
 	prototest.ScanLimitNoPhantoms(t, "k2", nil, map[string]string{"mutant": "no-scan-watermark"}, false)
 }
+
+// TestScanLimitStackUnderFaults: limited scans that step over deleted rows at the front of the
+// range keep phantoms out under loss, duplicates and crashes.
+func TestScanLimitStackUnderFaults(t *testing.T) {
+	prototest.ScanLimitStackUnderFaults(t, "k2", map[string]string{"mutant": "no-scan-watermark"})
+}

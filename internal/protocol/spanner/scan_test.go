@@ -300,3 +300,9 @@ func TestScanLimitAfterOwnDeletes(t *testing.T) {
 		t.Fatalf("scan, limit 3, after deleting a and b: %v, want %v", got, want)
 	}
 }
+
+// TestScanLimitStackUnderFaults: limited scans that step over deleted rows at the front of the
+// range keep phantoms out under loss, duplicates and crashes.
+func TestScanLimitStackUnderFaults(t *testing.T) {
+	prototest.ScanLimitStackUnderFaults(t, "spanner", map[string]string{"mutant": "scan-no-range-lock"})
+}
