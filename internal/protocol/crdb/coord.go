@@ -50,6 +50,9 @@ type coordTxn struct {
 // causeUnknownTxn answers a request of a transaction the coordinator does not hold (onClient).
 const causeUnknownTxn = txnkit.CauseUnknownTxn
 
+// causeClientAbort answers the request a client gave up on when it aborts meanwhile (onClient).
+const causeClientAbort = "client-abort"
+
 // maxWaitingBeforeReady bounds the client requests held while the incarnation is persisted.
 const maxWaitingBeforeReady = 10000
 
@@ -120,10 +123,31 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 		}
 		t = n.begin(k, req)
 	}
-	if t.busy || req.Seq < t.nextSeq {
+	if req.Seq < t.nextSeq {
 		// A duplicate of the request being served, or of one already answered: running it
 		// again could redo a write, and its answer could be taken for a later request's.
 		return
+	}
+	if t.busy {
+		if req.Op == wire.OpAbort && !t.committing {
+			// The client stopped waiting for its request (its timeout: the request or its
+			// answer may be lost for good) and abandons the transaction. Dropped, the abort
+			// cost the client a second timeout, and the intents and the heartbeated record
+			// blocked the transaction's keys until the idle timeout. Rolling back now leaves
+			// nothing of the request behind: finish forgets its calls, so late answers (and
+			// retransmissions) stop, and every callback checks live; a write still on its way
+			// is in writeKeys already, so it is resolved, or found by a pusher under the
+			// ABORTED record. While a commit is in flight its outcome is pending (a STAGING
+			// record whose writes are all proven is committed): an abort then could roll back
+			// a committed transaction, so it is dropped as before; the client, which never
+			// aborts after a commit it sent, learns the outcome from the commit's answer.
+			n.rollback(t, "")
+			txnkit.Aborted(n.env, t.key.Client, t.req, causeClientAbort)
+			t.busy, t.req = false, nil
+			txnkit.OK(n.env, from, req)
+			return
+		}
+		return // the client sends one request at a time: a second one while busy is a bug
 	}
 	t.busy, t.req, t.opStart, t.nextSeq = true, req, n.env.Now(), req.Seq+1
 	n.armIdle(t)
