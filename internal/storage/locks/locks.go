@@ -34,8 +34,11 @@
 // its range and with their exclusive requests queued there before it (a shared point request
 // judges the exclusive waiters ahead of it the same way); an exclusive request on a key
 // conflicts with the range locks of other transactions that cover the key, held or queued before
-// it. Shared locks of either kind are compatible. The policies judge these conflicts exactly as
-// point ones, and WaitsFor reports them, so every wait edge a range lock adds was judged when it
+// it. Shared locks of either kind are compatible. A transaction's own range lock covering a key
+// is its shared lock there, as a point one is: its read of the key is granted at once, its write
+// is an upgrade, and a range lock it asks for later does not wait for the requests queued on keys
+// it already holds a lock on (they wait for that lock, so waiting for them is a deadlock). The
+// policies judge these conflicts exactly as point ones, and WaitsFor reports them, so every wait edge a range lock adds was judged when it
 // formed: one sequence number orders queued requests across the key queues and the range
 // queue, and a request waits only for the conflicting ones queued before it (an upgrade passes
 // point waiters, never a range waiter). Release grants, per released key, the head of its queue
@@ -270,12 +273,19 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 	if held >= 0 && (l.holders[held].mode == Exclusive || mode == Shared) {
 		return Result{Outcome: Granted}
 	}
+	// A range lock of txn's covering key is its shared lock on key: a read is granted at once,
+	// a write is an upgrade. Otherwise txn would queue behind the exclusive requests that wait
+	// for its own range lock, each waiting for the other.
+	ownRange := held < 0 && len(t.ranges) > 0 && t.rangeHeldBy(txn, key)
+	if ownRange && mode == Shared {
+		return Result{Outcome: Granted}
+	}
 	for _, w := range l.waiters {
 		if w.txn == txn {
 			return Result{Outcome: Waiting}
 		}
 	}
-	upgrade := held >= 0
+	upgrade := held >= 0 || ownRange
 	// Conflicting holders, then conflicting waiters that would be ahead of this request.
 	var conflicts []request
 	for _, h := range l.holders {
@@ -312,7 +322,7 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 		}
 	}
 	if len(conflicts) == 0 {
-		if upgrade {
+		if held >= 0 {
 			l.holders[held].mode = Exclusive
 		} else {
 			l.holders = append(l.holders, me)
@@ -386,6 +396,16 @@ func (t *Table) rangeConflicts(txn storage.TxnID, key string, out []request, hel
 	return out
 }
 
+// rangeHeldBy reports whether txn holds a range lock covering key.
+func (t *Table) rangeHeldBy(txn storage.TxnID, key string) bool {
+	for _, r := range t.ranges {
+		if r.granted && r.txn == txn && r.Covers(key) {
+			return true
+		}
+	}
+	return false
+}
+
 // rangeBlocks reports whether a range lock of another transaction keeps w, an exclusive waiter
 // on key, from being granted: one held, or one queued ahead of it.
 func (t *Table) rangeBlocks(key string, w request) bool {
@@ -418,6 +438,14 @@ func (t *Table) AcquireRange(txn storage.TxnID, rg Range, policy Policy, age Age
 	me := &rangeLock{request: request{txn: txn, age: age, mode: Shared}, Range: rg}
 	conflicts := t.exclusiveIn(me, false)
 	if len(conflicts) == 0 {
+		// A scan's steps lock adjacent parts, one per step: one granted at once extends the
+		// part before it, or the list, which every range check walks, grows by a step each.
+		for _, r := range t.ranges {
+			if r.txn == txn && r.granted && r.End != "" && r.End == rg.Start {
+				r.End = rg.End
+				return Result{Outcome: Granted}
+			}
+		}
 		me.granted = true
 		t.ranges = append(t.ranges, me)
 		t.touchRange(txn)
@@ -462,9 +490,14 @@ func (t *Table) queuedRanges() int {
 // keys in its range, then the exclusive requests of other transactions queued there before r
 // (all of them if r is not queued yet), keys in ascending order. With first set it stops at the
 // first one found.
+//
+// The requests queued on a key r's transaction already holds a lock on, point or range, are
+// left out: they wait for that lock, so none of them can be granted before r's transaction ends,
+// and r waiting for them would be a deadlock (a point request is granted at once, or queued as
+// an upgrade, in that case too).
 func (t *Table) exclusiveIn(r *rangeLock, first bool) []request {
 	var holders, waiters []request
-	visit := func(l *lock) bool {
+	visit := func(k string, l *lock) bool {
 		for _, h := range l.holders {
 			if h.txn != r.txn && h.mode == Exclusive {
 				holders = append(holders, h)
@@ -472,6 +505,9 @@ func (t *Table) exclusiveIn(r *rangeLock, first bool) []request {
 		}
 		for _, w := range l.waiters {
 			if w.txn != r.txn && w.mode == Exclusive && (r.seq == 0 || w.seq < r.seq) {
+				if t.isHolder(l, r.txn) || t.rangeHeldBy(r.txn, k) {
+					break
+				}
 				waiters = append(waiters, w)
 			}
 		}
@@ -480,7 +516,7 @@ func (t *Table) exclusiveIn(r *rangeLock, first bool) []request {
 	if first {
 		// Only whether there is one matters, so the map's order cannot leak.
 		for k, l := range t.locks {
-			if r.Covers(k) && visit(l) {
+			if r.Covers(k) && visit(k, l) {
 				break
 			}
 		}
@@ -493,7 +529,7 @@ func (t *Table) exclusiveIn(r *rangeLock, first bool) []request {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			visit(t.locks[k])
+			visit(k, t.locks[k])
 		}
 	}
 	return append(holders, waiters...)
@@ -702,7 +738,8 @@ func (t *Table) Held(txn storage.TxnID) []string {
 	return keys
 }
 
-// HeldRanges returns the range locks txn holds (not those it waits for), in request order.
+// HeldRanges returns the range locks txn holds (not those it waits for), in request order; one
+// granted at once beside one txn held is returned as part of it.
 func (t *Table) HeldRanges(txn storage.TxnID) []Range {
 	if st := t.txns[txn]; st == nil || !st.ranges {
 		return nil
