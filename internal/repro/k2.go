@@ -229,7 +229,7 @@ func init() {
 		Name:  "k2-table2",
 		Paper: "K2 Table 2: latency breakdown of the p90 NewOrder",
 		About: "TPC-C under K2 with the standard mix (1% remote order lines, so about one New-Order in ten has stock in another region). The client labels each New-Order by where its stock is, and the coordinator keeps each committed read-write transaction's phases per label: get timestamp, the reads and PUSHWS waits summed over the transaction, the write phase (its writes' round trips, then the wait at commit until all are durable: one flush) and the commit phase (the recorder's flush). " +
-			"Like the paper's, the total is the sum of the phases' p90s. Ten warehouses with the specification's 100,000 items. The paper does not give the load, so the table shows two (5 and 20 clients per region: Fig. 18's lowest and middle points at the quick scale), and two layouts: whole rows, as the TPC-C of chogori-platform (the public ancestor of K2's code base) reads and updates them, and hot columns in their own keys (`--tpcc-families`, as CockroachDB's TPC-C can), which decides whether a New-Order's read of the warehouse row meets Payments' W_YTD write streams. A third series keeps families and runs on the paper's hardware as far as the paper states it: 8 cores per node, a 36 µs round trip inside a region (twice the paper's 18 µs oracle request; Table 1's 0.2 ms is the default) and the paper's 100 µs K2-TB TTL (`--cores 8 --intra-rtt 36us --opt ttl=100us`); the disk keeps our 0.5 ms flush.",
+			"Like the paper's, the total is the sum of the phases' p90s. Ten warehouses with the specification's 100,000 items. The paper does not give the load, so the table shows two (5 and 20 clients per region: two of Fig. 18's points at the quick scale, a quarter of its base load and the base load), and two layouts: whole rows, as the TPC-C of chogori-platform (the public ancestor of K2's code base) reads and updates them, and hot columns in their own keys (`--tpcc-families`, as CockroachDB's TPC-C can), which decides whether a New-Order's read of the warehouse row meets Payments' W_YTD write streams. A third series keeps families and runs on the paper's hardware as far as the paper states it: 8 cores per node, a 36 µs round trip inside a region (twice the paper's 18 µs oracle request; Table 1's 0.2 ms is the default) and the paper's 100 µs K2-TB TTL (`--cores 8 --intra-rtt 36us --opt ttl=100us`); the disk keeps our 0.5 ms flush.",
 		Plan: func(sc Scale, seed uint64) []*Run {
 			k2 := variant{"K2-MVTO", "k2", nil}
 			var runs []*Run
@@ -579,8 +579,9 @@ order follows their latency and abort rate. The paper's YCSB-T numbers are CPU-b
 cores, up to ~300k txn/s), where an aborted attempt or a blocked lock holder also wastes CPU;
 that is where its gaps between protocols grow. Abort rates: d2PL-TTC with deadlock detection
 blocks on every conflict and aborts only to break a real deadlock, so at low skew it aborts
-nothing and K2, whose only abort is a write below a read watermark, cannot be lower; with
-wound-wait it aborts on conflicts and K2 is lower everywhere. The paper's d2PL-TTC aborts more
+almost nothing and K2, whose only abort is a write below a read watermark, cannot be lower; with
+wound-wait it aborts on conflicts, and K2 is lower wherever conflicts are common (the shape table
+above counts the points). The paper's d2PL-TTC aborts more
 than K2 at every skew and also has deadlocks, which fits neither policy exactly. A lock-wait
 timeout (` + "`lock-policy=timeout`" + `, whose length k2-fig18-timeout sweeps) has deadlocks and
 aborts, but like detection it aborts nothing where no wait outlasts the timeout, as at low skew.
@@ -597,8 +598,9 @@ waits in its queue instead of retrying, so it makes far fewer attempts. One run 
 the quick scale's setup): K2 committed 737 transactions and aborted 705 attempts, every one a write
 below the read watermark (554 of the 713 refusals at a watermark set by a reader still waiting
 on PUSHWS); MVTO-HLC committed 236 and aborted 29, after pushing 53 writes above a read (51
-refreshes succeeded) and waiting 406 ms per lock wait on average. So where skew is high K2's
-abort rate is the higher of the two while it commits about three times as many. The paper shows
+refreshes succeeded) and waiting 408 ms per lock wait on average. So where skew is high K2's
+abort rate is the higher of the two while it commits about three times as many; k2-fig17's shape
+table counts the skews where K2's is the lower, and they are few. The paper shows
 K2's abort rate lowest at every skew; its rule as the paper gives it does not explain that, and we
 added nothing to the rule. Run with
 ` + "`--scale paper`" + ` for 5 data nodes per region and 200 clients per region.
@@ -619,9 +621,9 @@ warehouses (a New-Order and a Payment both read, then write, their district's ro
 timeout the deadlocked transactions keep their locks, and everything queued behind them waits
 too. A short timeout frees them quickly but also aborts waits that were no deadlock, as NO_WAIT
 does; a long one aborts little but lets each deadlock hold its hot rows for the whole timeout.
-At the lowest load swept, one client per warehouse, almost nothing conflicts, no deadlock forms
-and no timeout fires, so every timeout's curve starts at the same throughput, and for all but
-the shortest timeouts that is its peak. The ratio of peaks therefore barely depends on the
+At one client per warehouse almost nothing conflicts, few deadlocks form and few timeouts fire,
+so every timeout's curve is at about the same throughput there, and for most timeouts that is
+its peak (the table gives the load of each). The ratio of peaks therefore depends little on the
 timeout. Load by load it does: where warehouses are shared, K2's margin at the same number of
 clients grows with the timeout. A margin like the paper's 9.82× thus fits a d2PL-TTC whose
 deadlocks wait out a timeout of a WAN round trip or more, measured only at loads where clients
@@ -629,13 +631,13 @@ share warehouses (the paper ran 100 client instances per client core); it does n
 over a sweep that reaches low load, with any timeout.
 `
 	whyCPUBound = `
-**What it shows.** With the cores as the bottleneck the protocols keep Fig. 18's order and K2's
-margins stay near 2×: the paper's 9.82× over d2PL-TTC appears in neither regime. Throughput now
+**What it shows.** With the cores as the bottleneck K2 keeps the highest throughput, by margins
+a little below Fig. 18's: the paper's 9.82× over d2PL-TTC appears in neither regime. Throughput now
 falls as clients are added past what the cores can serve, most steeply for MVTO-HLC, whose
 pushed and refreshed attempts cost the most messages. This run is also where a difference in
 transport showed: before every protocol sent a data node one message per client request (Fig.
 18's note (4)), K2 sent a batch key by key, and here d2PL-TTC with wound-wait beat it. K2 then
-ran 2,059 txn/s at 50 clients per region and 1,472 at 100 (` + "`meridian sim --protocol k2 --workload tpcc --warehouses 50 --service-time 16.667us --clients 50`" + `,
+ran 2,059 txn/s at 50 clients per region and 1,472 at 100 (` + "`meridian sim --protocol k2 --workload tpcc --warehouses 50 --service-time 16.667us --clients 50 --warmup 500ms --duration 2s`" + `,
 and 100, at commit 84e3209, the quick scale's deployment); compare the table above.
 `
 	whyTPCC = `
@@ -658,17 +660,20 @@ writes. (2) Clients send a transaction's independent reads and writes together (
 PutMany, run concurrently by every protocol's coordinator), as the TPC-C of chogori-platform
 (the public ancestor of K2's code base) issues them: a New-Order reads its home-region rows in
 one batch and writes them with the next, 2–3 client round trips instead of ~45. That raised
-every protocol's peak (K2 from about 1,000 to 1,200 txn/s at quick scale) and cut K2's local
-New-Order to ~2.5 ms at p50, but the ratios stayed near 2× (` + "`--one-op-at-a-time`" + ` runs
-the old client). (3) The paper's d2PL-TTC deadlock policy is unknown; two are shown here, and k2-fig18-timeout
+every protocol's peak and cut K2's New-Order p50 from 18.5 to 3.5 ms (K2 at quick scale with 20
+clients per region, seed 1: 1,088 txn/s with ` + "`--one-op-at-a-time`" + `, which runs the old
+client, 1,247 without), but the ratios stayed near 2×. (3) The paper's d2PL-TTC deadlock policy is unknown; two are shown here, and k2-fig18-timeout
 adds a third, lock-wait timeout, and sweeps its length (its report gives the margin at each).
 Detection blocks on every conflict and keeps a deadlock's locks until the report has reached the
 detector (one node, often in another region) and the victim's abort has come back; in our runs
 it is the slower of the two. (4) Messages per transaction: K2's and MVTO-HLC's coordinators
 used to send every operation of a batch to its node as a message of its own, while d2PL-TTC's
-send each participant one request, so a TPC-C commit cost K2 142 messages and MVTO-HLC 223
-against d2PL-TTC's 36. Each now sends a node one message per client request (30, 42 and 36;
-` + "`meridian sim --workload tpcc --warehouses 10 --clients 10`" + ` prints them as "work per commit"). Here, where round trips and hot rows
+send each participant one request, so a TPC-C commit cost K2 151 messages and MVTO-HLC 200
+against d2PL-TTC's 34 (at commit 84e3209). Each now sends a node one message per client request
+(K2 30, MVTO-HLC 39, d2PL-TTC 34 with wound-wait and 33 with detection;
+` + "`meridian sim --protocol k2|crdb --workload tpcc --warehouses 10 --clients 10`" + `, and for d2PL-TTC
+` + "`--protocol spanner --opt commit-wait=off --opt write-locks=eager --opt lock-policy=wound-wait`" + `,
+print them as "work per commit"). Here, where round trips and hot rows
 bound throughput, that moved the peaks little; where the cores bound it, it decides the
 comparison (k2-fig18-cpu: before the change d2PL-TTC with wound-wait beat K2 there). (5) Why K2
 aborts: its aborts (all "read-watermark") are mostly read-modify-writes of hot rows (W_YTD,
@@ -676,11 +681,12 @@ D_YTD, D_NEXT_O_ID). K2 raises a row's read watermark when a read arrives, also 
 then waits by PUSHWS behind an open write stream (a remote-customer Payment keeps W_YTD's open
 for a WAN round trip), so of the read-modify-writes that read a hot row while a stream is open
 all but the youngest have their write refused. The data nodes count it: at quick scale with 20
-clients per region, 51% (whole rows) and 65% (hot columns) of the refused writes met a watermark
+clients per region, 63% (whole rows) and 82% (hot columns) of the refused writes met a watermark
 set by a reader that had waited by PUSHWS (write-refused.read-watermark/waiting-reader), against
-28–31% at 5 clients. The paper's 1,000 warehouses spread its load over ten times more hot rows
+50% and 74% at 5 clients (seed 1: ` + "`meridian sim --protocol k2 --workload tpcc --warehouses 10 --tpcc-items 100000 --clients 20 --warmup 500ms --duration 2s --json`" + `,
+with ` + "`--tpcc-families`" + ` for hot columns). The paper's 1,000 warehouses spread its load over ten times more hot rows
 than our 100, on 100 primary cores; k2-fig18-cpu keeps its ten warehouses per core and its
-clients per warehouse, and finds the same margins of about 2×. (6) At quick scale the item table has the
+clients per warehouse, and finds margins below 2× there too. (6) At quick scale the item table has the
 specification's 100,000 rows; with the simulation-sized 1,000 the stock rows are a hundred times
 hotter.
 `
@@ -716,7 +722,7 @@ and without the network: ` + "`go test ./internal/clock -bench K2TB`" + `; over 
 `
 	whyTable2 = `
 **Why ours differs.** With hot columns in their own keys our local New-Order sums to about
-1.9–2.0 ms at quick scale against the paper's 1.2, and the remote one to about 140 ms against
+1.9–2.1 ms at quick scale against the paper's 1.2, and the remote one to 140–146 ms against
 120. Phase by phase: (1) Get Ts: K2-TB serves timestamps locally only when a coordinator takes
 them faster than one per TTL; at a few hundred transactions per second per coordinator each
 batch expires unused and a transaction waits one oracle round trip (0.2 ms on Table 1's
@@ -724,18 +730,19 @@ intra-region RTT, 0.07 ms on the paper's hardware) where the paper's p90 is a lo
 (8 µs). (2) Read: the client reads a New-Order's home-region rows in one batch. They all live
 on its warehouse's shard (each warehouse's shard holds a copy of the item table), and a TPC-C
 client's coordinator is the data node holding its warehouse, so the batch never leaves that node
-and the local read phase is its service time (0.01–0.02 ms), at both scales. The paper's 0.052
+and the local read phase is its service time (0.01–0.04 ms), at both scales. The paper's 0.052
 ms is a quarter of its own Table 1's 0.2 ms round trip, so it cannot have included a round trip
-on Table 1's network either. Remote: 69–70 ms against 76, one WAN
+on Table 1's network either. Remote: 69–72 ms against 76, one WAN
 round trip. (3) PushWS: with hot columns in their own keys almost no New-Order meets a write
 stream; with whole rows every New-Order reads the warehouse row and meets Payments' W_YTD write
-streams (a remote-customer Payment keeps one open for a WAN round trip), which grows with load.
+streams (a remote-customer Payment keeps one open for a WAN round trip): 6–46 ms at p90.
 (4) Write: one round trip, then the wait at commit for the writes' flush, 0.5 ms in our disk
-model and often queued behind the flush in progress (group commit): 0.8–0.9 ms where the
+model and often queued behind the flush in progress (group commit): 0.6–0.9 ms where the
 paper's 0.55 ms suggests a faster flush; we kept ours. The remote write is one WAN round trip, as
-a remote read is (70 ms at p90); the paper's 43 ms is below its own remote read phase, which one
+a remote read is (70–73 ms at p90); the paper's 43 ms is below its own remote read phase, which one
 round trip to the same stock rows cannot be unless its writes overlap other work. (5) Commit:
-the recorder's round trip and flush, 0.9–1.0 ms against 0.53, for the same reason.
+the recorder's round trip and flush, 0.9–1.0 ms for a local New-Order (0.5–0.8 ms for a remote
+one) against 0.53, for the same reason.
 `
 )
 
