@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/mvcc"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -356,9 +357,28 @@ func (n *Node) onOps(from topo.NodeID, req *OpsReq) {
 	resp := &OpsResp{Ops: make([]SubResp, count)}
 	left := count + 1 // one more, held until every sub-request has been evaluated
 	answered := func() {
-		if left--; left == 0 {
-			resp.Clock = n.now()
-			n.env.Send(from, resp)
+		if left--; left > 0 {
+			return
+		}
+		resp.Clock = n.now()
+		// Cut into as many messages as the reads' values need: a share of a batch may hold
+		// up to wire.MaxBatchOps values of 1 MiB, and a node reading a frame over
+		// wire.MaxFrameBytes drops the link (17 of them were a 17.8 MB OpsResp). Every
+		// sub-answer names its request and is taken alone, so the coordinator gets each as
+		// if it were the one message, every read in its read set and the timestamp cache as
+		// before; it then refuses the client's batch as too large to answer
+		// (wire.BatchAnswerTooLarge). Cut rather than refused (as spanner's participant
+		// refuses its share): every sub-answer stays as it was, an uncertain read's, which
+		// the coordinator reads again higher, included.
+		for ops := resp.Ops; len(ops) > 0; {
+			cut := txnkit.ValuesThatFit(len(ops), func(i int) []byte {
+				if r := ops[i].Read; r != nil {
+					return r.Value
+				}
+				return nil
+			})
+			n.env.Send(from, &OpsResp{Clock: resp.Clock, Ops: ops[:cut]})
+			ops = ops[cut:]
 		}
 	}
 	g := &writeGroup{}

@@ -81,10 +81,21 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 	left := len(r.Reads) + len(r.Writes)
 	serving, refused := true, false
 	send := func() {
-		if len(ready.Reads)+len(ready.Writes) > 0 {
-			n.env.Send(from, &OpsResp{Reads: ready.Reads, Writes: ready.Writes})
-			ready = OpsResp{}
+		// Cut into as many messages as the reads' values need: a node's share of a batch
+		// may hold up to wire.MaxBatchOps values of 1 MiB, and a node reading a frame over
+		// wire.MaxFrameBytes drops the link (17 of them were a 17.8 MB OpsResp). Each answer
+		// names its request, so the coordinator takes them as they come, as it takes those
+		// of the second OpsResp; it then refuses the client's batch as too large to answer
+		// (wire.BatchAnswerTooLarge), the reads having raised their keys' watermarks as
+		// single reads do. Cut rather than refused (as spanner's participant refuses its
+		// share): a share's answers already come in two parts, neither knowing the other's
+		// size, and a cut leaves every answer as it was.
+		for reads := ready.Reads; len(reads)+len(ready.Writes) > 0; {
+			cut := txnkit.ValuesThatFit(len(reads), func(i int) []byte { return reads[i].Value })
+			n.env.Send(from, &OpsResp{Reads: reads[:cut], Writes: ready.Writes})
+			reads, ready.Writes = reads[cut:], nil
 		}
+		ready = OpsResp{}
 	}
 	// Once serving is over, what is left waits: its operations are held in n.serving until
 	// their answers leave. Those answered while serving are not held: their answers leave now,
