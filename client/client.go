@@ -367,6 +367,14 @@ func (tx *Txn) Get(key string) ([]byte, error) {
 }
 
 // Put writes value at key.
+//
+// A transaction's writes are held to wire.MaxTxnWriteBytes (8 MiB), each written key counted
+// once, at its latest value, plus wire.TxnWriteOverheadBytes, because its commit carries them
+// between nodes in messages that must fit a frame. A write that would take the transaction past
+// it fails with ErrBadArgument (wire.TxnWritesTooLarge) and is not applied; the transaction goes
+// on, and may commit what it has written or abort. The same holds for PutMany and Batch, refused
+// whole, except one too large for a single request (over wire.MaxScanBytes), which is sent an
+// operation at a time: the rows before the refused one then stay written.
 func (tx *Txn) Put(key string, value []byte) error {
 	if value == nil {
 		value = []byte{}

@@ -141,6 +141,34 @@ func RowsTooLarge(rows []KV) bool {
 // on: the client reads the keys in smaller batches or one at a time.
 const BatchAnswerTooLarge = "batch answer larger than 4 MiB: read fewer keys at once"
 
+// MaxTxnWriteBytes bounds a transaction's writes, each written key counted once, at its latest
+// value, as TxnWriteBytes. Commit carries them between nodes in one message per participant
+// (spanner's PrepareReq ships every buffered write; crdb's staging record lists every written
+// key, k2's durability question every key written at a node), and a node reading a frame over
+// MaxFrameBytes drops the link, so without a bound a transaction of many 1 MiB puts could
+// never commit. Half a frame: each of those messages carries every write at most once, with
+// less framing per write than TxnWriteOverheadBytes counts (under 30 bytes of CBOR), so it
+// stays within half a frame plus a few fixed fields, and a count within the bound is also
+// far from the codec's limit on array elements (2^20). A write that would take the
+// transaction past it is refused (TxnWritesTooLarge), as CockroachDB refuses a transaction
+// over its intent budget, and the transaction goes on without it.
+const MaxTxnWriteBytes = MaxFrameBytes / 2
+
+// TxnWriteOverheadBytes is what each written key counts against MaxTxnWriteBytes besides its
+// key and value: the framing of a write in the messages above, with room to spare, so that a
+// transaction of many tiny writes is bounded too.
+const TxnWriteOverheadBytes = 64
+
+// TxnWriteBytes is what a write of key counts against MaxTxnWriteBytes (value nil: a delete).
+func TxnWriteBytes(key string, value []byte) int {
+	return len(key) + len(value) + TxnWriteOverheadBytes
+}
+
+// TxnWritesTooLarge is the refusal of a write (or a batch holding one) that would take its
+// transaction's writes past MaxTxnWriteBytes. Nothing of the request is applied, and the
+// transaction goes on: it may commit what it has written, or abort.
+const TxnWritesTooLarge = "transaction writes larger than 8 MiB (keys and values): write refused; commit or abort the transaction"
+
 // ClientReply answers a ClientRequest.
 type ClientReply struct {
 	Txn      uint64

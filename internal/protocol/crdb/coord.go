@@ -28,6 +28,9 @@ type coordTxn struct {
 	read      map[string]bool
 	writeKeys []string
 	wrote     map[string]bool
+	// writeBytes holds the writes to wire.MaxTxnWriteBytes: the staging record (EndTxnReq)
+	// lists every key written, and each leaseholder's proof and resolution its share of them.
+	writeBytes txnkit.TxnWrites
 
 	// calls are the requests sent for the transaction: once it ends their answers are not
 	// awaited, and one a crash or a lost message swallowed would otherwise be for ever.
@@ -153,6 +156,11 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 	n.armIdle(t)
 	if t.remoteAbort != "" && req.Op != wire.OpAbort {
 		n.abort(t, t.remoteAbort)
+		return
+	}
+	if !t.writeBytes.Admit(req) {
+		// Refused before anything is sent: the transaction goes on without it.
+		n.replyClient(t, txnkit.TxnWritesRefused())
 		return
 	}
 	switch req.Op {

@@ -85,6 +85,10 @@ type ctxn struct {
 	lost           bool
 	writeNanos     int64 // without pipelining: time spent in writes, for phase.write
 	writeWaitLocal int64 // with pipelining: when the commit began waiting for durability
+
+	// writeBytes holds the writes to wire.MaxTxnWriteBytes: each participant's durability
+	// question (DurableReq) lists every key the transaction wrote there.
+	writeBytes txnkit.TxnWrites
 }
 
 // opKind is what a flight is: its answer must be of the same kind.
@@ -290,6 +294,11 @@ func (n *Node) pumpTS() {
 
 func (n *Node) exec(t *ctxn, req wire.ClientRequest) {
 	t.req = req
+	if !t.writeBytes.Admit(&req) {
+		// Nothing is sent, so the transaction is as it was, idle, and goes on.
+		n.reply(t, txnkit.TxnWritesRefused())
+		return
+	}
 	switch req.Op {
 	case wire.OpGet, wire.OpPut, wire.OpDelete:
 		n.startOps(t, []wire.BatchOp{{Op: req.Op, Key: req.Key, Value: req.Value}})

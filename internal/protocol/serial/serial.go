@@ -250,6 +250,11 @@ type txn struct {
 	nextSeq    uint32            // requests numbered below it were taken already
 	last       *wire.ClientReply // the answer to request nextSeq-1, for a copy of it
 	committing bool              // the commit's writes are being persisted
+	// writeBytes holds the writes to wire.MaxTxnWriteBytes. No message here carries them
+	// (they wait in this node's memory and commit in one local persist), but the bound is the
+	// client's, the same under every protocol: a transaction the reference protocol commits
+	// must fit the others' commit messages too.
+	writeBytes txnkit.TxnWrites
 }
 
 // finishedTxn is a transaction that ended, kept for copies of its last request.
@@ -598,6 +603,11 @@ func (n *Node) request(client, host topo.NodeID, hostLife uint64, req wire.Clien
 		t.resendIn = n.resendAfter(host)
 	}
 	n.armTimer(t)
+	if !t.writeBytes.Admit(&req) {
+		// Nothing of it applied; a copy of the request gets the same refusal (t.last).
+		n.answer(t, client, host, req, txnkit.TxnWritesRefused())
+		return
+	}
 	switch req.Op {
 	case wire.OpGet, wire.OpPut, wire.OpDelete:
 		found, v := t.apply(n, req.Op, req.Key, req.Value)

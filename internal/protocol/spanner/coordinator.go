@@ -48,6 +48,10 @@ type coordTxn struct {
 	parts      []*participant // in first-touch order
 	writes     map[string]Write
 	writeOrder []string
+	// writeBytes holds the writes to wire.MaxTxnWriteBytes: each participant's PrepareReq
+	// carries every write buffered for it, values and all. Eager writes leave no such message,
+	// but are held to the same bound: it is the client's, the same under every protocol.
+	writeBytes txnkit.TxnWrites
 	maxRead    ts.Timestamp // newest version read: the commit timestamp must exceed it
 
 	pending *wire.ClientRequest // the client request being served, if any
@@ -237,6 +241,11 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 	case wire.OpGet, wire.OpPut, wire.OpDelete, wire.OpBatch:
 		if t.readOnly && writes(m) {
 			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "write in a read-only transaction"})
+			return
+		}
+		if !t.writeBytes.Admit(m) {
+			// Nothing is buffered or sent: the transaction goes on without it.
+			txnkit.Reply(c.env, from, m, txnkit.TxnWritesRefused())
 			return
 		}
 		c.execute(t, &cp)
