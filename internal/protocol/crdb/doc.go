@@ -61,7 +61,8 @@
 //   - Batches. A client request with several operations (OpBatch) runs them concurrently, all
 //     reads at one readTS and all writes at one writeTS, as DistSender runs a BatchRequest's
 //     parts. The operations for one leaseholder travel as one OpsReq and are answered by one
-//     OpsResp once every one of them is done (a lone operation keeps its ReadReq/WriteReq);
+//     OpsResp (more if its values pass 4 MiB) once every one of them is done (a lone operation
+//     keeps its ReadReq/WriteReq);
 //     each sub-request is evaluated exactly as if it had come alone, so only the message count
 //     changes. An OpsReq's intents are persisted with one flush. Refresh, QueryIntent and
 //     intent resolution likewise send one message per node, listing its keys.

@@ -166,7 +166,8 @@ type SubReq struct {
 }
 
 // OpsResp answers an OpsReq with every sub-request's answer, in request order, once the last
-// one is ready (a read may wait on an intent, a write without pipelining on the disk).
+// one is ready (a read may wait on an intent, a write without pipelining on the disk); answers
+// whose values pass wire.MaxScanBytes are cut into several OpsResps, so each fits a frame.
 type OpsResp struct {
 	Clock ts.Timestamp
 	Ops   []SubResp

@@ -52,7 +52,8 @@
 // moment the write is sent, so an abort reaches an intent whose answer is still on its way. The
 // node answers in one OpsResp what it served at once, and in one more what had to wait (a read
 // parked on PUSHWS, a write waiting for its flush without pipelining), so that no answer waits
-// for another's wait; a refusal goes back alone and at once. The Table 2 read and write phases
+// for another's wait (each cut into more when its values pass 4 MiB, to fit a frame); a refusal
+// goes back alone and at once. The Table 2 read and write phases
 // count operations that ran concurrently once (the request's time, less its longest PUSHWS
 // wait).
 //

@@ -185,7 +185,8 @@ type OpsReq struct {
 
 // OpsResp answers some of an OpsReq's operations, each answer naming its request by ReqID: those
 // done while the request was served, then, in a second OpsResp, those that had to wait (PUSHWS,
-// a flush). A refusal is sent alone, at once, and ends the answers to its request.
+// a flush); either is cut into several when its values pass wire.MaxScanBytes, so each fits a
+// frame. A refusal is sent alone, at once, and ends the answers to its request.
 type OpsResp struct {
 	Reads  []ReadResp  `cbor:",omitempty"`
 	Writes []WriteResp `cbor:",omitempty"`
