@@ -226,11 +226,18 @@ var processStart = time.Now()
 // Now implements Transport: nanoseconds on a monotonic clock anchored at the wall clock.
 func (t *NetTransport) Now() int64 { return processStart.UnixNano() + int64(time.Since(processStart)) }
 
-// Close closes the connection; later requests fail.
+// Close closes the connection; requests waiting for a reply fail at once (as when the
+// connection is lost: a commit among them has an unknown outcome), and later requests fail.
 func (t *NetTransport) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
+	// The reader fails the waiters only for the connection still in use, which this one no
+	// longer is once conn is cleared: without this they waited out their timeout.
+	for k, ch := range t.waiting {
+		close(ch)
+		delete(t.waiting, k)
+	}
 	if t.conn != nil {
 		err := t.conn.Close()
 		t.conn = nil

@@ -85,3 +85,58 @@ func TestErrorsSayMeridianOnce(t *testing.T) {
 		t.Fatalf("commit: got %v, want an unknown outcome with one \"meridian:\"", err)
 	}
 }
+
+// TestCloseFailsWaitingRequests: closing a transport fails the requests waiting for a reply at
+// once; they waited out the request timeout (a minute here) for a reply the closed connection
+// could no longer bring.
+func TestCloseFailsWaitingRequests(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// A node that welcomes the client and then never answers.
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		if _, _, err := frame.Read(r); err != nil {
+			return
+		}
+		_ = frame.WriteMsg(c, 0, &frame.Welcome{Endpoint: frame.ClientID(0, 1)})
+		for {
+			if _, _, err := frame.Read(r); err != nil {
+				return
+			}
+		}
+	}()
+	tr, err := Dial(ln.Addr().String(), WithRequestTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.RoundTrip(&wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: "k"})
+		done <- err
+	}()
+	for waiting := false; !waiting; { // until the request is on its way
+		time.Sleep(time.Millisecond)
+		tr.mu.Lock()
+		waiting = len(tr.waiting) == 1
+		tr.mu.Unlock()
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a request cut off by Close succeeded")
+		}
+	case <-time.After(30 * time.Second): // far below the minute's timeout, far above any scheduling delay
+		t.Fatal("a request waiting when the transport closed still waits")
+	}
+}
