@@ -228,8 +228,16 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 	case wire.CodeUnknown:
 		tx.done = true
 		return nil, &UnknownError{Detail: rep.Error}
-	default:
+	case wire.CodeUnavailable:
 		return nil, fmt.Errorf("%w: %s", ErrUnavailable, rep.Error)
+	default:
+		// A code this client does not know (a newer server's): for a commit, the outcome is
+		// not known to be "not committed", so it must not be reported as a failure.
+		if req.Op == wire.OpCommit {
+			tx.done = true
+			return nil, &UnknownError{Detail: fmt.Sprintf("commit answered with code %d: %s", rep.Code, rep.Error)}
+		}
+		return nil, fmt.Errorf("%w: code %d: %s", ErrUnavailable, rep.Code, rep.Error)
 	}
 }
 

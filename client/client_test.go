@@ -217,3 +217,30 @@ func TestTxnIDsGrowWithFirstRequests(t *testing.T) {
 		t.Fatalf("ID() = %d after its first request carried %d", early.ID(), firsts[1])
 	}
 }
+
+// codeTransport answers every request with one code.
+type codeTransport struct{ code wire.Code }
+
+func (c codeTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: c.code, Error: "x"}, nil
+}
+func (codeTransport) Sleep(time.Duration) {}
+func (codeTransport) Now() int64          { return 0 }
+
+// TestUnknownCodeAtCommitIsUnknown: a commit answered with a code this client does not know
+// has an unknown outcome (it was reported unavailable, which kv exec and the bench record as a
+// failure); an unavailable commit was refused before it ran and stays unavailable.
+func TestUnknownCodeAtCommitIsUnknown(t *testing.T) {
+	for _, c := range []struct {
+		code    wire.Code
+		unknown bool
+	}{{wire.Code(99), true}, {wire.CodeUnavailable, false}} {
+		tx := Open(codeTransport{c.code}).Begin(TxnOptions{})
+		tx.seq = 1 // as after a put, so the commit is sent
+		err := tx.Commit()
+		var u *UnknownError
+		if errors.As(err, &u) != c.unknown || (!c.unknown && !errors.Is(err, ErrUnavailable)) {
+			t.Errorf("commit answered %v: %v, want unknown outcome %v", c.code, err, c.unknown)
+		}
+	}
+}
