@@ -1,11 +1,14 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -46,9 +49,11 @@ func (g *grpcServer) stop() { g.srv.Stop() }
 
 // streamSink queues replies for a stream's sending goroutine.
 type streamSink struct {
-	q    chan []byte
-	done chan struct{}
-	once sync.Once
+	q        chan []byte
+	done     chan struct{}
+	once     sync.Once
+	overflow chan struct{} // closed when a reply found the queue full
+	overOnce sync.Once
 }
 
 func (k *streamSink) enqueue(_ topo.NodeID, payload []byte) {
@@ -56,11 +61,21 @@ func (k *streamSink) enqueue(_ topo.NodeID, payload []byte) {
 	case k.q <- payload:
 	case <-k.done:
 	default:
-		// The client does not read its replies; dropping is what a full TCP link does too.
+		// A TCP link drops the frame here and its client times out; a gRPC client has no
+		// timeout of ours, so a dropped reply (a commit's) would leave it waiting on a live
+		// stream for good. The session ends instead, and its client knows that what it has
+		// not heard of is unknown. Session holds each stream to maxPendingRequests answers
+		// owed, so only a protocol that answers one request twice gets here.
+		k.overOnce.Do(func() { close(k.overflow) })
 	}
 }
 
 func (k *streamSink) close() { k.once.Do(func() { close(k.done) }) }
+
+// maxPendingRequests bounds the requests of a stream whose answers are owed: a client that
+// sends faster than it reads is held back by gRPC's flow control rather than have its answers
+// queued without bound or dropped.
+const maxPendingRequests = linkQueueLen
 
 // The metadata keys by which a gRPC client names what it expects, like the Hello of a TCP
 // client: a session whose cluster or protocol differs from this node's is refused before its
@@ -95,9 +110,14 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 		s.log.Error("gRPC session refused", "err", err)
 		return status.Error(codes.Unavailable, err.Error())
 	}
-	sink := &streamSink{q: make(chan []byte, linkQueueLen), done: make(chan struct{})}
+	sink := &streamSink{q: make(chan []byte, linkQueueLen), done: make(chan struct{}), overflow: make(chan struct{})}
 	s.addClient(id, sink)
 	defer s.removeClient(id, sink)
+	ctx := stream.Context()
+	// pending counts the requests posted whose answers are not sent yet; answered wakes the
+	// receiving side when one is.
+	var pending atomic.Int64
+	answered := make(chan struct{}, 1)
 	sendErr := make(chan error, 1)
 	go func() {
 		for {
@@ -112,28 +132,73 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 					sendErr <- err
 					return
 				}
+				pending.Add(-1)
+				select {
+				case answered <- struct{}{}:
+				default:
+				}
 			case <-sink.done:
 				return
-			case <-stream.Context().Done():
+			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	// Recv runs on its own goroutine so that the session can end while it waits: a client
+	// waiting for an answer sends nothing.
+	reqs := make(chan *meridianpb.Request)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	lost := func() error {
+		return status.Errorf(codes.ResourceExhausted, "an answer was dropped (the client did not read its answers): the outcome of the %d requests not answered is unknown", pending.Load())
+	}
 	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if req.Op < meridianpb.Op_OP_GET || req.Op > meridianpb.Op_OP_BATCH {
-			return status.Errorf(codes.InvalidArgument, "request txn %d seq %d: unknown op %v", req.Txn, req.Seq, req.Op)
-		}
+		var req *meridianpb.Request
 		select {
+		case req = <-reqs:
+		case err := <-recvErr:
+			if !errors.Is(err, io.EOF) {
+				return err
+			}
+			return g.drain(ctx, &pending, answered, sendErr, sink)
 		case err := <-sendErr:
 			return err
-		default:
+		case <-sink.overflow:
+			return lost()
+		}
+		for pending.Load() >= maxPendingRequests {
+			select {
+			case <-answered:
+			case err := <-sendErr:
+				return err
+			case <-sink.overflow:
+				return lost()
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		pending.Add(1)
+		if req.Op < meridianpb.Op_OP_GET || req.Op > meridianpb.Op_OP_BATCH {
+			// Answered like any bad request, not by ending the stream: that would lose the
+			// answers of the stream's other transactions, a commit's among them.
+			if w, err := wire.Encode(&wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeBadArgument,
+				Error: fmt.Sprintf("unknown operation %v", req.Op)}); err == nil {
+				sink.enqueue(id, w)
+			}
+			continue
 		}
 		s.received.Add(1)
 		m := &wire.ClientRequest{Txn: req.Txn, Seq: req.Seq, Op: wire.Op(req.Op), Key: req.Key,
@@ -145,6 +210,30 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 		}
 		s.post(event{from: id, msg: m})
 	}
+}
+
+// drain keeps a stream whose client has closed its side open until every answer owed is sent:
+// closing a stream after its last request (a commit) and then reading the answers is how a
+// bidirectional stream is ended, and returning at once lost the commit's answer (the stream
+// ended OK with no answer, though the commit applied). It waits a client timeout at most, for
+// an answer the protocol never sends (a duplicate's).
+func (g *grpcServer) drain(ctx context.Context, pending *atomic.Int64, answered <-chan struct{}, sendErr <-chan error, sink *streamSink) error {
+	timer := time.NewTimer(g.s.cfg.ClientTimeout)
+	defer timer.Stop()
+	for pending.Load() > 0 {
+		select {
+		case <-answered:
+		case err := <-sendErr:
+			return err
+		case <-sink.overflow:
+			return status.Errorf(codes.ResourceExhausted, "an answer was dropped: the outcome of the %d requests not answered is unknown", pending.Load())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return status.Errorf(codes.DeadlineExceeded, "%d requests not answered within %v of the client closing its side: their outcome is unknown", pending.Load(), g.s.cfg.ClientTimeout)
+		}
+	}
+	return nil
 }
 
 func replyToPB(r *wire.ClientReply) *meridianpb.Reply {

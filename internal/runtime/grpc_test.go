@@ -80,8 +80,8 @@ func TestGRPCSession(t *testing.T) {
 	if err := s.Send(&meridianpb.Request{Txn: 2, Op: meridianpb.Op(99)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Recv(); err == nil {
-		t.Fatal("an unknown op was accepted")
+	if rep, err := s.Recv(); err != nil || rep.Code != meridianpb.Code_CODE_BAD_ARGUMENT || !strings.Contains(rep.Error, "unknown operation") {
+		t.Fatalf("an unknown op: %v, %v; want a bad-argument answer on a live stream", rep, err)
 	}
 }
 
