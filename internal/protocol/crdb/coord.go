@@ -150,7 +150,11 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 			txnkit.OK(n.env, from, req)
 			return
 		}
-		return // the client sends one request at a time: a second one while busy is a bug
+		// A client that did not wait for its previous answer (a gRPC client pipelining its
+		// requests). Dropped, the request was never answered, and a commit sent after the
+		// answer it did get succeeded without it.
+		txnkit.Reply(n.env, from, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "request while another of the transaction is in flight"})
+		return
 	}
 	t.busy, t.req, t.opStart, t.nextSeq = true, req, n.env.Now(), req.Seq+1
 	n.armIdle(t)

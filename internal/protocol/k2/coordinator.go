@@ -199,8 +199,15 @@ func (n *Node) onClient(from node.ID, req *wire.ClientRequest) {
 		n.pumpTS()
 		return
 	}
-	if t.state != stIdle || req.Seq <= t.req.Seq {
-		return // a duplicate, or a client that did not wait for its previous answer
+	if req.Seq <= t.req.Seq {
+		return // a duplicate of a request taken on already
+	}
+	if t.state != stIdle {
+		// A client that did not wait for its previous answer (a gRPC client pipelining its
+		// requests). Dropped, the request was never answered, and a commit sent after the
+		// answer it did get succeeded without it.
+		txnkit.Reply(n.env, from, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "request while another of the transaction is in flight"})
+		return
 	}
 	t.lastClientLocal = now
 	n.exec(t, *req)
