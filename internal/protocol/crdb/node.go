@@ -177,6 +177,11 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	return n, nil
 }
 
+type earlyMsg struct {
+	from node.ID
+	m    wire.Msg
+}
+
 // Node is one CockroachDB-style node: a gateway (transaction coordinator) for its region's
 // clients, the leaseholder of its primary shards, and the holder of the transaction records
 // anchored on those shards.
@@ -223,6 +228,10 @@ type Node struct {
 	inc       txnkit.Incarnation // this life's number, and its transaction ids
 	ready     bool               // inc is durable: transaction ids may be handed out
 	waiting   []queuedReq        // client requests that came before ready
+	// started is set once this life's first incarnation write is durable; node-to-node
+	// messages that came earlier wait in early (recover: a first life serves nothing before).
+	started bool
+	early   []earlyMsg
 
 	pending map[uint64]*call // outstanding requests this node sent, by request id
 	nextReq uint64
@@ -274,8 +283,13 @@ func (n *Node) recover(d node.Durable) error {
 	// The timestamp cache was volatile: no write may land below a read served before the
 	// crash. Every such read was at or below some node's clock, which is at most 2×max-offset
 	// ahead of ours (all clocks are within max-offset of true time). CockroachDB does the same
-	// with a new lease's start timestamp.
-	n.store.RaiseReadFloor(ts.Timestamp{Wall: n.env.Now() + 2*int64(n.set.maxOffset)})
+	// with a new lease's start timestamp. A write pushed there has a timestamp no clock has
+	// reached, which its gateway waits out before acknowledging the commit (committed). A first
+	// life (no incarnation durable yet) served nothing before: it serves nothing until its
+	// incarnation is durable (Handle), so it needs no floor, and a new cluster's commits no wait.
+	if n.inc.N > 1 {
+		n.store.RaiseReadFloor(ts.Timestamp{Wall: n.env.Now() + 2*int64(n.set.maxOffset)})
+	}
 	if n.recs, err = txnrec.Recover(d); err != nil {
 		return err
 	}
@@ -321,6 +335,12 @@ func (n *Node) recover(d node.Durable) error {
 
 // Handle implements node.Handler.
 func (n *Node) Handle(from node.ID, m wire.Msg) {
+	if _, client := m.(*wire.ClientRequest); !client && !n.started {
+		// Served before the incarnation is durable, a read would be lost to a crash that left
+		// none, and the next life, seeing no earlier one, would take no floor above it.
+		n.early = append(n.early, earlyMsg{from, m})
+		return
+	}
 	switch m := m.(type) {
 	case *wire.ClientRequest:
 		n.onClient(from, m)
