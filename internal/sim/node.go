@@ -87,7 +87,14 @@ func (n *simNode) restart() error {
 		return fmt.Errorf("sim: node %d is not down", n.id)
 	}
 	n.down = false
-	return n.start()
+	if err := n.start(); err != nil {
+		// A node that cannot rebuild itself stays down: up, it would run its crashed life's
+		// handler, and whatever the failed start set in motion (timers, persists) must not
+		// reach the next one.
+		n.crash()
+		return err
+	}
+	return nil
 }
 
 func (n *simNode) enqueue(w work) {

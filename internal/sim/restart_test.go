@@ -1,0 +1,62 @@
+package sim
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// unrecoverable is a test protocol whose node cannot be rebuilt from a disk holding "boom".
+type unrecoverable struct{ built *[]*countingNode }
+
+type countingNode struct{ handled int }
+
+func (unrecoverable) Name() string                     { return "unrecoverable-test" }
+func (unrecoverable) Model() string                    { return "" }
+func (unrecoverable) Options() map[string]string       { return nil }
+func (unrecoverable) Layout(l topo.Layout) topo.Layout { return l }
+func (p unrecoverable) NewNode(cfg node.Config) (node.Handler, error) {
+	bad := false
+	_ = cfg.Durable.Scan([]byte("boom"), []byte("boon"), func(_, _ []byte) bool { bad = true; return false })
+	if bad {
+		return nil, errors.New("cannot recover")
+	}
+	n := &countingNode{}
+	*p.built = append(*p.built, n)
+	return n, nil
+}
+func (n *countingNode) Handle(node.ID, wire.Msg) { n.handled++ }
+
+// A restart that cannot rebuild a node's handler leaves the node down. It brought the node up
+// with its crashed life's handler, which went on handling messages from the memory the crash
+// had wiped, and a second Restart was refused as of a node that was not down.
+func TestFailedRestartLeavesNodeDown(t *testing.T) {
+	tp, _ := topo.FromPreset("k2-5region", topo.DefaultLayout())
+	var built []*countingNode
+	cfg := DefaultConfig()
+	cfg.Topology, cfg.Protocol, cfg.Seed = tp, unrecoverable{&built}, 1
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := built[0]
+	s.nodes[0].Persist([]node.Write{{Key: []byte("boom"), Value: []byte("x")}}, nil)
+	s.RunFor(10 * time.Millisecond)
+	s.Crash(0)
+	if err := s.Restart(0); err == nil || !strings.Contains(err.Error(), "cannot recover") {
+		t.Fatalf("restart from an unrecoverable disk: %v, want its error", err)
+	}
+	s.send(1, 0, &ping{}, s.Now())
+	s.RunFor(time.Second)
+	if crashed.handled != 0 {
+		t.Errorf("the crashed life's handler handled %d messages after the failed restart", crashed.handled)
+	}
+	if err := s.Restart(0); err == nil || !strings.Contains(err.Error(), "cannot recover") {
+		t.Errorf("second restart: %v, want the recovery error again", err)
+	}
+}
