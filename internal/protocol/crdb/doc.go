@@ -119,7 +119,12 @@
 // Intents, records and push floors are persisted (push floors under the 'p' key prefix)
 // before anything depending on them is acknowledged, except pipelined intents, which commit
 // proves. After a restart the timestamp cache (volatile) is replaced by a floor of the local
-// clock + 2×max-offset, above every read any node could have served before the crash.
+// clock + 2×max-offset, above every read any node could have served before the crash. A write
+// pushed to that floor has a timestamp no clock has reached yet, so its gateway waits until its
+// clock passes the commit timestamp before acknowledging (as CockroachDB waits out a commit
+// timestamp in the future): a read begun afterwards anywhere then has it in its uncertainty
+// interval. A node's first life takes no floor: it serves no other node's request until its
+// incarnation is durable, so a crash before that leaves nothing it could have read.
 // Transaction ids are (coordinator, incarnation, counter), as K2's and Spanner's: each life
 // persists its incarnation number before handing out an id (client requests wait until then),
 // so a restarted coordinator never takes an id whose records, intents, push floors or
@@ -177,10 +182,12 @@
 //     timestamp after a reader first visited its node may fall outside the reader's observed
 //     limit. That can only cost single-key linearizability in a narrow window, never
 //     serializability, which rests on commit-timestamp order alone.
-//   - No closed timestamps or follower reads. Range scans (scan.go) go to every leaseholder
-//     (keys are hash-partitioned, not range-partitioned as CockroachDB's are), are evaluated in
-//     one step each (CockroachDB's latches), and put the span in the timestamp cache and the
-//     refresh set; at most 256 spans are kept per node, older ones folded into its read floor.
+//   - No closed timestamps or follower reads. Range scans (scan.go) go to the leaseholder of
+//     their routing prefix when they stay in one, else to every leaseholder (keys are
+//     hash-partitioned by prefix, not range-partitioned as CockroachDB's are), are evaluated in
+//     one step each (CockroachDB's latches), stop at their row limit, and put the span read in
+//     the timestamp cache and the refresh set; at most 256 spans are kept per node, older ones
+//     folded into its read floor.
 //   - Transaction records are forgotten when nobody can validly ask about them any more, not
 //     after CockroachDB's hour of inactivity: a committed one once every leaseholder of its
 //     writes has acknowledged that its resolution is durable (Resolved) and its coordinator has
