@@ -175,12 +175,14 @@
 //     behaviour for comparison.
 //   - Range scans (scan.go) are ours: the paper has point reads only and leaves phantom
 //     protection for ranges open (notes §3.3). A scan is a point read of every key in the range
-//     at every shard's primary (keys are hash-partitioned, so it fans out to all data nodes),
-//     plus a read watermark on the range itself, checked by every write like a key's: no
-//     write below the scan's timestamp lands in the range after it, so no phantom appears
-//     under it. A node keeps at most 256 range watermarks and folds older ones into its read
-//     floor. mutant=no-scan-watermark drops them (TestScanNoPhantoms catches it). Meridian's
-//     TPC-C still uses point reads.
+//     at every shard's primary that may hold keys of it (one, for a range within one routing
+//     prefix; else all data nodes, keys being hash-partitioned by prefix), plus a read
+//     watermark on the range itself, checked by every write like a key's: no write below the
+//     scan's timestamp lands in the range after it, so no phantom appears under it. A scan
+//     with a row limit reads, and marks, only as far as its limit needs, in steps. A node
+//     keeps at most 256 range watermarks (a step continuing its scan's mark extends it) and
+//     folds older ones into its read floor. mutant=no-scan-watermark drops them
+//     (TestScanNoPhantoms catches it). Meridian's TPC-C still uses point reads.
 //   - No K2-VCR: no epochs, no replica reads; records carry no commit epoch.
 //   - Old versions are garbage-collected (the paper keeps its immutable log and says nothing of
 //     its growth): a data node keeps every version a transaction younger than gc-ttl (default
