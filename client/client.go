@@ -123,11 +123,15 @@ type TxnOptions struct {
 
 // Txn is one transaction. Its methods must be called from one goroutine.
 type Txn struct {
-	db       *DB
-	id       uint64
-	opts     TxnOptions
-	seq      uint32
-	done     bool
+	db   *DB
+	id   uint64
+	opts TxnOptions
+	seq  uint32
+	done bool
+	// lost is the error of a request that may or may not have reached the coordinator (its
+	// connection failed). The transaction can then only be aborted: a commit sent after it
+	// could succeed without that request's write (the coordinator never saw it).
+	lost     error
 	CommitTS ts.Timestamp // set after a successful commit, when the protocol reports one
 }
 
@@ -172,10 +176,17 @@ func (tx *Txn) callHeld(op wire.Op, key, end string, limit int, value []byte) (*
 	return tx.send(&wire.ClientRequest{Op: op, Key: key, EndKey: end, Limit: int32(limit), Value: value})
 }
 
+func (tx *Txn) lostError() error {
+	return fmt.Errorf("%w: an earlier request of this transaction was lost in transit (%v), so what it did is unknown: the transaction can only be aborted", ErrUnavailable, tx.lost)
+}
+
 // check validates one operation before anything is sent.
 func (tx *Txn) check(op wire.Op, key string, value []byte) error {
 	if tx.done {
 		return ErrTxnDone
+	}
+	if tx.lost != nil && op != wire.OpAbort {
+		return tx.lostError()
 	}
 	if len(key) > MaxKeyBytes {
 		return fmt.Errorf("%w: key longer than %d bytes", ErrBadArgument, MaxKeyBytes)
@@ -215,6 +226,7 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 			tx.done = true
 			return nil, &UnknownError{Detail: err.Error()}
 		}
+		tx.lost = err
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	switch rep.Code {
@@ -417,6 +429,9 @@ func (tx *Txn) Commit() error {
 	if tx.seq == 0 && !tx.done {
 		tx.done = true
 		return nil
+	}
+	if tx.lost != nil && !tx.done {
+		return tx.lostError() // nothing sent: Abort must still reach the coordinator
 	}
 	rep, err := tx.callHeld(wire.OpCommit, "", "", 0, nil)
 	tx.done = true

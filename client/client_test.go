@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +243,48 @@ func TestUnknownCodeAtCommitIsUnknown(t *testing.T) {
 		if errors.As(err, &u) != c.unknown || (!c.unknown && !errors.Is(err, ErrUnavailable)) {
 			t.Errorf("commit answered %v: %v, want unknown outcome %v", c.code, err, c.unknown)
 		}
+	}
+}
+
+// loseTransport fails the request numbered lose in transit (its fate unknown) and answers the
+// rest OK, logging what it was sent.
+type loseTransport struct {
+	lose uint32
+	sent []wire.Op
+}
+
+func (l *loseTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	l.sent = append(l.sent, req.Op)
+	if req.Seq == l.lose {
+		return nil, errors.New("connection reset")
+	}
+	return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeOK}, nil
+}
+func (*loseTransport) Sleep(time.Duration) {}
+func (*loseTransport) Now() int64          { return 0 }
+
+// TestLostRequestLeavesOnlyAbort: once a request of a transaction is lost in transit, nothing
+// but Abort is sent: a coordinator that never saw the lost put would commit the transaction
+// without it.
+func TestLostRequestLeavesOnlyAbort(t *testing.T) {
+	lt := &loseTransport{lose: 1}
+	tx := Open(lt).Begin(TxnOptions{})
+	if err := tx.Put("a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Put("b", []byte("2")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("lost put: %v, want ErrUnavailable", err)
+	}
+	if err := tx.Put("c", []byte("3")); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("put after a lost one: %v, want refused", err)
+	}
+	if err := tx.Commit(); err == nil {
+		t.Error("commit after a lost put succeeded")
+	}
+	if err := tx.Abort(); err != nil {
+		t.Errorf("abort: %v", err)
+	}
+	if want := []wire.Op{wire.OpPut, wire.OpPut, wire.OpAbort}; !slices.Equal(lt.sent, want) {
+		t.Errorf("sent %v, want %v", lt.sent, want)
 	}
 }
