@@ -34,6 +34,9 @@ import (
 const (
 	MaxKeyBytes   = 4 << 10
 	MaxValueBytes = 1 << 20
+	// MaxLabelBytes bounds a transaction's label (TxnOptions.Label): a kind's name, which
+	// protocols keep metrics under.
+	MaxLabelBytes = 128
 )
 
 // Errors. AbortError (retryable) and UnknownError are types; the rest are sentinels.
@@ -199,6 +202,9 @@ func (tx *Txn) check(op wire.Op, key string, value []byte) error {
 	}
 	if tx.seq == 0 && !utf8.ValidString(tx.opts.Label) {
 		return fmt.Errorf("%w: label is not valid UTF-8", ErrBadArgument)
+	}
+	if tx.seq == 0 && len(tx.opts.Label) > MaxLabelBytes {
+		return fmt.Errorf("%w: label longer than %d bytes", ErrBadArgument, MaxLabelBytes)
 	}
 	if len(value) > MaxValueBytes {
 		return fmt.Errorf("%w: value longer than %d bytes", ErrBadArgument, MaxValueBytes)

@@ -288,3 +288,12 @@ func TestLostRequestLeavesOnlyAbort(t *testing.T) {
 		t.Errorf("sent %v, want %v", lt.sent, want)
 	}
 }
+
+// TestLongLabelRefused: a label over MaxLabelBytes is refused before anything is sent.
+func TestLongLabelRefused(t *testing.T) {
+	f := &fakeTransport{data: map[string][]byte{}}
+	tx := Open(f).Begin(TxnOptions{Label: strings.Repeat("x", MaxLabelBytes+1)})
+	if _, err := tx.Get("k"); !errors.Is(err, ErrBadArgument) || len(f.sent) != 0 {
+		t.Fatalf("get with a %d-byte label: %v, %d requests sent", MaxLabelBytes+1, err, len(f.sent))
+	}
+}

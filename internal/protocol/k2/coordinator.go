@@ -822,14 +822,32 @@ func (n *Node) observeTxnPhases(t *ctxn) {
 	n.m.Observe("txn.read", t.readNanos)
 	n.m.Observe("txn.pushws", t.pushNanos)
 	n.m.Observe("txn.write", t.writePhaseNanos)
-	if t.label != "" {
+	if label := n.metricLabel(t.label); label != "" {
 		for _, ph := range [...]struct {
 			name string
 			ns   int64
 		}{{"get-ts", t.getTSNanos}, {"read", t.readNanos}, {"pushws", t.pushNanos}, {"write", t.writePhaseNanos}, {"commit", commit}} {
-			n.m.Observe("txn."+ph.name+"/"+t.label, ph.ns)
+			n.m.Observe("txn."+ph.name+"/"+label, ph.ns)
 		}
 	}
+}
+
+// maxMetricLabels bounds the labels a coordinator keeps phase histograms for (five of some 170
+// KB each per label): a client naming each transaction apart ("order-<id>") would otherwise
+// grow a server's memory by almost a megabyte per transaction.
+const maxMetricLabels = 32
+
+// metricLabel is the label t's phases are kept under: its own among the first maxMetricLabels
+// seen, "other" after that.
+func (n *Node) metricLabel(label string) string {
+	if label == "" || slices.Contains(n.labels, label) {
+		return label
+	}
+	if len(n.labels) >= maxMetricLabels {
+		return "other"
+	}
+	n.labels = append(n.labels, label)
+	return label
 }
 
 func (n *Node) finishCommit(t *ctxn) {

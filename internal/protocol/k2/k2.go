@@ -274,6 +274,7 @@ type Node struct {
 	// last operation), so that an OpsProbe hears they are still here. It is volatile on
 	// purpose: what a crash lost, a probe must hear is missing.
 	serving map[opRef]struct{}
+	labels  []string // the labels phases are kept under (metricLabel), in the order first seen
 	// scanMarks are the read watermarks of scanned ranges (scan.go), volatile like the
 	// per-key ones: after a crash the recovery read floor covers them.
 	scanMarks txnkit.RangeMarks

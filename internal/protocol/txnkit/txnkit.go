@@ -57,6 +57,9 @@ func Validate(req *wire.ClientRequest) *wire.ClientReply {
 	if !utf8.ValidString(req.Label) {
 		return bad("label is not valid UTF-8")
 	}
+	if len(req.Label) > client.MaxLabelBytes {
+		return bad("label longer than %d bytes", client.MaxLabelBytes)
+	}
 	if req.ReadOnly && (req.Op == wire.OpPut || req.Op == wire.OpDelete) {
 		return bad("write in a read-only transaction")
 	}

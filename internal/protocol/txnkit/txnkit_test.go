@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/wire"
@@ -74,6 +75,18 @@ func TestValidateRefusesNonUTF8(t *testing.T) {
 	}
 	if rep := Validate(&wire.ClientRequest{Op: wire.OpPut, Key: "clé", Label: "café", Value: []byte{0xff}}); rep != nil {
 		t.Fatalf("valid UTF-8 key refused: %+v", rep)
+	}
+}
+
+// TestValidateBoundsLabel: a label over client.MaxLabelBytes is refused (protocols keep metrics
+// per label), one at the bound is taken.
+func TestValidateBoundsLabel(t *testing.T) {
+	long := strings.Repeat("l", client.MaxLabelBytes+1)
+	if rep := Validate(&wire.ClientRequest{Op: wire.OpGet, Key: "a", Label: long}); rep == nil || rep.Code != wire.CodeBadArgument || !strings.Contains(rep.Error, "label longer") {
+		t.Errorf("a %d-byte label: %+v, want a bad-argument reply", len(long), rep)
+	}
+	if rep := Validate(&wire.ClientRequest{Op: wire.OpGet, Key: "a", Label: long[1:]}); rep != nil {
+		t.Errorf("a label at the bound refused: %+v", rep)
 	}
 }
 
