@@ -113,6 +113,8 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 	sink := &streamSink{q: make(chan []byte, linkQueueLen), done: make(chan struct{}), overflow: make(chan struct{})}
 	s.addClient(id, sink)
 	defer s.removeClient(id, sink)
+	open := openTxns{} // the stream's transactions not finished (abortOpen)
+	defer s.abortOpen(id, open)
 	ctx := stream.Context()
 	// pending counts the requests posted whose answers are not sent yet; answered wakes the
 	// receiving side when one is.
@@ -208,6 +210,7 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 			// there with the rest of the batch's validation.
 			m.Batch = append(m.Batch, wire.BatchOp{Op: wire.Op(op.Op), Key: op.Key, Value: op.Value})
 		}
+		open.saw(m)
 		s.post(event{from: id, msg: m})
 	}
 }

@@ -355,6 +355,7 @@ func (s *Server) accept() {
 
 // serveConn reads one inbound connection: a Hello, then frames until it closes.
 func (s *Server) serveConn(c net.Conn) {
+	open := openTxns{} // a client connection's transactions not finished (abortOpen)
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
@@ -404,6 +405,7 @@ func (s *Server) serveConn(c net.Conn) {
 		cl = s.newLink(from, "", s.cfg.delay(s.me.Region, s.me.Region), c)
 		s.addClient(from, cl)
 		defer s.removeClient(from, cl)
+		defer s.abortOpen(from, open)
 		w, _ := wire.Encode(&frame.Welcome{Endpoint: from, Node: s.id})
 		cl.enqueue(from, w)
 	case int(from) < 0 || int(from) >= len(s.cfg.Nodes) || from == s.id:
@@ -439,10 +441,12 @@ func (s *Server) serveConn(c net.Conn) {
 			continue
 		}
 		if cl != nil {
-			if _, ok := m.(*wire.ClientRequest); !ok {
+			req, ok := m.(*wire.ClientRequest)
+			if !ok {
 				s.log.Error("client sent a non-client message; dropped", "from", from, "type", wire.Name(m.Kind()))
 				continue
 			}
+			open.saw(req)
 		}
 		s.received.Add(1)
 		s.post(event{from: from, msg: m})
