@@ -41,6 +41,10 @@ func Validate(req *wire.ClientRequest) *wire.ClientReply {
 	default:
 		return bad("unknown operation %d", req.Op)
 	}
+	if req.Op == wire.OpScan && req.Limit < 0 {
+		// The Go client refuses one; a gRPC client's reached here and was taken as no limit.
+		return bad("scan limit %d is negative (0: no limit)", req.Limit)
+	}
 	if len(req.Key) > client.MaxKeyBytes || len(req.EndKey) > client.MaxKeyBytes {
 		return bad("key longer than %d bytes", client.MaxKeyBytes)
 	}

@@ -90,6 +90,16 @@ func TestValidateBoundsLabel(t *testing.T) {
 	}
 }
 
+// TestValidateRefusesNegativeScanLimit: a negative scan limit is refused, not taken as none.
+func TestValidateRefusesNegativeScanLimit(t *testing.T) {
+	if rep := Validate(&wire.ClientRequest{Op: wire.OpScan, Key: "a", Limit: -1}); rep == nil || rep.Code != wire.CodeBadArgument {
+		t.Errorf("scan limit -1: %+v, want a bad-argument reply", rep)
+	}
+	if rep := Validate(&wire.ClientRequest{Op: wire.OpScan, Key: "a"}); rep != nil {
+		t.Errorf("scan with no limit refused: %+v", rep)
+	}
+}
+
 // A request of a transaction its coordinator does not hold begins one only if it is the first
 // (Seq 0) and neither commits nor aborts; a first commit or abort did nothing and is answered
 // OK; any later request is refused, retryably, since the transaction it belongs to is gone.
