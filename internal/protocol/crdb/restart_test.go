@@ -160,7 +160,9 @@ func TestStaleAnswerAfterRestart(t *testing.T) {
 	n.Handle(c, &WriteReq{Req: 1, Txn: TxnMeta{ID: storage.MakeTxnID(int32(c), 1), Age: at, RecordNode: l, Coord: c},
 		Key: mine, Value: []byte("x"), WriteTS: at})
 	env.Flush()
-	n, env = life()
+	// Its clock has reached the read's timestamp less 2×max-offset: a leaseholder holds a read
+	// further ahead until it has (Handle).
+	n, env = scriptedLife(t, self, tp, disk, 3*int64(time.Second))
 	n.Handle(c, &ReadReq{Req: 1, Txn: TxnMeta{ID: storage.MakeTxnID(int32(c), 2), Age: at, RecordNode: -1, Coord: c},
 		Key: mine, ReadTS: later, Limit: later})
 	pushes := func() (ids []uint64) {

@@ -25,7 +25,9 @@ func TestScanMarkFoldKeepsOtherReaders(t *testing.T) {
 			t.Fatal(err)
 		}
 		tp := cfg.Topology
-		env := &nodetest.ScriptEnv{ID: tp.DataNodes(0)[0], Topo: tp, Clock: int64(time.Second), Disk: durable.NewMem()}
+		// The clock has reached the reads' timestamp m: a leaseholder holds a read further
+		// ahead than 2×max-offset until it has (Handle).
+		env := &nodetest.ScriptEnv{ID: tp.DataNodes(0)[0], Topo: tp, Clock: 5 * int64(time.Second), Disk: durable.NewMem()}
 		h, err := proto{}.NewNode(node.Config{Env: env, Durable: env.Disk, Options: map[string]string{"max-offset": "20ms"}})
 		if err != nil {
 			t.Fatal(err)
