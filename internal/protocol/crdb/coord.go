@@ -151,8 +151,9 @@ func (n *Node) onClient(from topo.NodeID, req *wire.ClientRequest) {
 			// is in writeKeys already, so it is resolved, or found by a pusher under the
 			// ABORTED record. While a commit is in flight its outcome is pending (a STAGING
 			// record whose writes are all proven is committed): an abort then could roll back
-			// a committed transaction, so it is dropped as before; the client, which never
-			// aborts after a commit it sent, learns the outcome from the commit's answer.
+			// a committed transaction, so it is refused like any request sent while another
+			// is in flight (below); the client, which never aborts after a commit it sent,
+			// learns the outcome from the commit's answer.
 			n.rollback(t, "")
 			txnkit.Aborted(n.env, t.key.Client, t.req, causeClientAbort)
 			t.busy, t.req = false, nil
