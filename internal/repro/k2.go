@@ -597,8 +597,8 @@ waits in its queue instead of retrying, so it makes far fewer attempts. One run 
 (` + "`meridian sim --protocol k2|crdb --workload ycsbt --zipf 0.99 --clients 20 --warmup 500ms --duration 2s --seed 1`" + `,
 the quick scale's setup): K2 committed 737 transactions and aborted 705 attempts, every one a write
 below the read watermark (554 of the 713 refusals at a watermark set by a reader still waiting
-on PUSHWS); MVTO-HLC committed 236 and aborted 29, after pushing 53 writes above a read (51
-refreshes succeeded) and waiting 408 ms per lock wait on average. So where skew is high K2's
+on PUSHWS); MVTO-HLC committed 215 and aborted 32, after pushing 38 writes above a read (40
+refreshes succeeded) and waiting 336 ms per lock wait on average. So where skew is high K2's
 abort rate is the higher of the two while it commits about three times as many; k2-fig17's shape
 table counts the skews where K2's is the lower, and they are few. The paper shows
 K2's abort rate lowest at every skew; its rule as the paper gives it does not explain that, and we
@@ -670,7 +670,7 @@ it is the slower of the two. (4) Messages per transaction: K2's and MVTO-HLC's c
 used to send every operation of a batch to its node as a message of its own, while d2PL-TTC's
 send each participant one request, so a TPC-C commit cost K2 151 messages and MVTO-HLC 200
 against d2PL-TTC's 34 (at commit 84e3209). Each now sends a node one message per client request
-(K2 30, MVTO-HLC 39, d2PL-TTC 34 with wound-wait and 33 with detection;
+(K2 30, MVTO-HLC 40, d2PL-TTC 34 with wound-wait and 33 with detection;
 ` + "`meridian sim --protocol k2|crdb --workload tpcc --warehouses 10 --clients 10`" + `, and for d2PL-TTC
 ` + "`--protocol spanner --opt commit-wait=off --opt write-locks=eager --opt lock-policy=wound-wait`" + `,
 print them as "work per commit"). Here, where round trips and hot rows
