@@ -437,7 +437,13 @@ func (tx *Txn) Commit() error {
 		return nil
 	}
 	if tx.lost != nil && !tx.done {
-		return tx.lostError() // nothing sent: Abort must still reach the coordinator
+		// The commit is not sent (the coordinator may never have seen the lost request), but
+		// the abort is: a caller that takes this error for the transaction's end (RunTxn, the
+		// bench driver) would leave it holding its locks at the coordinator until the idle
+		// timeout.
+		_, _ = tx.callHeld(wire.OpAbort, "", "", 0, nil)
+		tx.done = true
+		return tx.lostError()
 	}
 	rep, err := tx.callHeld(wire.OpCommit, "", "", 0, nil)
 	tx.done = true

@@ -297,3 +297,26 @@ func TestLongLabelRefused(t *testing.T) {
 		t.Fatalf("get with a %d-byte label: %v, %d requests sent", MaxLabelBytes+1, err, len(f.sent))
 	}
 }
+
+// TestCommitAfterLostRequestAborts: a body that does not stop at a lost request's error (it
+// reads "not found" and an unreachable coordinator alike as "no value", say) returns nil, and
+// RunTxn commits. The commit is refused without being sent, and RunTxn, which aborts only after
+// the body's own error, returned that refusal with the transaction still open at its
+// coordinator, holding its locks (intents, records) until the idle timeout. The abort must
+// still go out.
+func TestCommitAfterLostRequestAborts(t *testing.T) {
+	lt := &loseTransport{lose: 1}
+	err := RunTxn(Open(lt), TxnOptions{}, func(tx *Txn) error {
+		if err := tx.Put("a", []byte("1")); err != nil {
+			return err
+		}
+		_, _ = tx.Get("b") // lost; the body carries on
+		return nil
+	})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("RunTxn: %v, want ErrUnavailable", err)
+	}
+	if want := []wire.Op{wire.OpPut, wire.OpGet, wire.OpAbort}; !slices.Equal(lt.sent, want) {
+		t.Errorf("sent %v, want %v", lt.sent, want)
+	}
+}
