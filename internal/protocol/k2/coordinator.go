@@ -202,6 +202,19 @@ func (n *Node) onClient(from node.ID, req *wire.ClientRequest) {
 	if req.Seq <= t.req.Seq {
 		return // a duplicate of a request taken on already
 	}
+	if t.state != stIdle && req.Op == wire.OpAbort && t.req.Op != wire.OpCommit {
+		// The client stopped waiting for its request (its timeout, a request lost on the
+		// way, or the runtime aborting for a client that hung up) and abandons the
+		// transaction, as spanner's and crdb's coordinators let it. Refused, the transaction
+		// went on: one still waiting for its timestamp ran its first request and held its
+		// intents until the idle timeout. The abort is the one a timeout of the request would
+		// make (abort): the request in flight is answered aborted, its late answers are
+		// dropped (finish), and the recorder and participants hear the abort. A commit in
+		// flight has an outcome to learn instead, so its abort is refused below.
+		n.abort(t, causeClientAbort, true)
+		txnkit.OK(n.env, from, req)
+		return
+	}
 	if t.state != stIdle {
 		// A client that did not wait for its previous answer (a gRPC client pipelining its
 		// requests). Dropped, the request was never answered, and a commit sent after the

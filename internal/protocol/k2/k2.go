@@ -201,6 +201,10 @@ const (
 // none left and the next was not yet durable.
 const reqIDsSpent = "request-ids-spent"
 
+// causeClientAbort is the abort cause of a request in flight whose client aborted the
+// transaction meanwhile (onClient).
+const causeClientAbort = "client-abort"
+
 // recoverReqID marks the oracle requests a restarted data node makes to raise its read floor,
 // above the Batcher's ids (whose numbers stay below 2^16, so below 2^56). The low bits carry the
 // life's number: an answer to an earlier life's request, held up on the way (a slow link, resent
