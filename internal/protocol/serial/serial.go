@@ -558,6 +558,10 @@ func (n *Node) request(client, host topo.NodeID, hostLife uint64, req wire.Clien
 	k := txnKey{client, req.Txn}
 	t := n.txns[k]
 	if t == nil {
+		if n.queued[k] && req.Seq > 0 {
+			n.laterWhileQueued(client, host, k, req)
+			return
+		}
 		if n.answerFinished(client, host, req, resent) {
 			return
 		}
@@ -640,6 +644,24 @@ func (n *Node) request(client, host topo.NodeID, hostLife uint64, req wire.Clien
 	default:
 		n.answer(t, client, host, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "unknown operation"})
 	}
+}
+
+// laterWhileQueued handles a later request of a transaction whose first waits for the lock. An
+// abort (its client gave up waiting, or hung up and the runtime aborts for it) takes the first
+// out of the queue: answered as unknown and left there, it began the transaction when its turn
+// came, and that transaction, which no client drives, held the lock until the idle timeout,
+// every other client waiting behind it. Any other request is one sent without waiting for the
+// first's answer, refused as the other protocols refuse it.
+func (n *Node) laterWhileQueued(client, host topo.NodeID, k txnKey, req wire.ClientRequest) {
+	if req.Op != wire.OpAbort {
+		n.reply(client, host, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "request while another of the transaction is in flight"})
+		return
+	}
+	n.waiting = slices.DeleteFunc(n.waiting, func(q queued) bool { return q.client == client && q.req.Txn == req.Txn })
+	delete(n.queued, k)
+	// A copy of the first request still on its way must not begin the transaction.
+	n.ended.Ended(txnkit.ClientTxn{Client: client, Txn: req.Txn}, n.env.Now(), n.idle)
+	n.reply(client, host, req, &wire.ClientReply{Code: wire.CodeOK})
 }
 
 // answerFinished answers req, a request of a transaction the node does not hold, from what it
