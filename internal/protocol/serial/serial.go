@@ -657,7 +657,15 @@ func (n *Node) laterWhileQueued(client, host topo.NodeID, k txnKey, req wire.Cli
 		n.reply(client, host, req, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "request while another of the transaction is in flight"})
 		return
 	}
-	n.waiting = slices.DeleteFunc(n.waiting, func(q queued) bool { return q.client == client && q.req.Txn == req.Txn })
+	n.waiting = slices.DeleteFunc(n.waiting, func(q queued) bool {
+		if q.client != client || q.req.Txn != req.Txn {
+			return false
+		}
+		// Answered, as k2 and crdb answer a request its client's abort overtook: a client
+		// that sent the abort without waiting would wait for this answer for ever.
+		n.reply(q.client, q.host, q.req, &wire.ClientReply{Code: wire.CodeAborted, Cause: "client-abort"})
+		return true
+	})
 	delete(n.queued, k)
 	// A copy of the first request still on its way must not begin the transaction.
 	n.ended.Ended(txnkit.ClientTxn{Client: client, Txn: req.Txn}, n.env.Now(), n.idle)
