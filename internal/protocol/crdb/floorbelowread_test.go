@@ -7,7 +7,6 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
-	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
@@ -21,15 +20,8 @@ import (
 // 1.11 s. W2 then writes l (at L's floor, under R's read) and s, and R reads s: it saw W2's
 // write of s but not of l.
 func TestRestartFloorAboveFutureReads(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
+	s := prototest.NewSim(t, prototest.Case{Protocol: name, Seed: 1})
+	tp := s.Topology()
 	keyOn := func(region int, k string) (string, topo.NodeID) {
 		shard := tp.ShardsHomedIn(topo.RegionID(region))[0]
 		return topo.PinnedKey(shard, k), tp.Shards[shard].Primary()

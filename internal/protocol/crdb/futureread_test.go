@@ -7,7 +7,6 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
-	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
@@ -35,15 +34,8 @@ func TestNoStaleReadAfterFutureRead(t *testing.T) {
 }
 
 func futureRead(t *testing.T, opts map[string]string, crashWriter bool) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1, Options: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
+	s := prototest.NewSim(t, prototest.Case{Protocol: name, Seed: 1, Options: opts})
+	tp := s.Topology()
 	shard := tp.ShardsHomedIn(2)[0]
 	key := topo.PinnedKey(shard, "k")
 	holder := tp.Shards[shard].Primary()

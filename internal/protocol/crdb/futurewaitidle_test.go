@@ -6,7 +6,6 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
-	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
@@ -15,15 +14,8 @@ import (
 // wait is not a hang: an idle timeout shorter than it must not turn the commit into an unknown
 // outcome (and, with parallel commits, leave its record to a recovery).
 func TestFutureCommitWaitOutlastsIdleTimeout(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1, Options: map[string]string{"idle-timeout": "500ms"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
+	s := prototest.NewSim(t, prototest.Case{Protocol: name, Seed: 1, Options: map[string]string{"idle-timeout": "500ms"}})
+	tp := s.Topology()
 	shard := tp.ShardsHomedIn(2)[0]
 	key := topo.PinnedKey(shard, "k")
 	holder := tp.Shards[shard].Primary()

@@ -9,7 +9,6 @@ import (
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
-	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -24,15 +23,8 @@ import (
 // write (and so it was on a new cluster, whose nodes took the floor too until a first life
 // went without it).
 func TestNoStaleReadAfterLeaseholderStart(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
+	s := prototest.NewSim(t, prototest.Case{Protocol: name, Seed: 1})
+	tp := s.Topology()
 	if len(tp.Regions) < 3 {
 		t.Fatalf("topology %s has %d regions, want 3", tp.Name, len(tp.Regions))
 	}

@@ -22,15 +22,8 @@ import (
 
 func newScanSim(t *testing.T, protocol string, seed uint64, opts map[string]string) (*sim.Sim, *topo.Topology) {
 	t.Helper()
-	cfg, err := SimConfig(Case{Protocol: protocol, Options: opts, Seed: seed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, cfg.Topology
+	s := NewSim(t, Case{Protocol: protocol, Options: opts, Seed: seed})
+	return s, s.Topology()
 }
 
 func rowKeys(rows []wire.KV) []string {
