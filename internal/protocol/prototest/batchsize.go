@@ -53,9 +53,7 @@ func BatchTooLarge(t *testing.T, protocol string, opts map[string]string) {
 			}
 		}
 	}
-	done := false
-	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
-		defer func() { done = true }()
+	runClient(t, s, 60*time.Second, func(db *client.DB) {
 		for _, g := range names {
 			err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
 				rows := make([]wire.KV, n)
@@ -151,11 +149,6 @@ func BatchTooLarge(t *testing.T, protocol string, opts map[string]string) {
 			fail("a later writer: %v", err)
 		}
 	})
-	s.RunUntil(int64(60 * time.Second))
-	s.Stop()
-	if !done {
-		t.Fatal("the client did not finish in 60 virtual seconds")
-	}
 	for _, f := range failures {
 		t.Error(f)
 	}

@@ -284,9 +284,7 @@ func Batches(t *testing.T, protocol string, opts map[string]string, concurrent b
 	var failures []string
 	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
 	var batchNanos, singleNanos int64
-	done := false
-	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
-		defer func() { done = true }()
+	runClient(t, s, 20*time.Second, func(db *client.DB) {
 		rows := make([]wire.KV, len(keys))
 		for i, k := range keys {
 			rows[i] = wire.KV{Key: k, Value: value(1, i)}
@@ -357,11 +355,6 @@ func Batches(t *testing.T, protocol string, opts map[string]string, concurrent b
 			fail("read-back transaction: %v", err)
 		}
 	})
-	s.RunUntil(int64(20 * time.Second))
-	s.Stop()
-	if !done {
-		t.Fatal("the client did not finish in 20 virtual seconds")
-	}
 	for _, f := range failures {
 		t.Error(f)
 	}
@@ -369,6 +362,22 @@ func Batches(t *testing.T, protocol string, opts map[string]string, concurrent b
 	if concurrent && !t.Failed() && batchNanos*2 >= singleNanos {
 		t.Errorf("a batch of %d reads took %.1f ms, one at a time %.1f ms: the reads did not run concurrently",
 			len(keys), float64(batchNanos)/1e6, float64(singleNanos)/1e6)
+	}
+}
+
+// runClient runs script as one client of region 0, at its first data node, and fails the test
+// if the script has not returned within limit of virtual time.
+func runClient(t testing.TB, s *sim.Sim, limit time.Duration, script func(db *client.DB)) {
+	t.Helper()
+	done := false
+	s.AddClient(0, s.Topology().DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
+		defer func() { done = true }()
+		script(db)
+	})
+	s.RunUntil(int64(limit))
+	s.Stop()
+	if !done {
+		t.Fatalf("the client did not finish in %v of virtual time", limit)
 	}
 }
 

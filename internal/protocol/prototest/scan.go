@@ -63,9 +63,7 @@ func scanBasics(t *testing.T, protocol string, opts map[string]string, readWrite
 	}
 	var failures []string
 	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
-	done := false
-	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
-		defer func() { done = true }()
+	runClient(t, s, 20*time.Second, func(db *client.DB) {
 		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
 			for _, k := range keys {
 				if err := tx.Put(k, []byte("v-"+k[2:])); err != nil {
@@ -159,11 +157,6 @@ func scanBasics(t *testing.T, protocol string, opts map[string]string, readWrite
 			fail("read-only scan: %v", err)
 		}
 	})
-	s.RunUntil(int64(20 * time.Second))
-	s.Stop()
-	if !done {
-		t.Fatal("the client did not finish in 20 virtual seconds")
-	}
 	for _, f := range failures {
 		t.Error(f)
 	}
@@ -662,13 +655,11 @@ func scanNoPhantomsUnderFaults(t *testing.T, protocol string, optionSets []map[s
 // fits are answered. An answer that large would not fit a frame between real nodes.
 func ScanTooLarge(t *testing.T, proto string, readOnlyScans bool) {
 	t.Helper()
-	s, tp := newScanSim(t, proto, 1, nil)
+	s, _ := newScanSim(t, proto, 1, nil)
 	big := make([]byte, client.MaxValueBytes)
 	var failures []string
 	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
-	done := false
-	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
-		defer func() { done = true }()
+	runClient(t, s, 30*time.Second, func(db *client.DB) {
 		for i := range 5 {
 			err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
 				if err := tx.Put(fmt.Sprintf("one/%d", i), big); err != nil { // one shard
@@ -693,11 +684,6 @@ func ScanTooLarge(t *testing.T, proto string, readOnlyScans bool) {
 			_ = tx.Abort()
 		}
 	})
-	s.RunUntil(int64(30 * time.Second))
-	s.Stop()
-	if !done {
-		t.Fatal("the client did not finish in 30 virtual seconds")
-	}
 	for _, f := range failures {
 		t.Error(f)
 	}
@@ -727,9 +713,7 @@ func ScanOneShardIsLocal(t *testing.T, protocol string, readOnly bool) {
 	spread := []string{"sp-a", "sp-b", "sp-c", "sp-d", "sp-e", "sp-f"}
 	var failures []string
 	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
-	done := false
-	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
-		defer func() { done = true }()
+	runClient(t, s, 10*time.Second, func(db *client.DB) {
 		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
 			for _, k := range append(slices.Clone(local), spread...) {
 				if err := tx.Put(k, []byte("v")); err != nil {
@@ -772,11 +756,6 @@ func ScanOneShardIsLocal(t *testing.T, protocol string, readOnly bool) {
 			fail("scan of keys on every shard took %v, under the shortest round trip between regions (%v): the comparison shows nothing", took, minWAN)
 		}
 	})
-	s.RunUntil(int64(10 * time.Second))
-	s.Stop()
-	if !done {
-		t.Fatal("client did not finish")
-	}
 	for _, f := range failures {
 		t.Error(f)
 	}

@@ -93,9 +93,7 @@ func ShareOverFrame(t *testing.T, protocol string, opts map[string]string) {
 	keys := KeysOn(t, tp, tp.DataNodes(1)[0], "share", n)
 	var failures []string
 	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
-	done := false
-	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
-		defer func() { done = true }()
+	runClient(t, s, 60*time.Second, func(db *client.DB) {
 		// Loaded a few keys per transaction, well within wire.MaxTxnWriteBytes.
 		for from := 0; from < n; from += 4 {
 			err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
@@ -129,11 +127,6 @@ func ShareOverFrame(t *testing.T, protocol string, opts map[string]string) {
 			}
 		}
 	})
-	s.RunUntil(int64(60 * time.Second))
-	s.Stop()
-	if !done {
-		t.Fatal("the client did not finish in 60 virtual seconds")
-	}
 	for _, f := range failures {
 		t.Error(f)
 	}

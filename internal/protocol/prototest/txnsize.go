@@ -41,9 +41,7 @@ func TxnWriteBound(t *testing.T, protocol string, opts map[string]string) {
 			fail("%s: %v, want a one-line bad argument %q", what, err, wire.TxnWritesTooLarge)
 		}
 	}
-	done := false
-	s.AddClient(0, tp.DataNodes(0)[0], int64(100*time.Millisecond), func(db *client.DB) {
-		defer func() { done = true }()
+	runClient(t, s, 60*time.Second, func(db *client.DB) {
 		tx := db.Begin(client.TxnOptions{})
 		taken := 0
 		for taken < n {
@@ -109,11 +107,6 @@ func TxnWriteBound(t *testing.T, protocol string, opts map[string]string) {
 			fail("a later reader and writer of the keys: %v", err)
 		}
 	})
-	s.RunUntil(int64(60 * time.Second))
-	s.Stop()
-	if !done {
-		t.Fatal("the client did not finish in 60 virtual seconds")
-	}
 	for _, f := range failures {
 		t.Error(f)
 	}
