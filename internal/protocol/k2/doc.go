@@ -18,11 +18,13 @@
 //     local clock from the request's send (shortened by the drift bound), and each timestamp
 //     brings a commit wait CWT = 2·(TTL+ε)·(1+D) counted from the moment it was taken. The
 //     timestamp is at once the transaction's serialization point and the version of its writes.
-//  2. Reads (Fig. 10 READ). The key's primary first raises the key's read watermark (RT) to the
-//     reader's timestamp, then returns the newest committed version below it. An undecided
-//     intent below the reader's timestamp is resolved by PUSHWS: the data node asks the writer's
-//     recorder, which answers only once the decision is durable; the reader then reads or skips
-//     the version. Intents above the reader's timestamp are skipped. Readers never abort.
+//  2. Reads (Fig. 10 READ). The key's primary returns the newest committed version below the
+//     reader's timestamp and raises the key's read watermark (RT) to it. An undecided intent
+//     below the reader's timestamp is resolved by PUSHWS first: the data node asks the writer's
+//     recorder, which answers only once the decision is durable; the reader then looks at the
+//     key afresh. Intents above the reader's timestamp are skipped. Readers never abort. The
+//     read registers in RT when it takes its value (option read-mark=value, the default), not
+//     while it waits: see onRead for why and for read-mark=arrival.
 //  3. Writes (Fig. 10 WRITE). The one conflict abort of K2-MVTO: a write whose timestamp is below
 //     the key's RT aborts (cause "read-watermark"). Otherwise the write adds an intent to the
 //     key's write stream, which may hold intents of many transactions (no write-write blocking).

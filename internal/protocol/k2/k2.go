@@ -33,6 +33,7 @@ func (proto) Options() map[string]string {
 		"ts-batching":        "on: K2-TB batches; off: the strawman, one oracle request per transaction (default on)",
 		"ro-commit-wait":     "read-only transactions also wait out the commit wait before answering (default on)",
 		"mv-reads":           "off: ablation, readers block on any write stream of the key (default on)",
+		"read-mark":          "when a read raises its key's read watermark: arrival (before it may wait on PUSHWS) or value (once it takes its value, so a write below it can still land while it waits) (default value)",
 		"mv-writes":          "off: ablation, at most one write intent per key; a second writer aborts (default on)",
 		"async-finalize":     "off: ablation, intents are finalized before the client hears the commit (default on)",
 		"write-pipelining":   "on: a write is acknowledged once its intent is in memory, and commit first waits until every write is durable (the paper's two flushes per commit); off: each write is acknowledged only once durable (default on)",
@@ -58,6 +59,7 @@ type config struct {
 	roCommitWait     bool
 	mvReads          bool
 	mvWrites         bool
+	markAtValue      bool // read-mark=value: a read raises its key's watermark when it takes its value
 	asyncFinalize    bool
 	pipelineWrites   bool
 	lease            time.Duration
@@ -110,6 +112,7 @@ func parseConfig(eps time.Duration, m map[string]string) (config, error) {
 		roCommitWait:     o.Bool("ro-commit-wait", true),
 		mvReads:          o.Bool("mv-reads", true),
 		mvWrites:         o.Bool("mv-writes", true),
+		markAtValue:      o.Enum("read-mark", "value", "arrival", "value") == "value",
 		asyncFinalize:    o.Bool("async-finalize", true),
 		pipelineWrites:   o.Bool("write-pipelining", true),
 		lease:            o.Duration("lease", time.Second),
