@@ -111,9 +111,10 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	sink := &streamSink{q: make(chan []byte, linkQueueLen), done: make(chan struct{}), overflow: make(chan struct{})}
-	s.addClient(id, sink)
-	defer s.removeClient(id, sink)
-	open := openTxns{} // the stream's transactions not finished (abortOpen)
+	open := newOpenTxns() // the stream's transactions not finished (abortOpen)
+	watched := watchedSink{sink, open}
+	s.addClient(id, watched)
+	defer s.removeClient(id, watched)
 	defer s.abortOpen(id, open)
 	ctx := stream.Context()
 	// pending counts the requests posted whose answers are not sent yet; answered wakes the

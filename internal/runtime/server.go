@@ -355,7 +355,7 @@ func (s *Server) accept() {
 
 // serveConn reads one inbound connection: a Hello, then frames until it closes.
 func (s *Server) serveConn(c net.Conn) {
-	open := openTxns{} // a client connection's transactions not finished (abortOpen)
+	open := newOpenTxns() // a client connection's transactions not finished (abortOpen)
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
@@ -403,8 +403,9 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		cl = s.newLink(from, "", s.cfg.delay(s.me.Region, s.me.Region), c)
-		s.addClient(from, cl)
-		defer s.removeClient(from, cl)
+		watched := watchedSink{cl, open}
+		s.addClient(from, watched)
+		defer s.removeClient(from, watched)
 		defer s.abortOpen(from, open)
 		w, _ := wire.Encode(&frame.Welcome{Endpoint: from, Node: s.id})
 		cl.enqueue(from, w)
