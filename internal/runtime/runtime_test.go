@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	_ "github.com/meridiandb/meridian/internal/protocol/serial"
 	_ "github.com/meridiandb/meridian/internal/protocol/spanner"
 	"github.com/meridiandb/meridian/internal/runtime/frame"
+	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/wire"
 )
 
@@ -311,4 +313,73 @@ func TestWithFreePortsDistinct(t *testing.T) {
 	if len(seen) != 300 {
 		t.Fatalf("%d addresses, want 300", len(seen))
 	}
+}
+
+// TestSupersededPeerConnectionDropped: once a peer's newer connection is accepted, a frame that
+// arrives on its older one is dropped and that connection closed, so a peer's messages are never
+// taken out of order across a reconnection (the older frame would land after the newer ones).
+func TestSupersededPeerConnectionDropped(t *testing.T) {
+	cfg := testConfig(t, nil)
+	servers := startCluster(t, cfg)
+	// Posing as an oracle of another region, which never sends node 0 anything of its own, so
+	// node 0 receives only the test's frames.
+	from := -1
+	for i, n := range cfg.Nodes {
+		if n.Roles == topo.RoleOracle && n.Region != cfg.Nodes[0].Region {
+			from = i
+		}
+	}
+	if from < 0 {
+		t.Fatal("the default cluster has no oracle outside node 0's region")
+	}
+	hello := &frame.Hello{From: topo.NodeID(from), Cluster: cfg.Name, Protocol: cfg.Protocol.Name(), Setup: cfg.Setup()}
+	// A message node 0's protocol takes from a peer and does nothing visible with.
+	msg, err := wire.Encode(&wire.ClientReply{Txn: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", cfg.Nodes[0].Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := frame.WriteMsg(c, 0, hello); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	received := func(want uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for servers[0].Stats().Received < want && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := servers[0].Stats().Received; got != want {
+			t.Fatalf("node 0 received %d messages, want %d", got, want)
+		}
+	}
+	base := servers[0].Stats().Received
+	old := connect()
+	if err := frame.Write(old, 0, msg); err != nil {
+		t.Fatal(err)
+	}
+	received(base + 1)
+	current := connect()
+	if err := frame.Write(current, 0, msg); err != nil {
+		t.Fatal(err)
+	}
+	received(base + 2) // the newer connection is accepted and current
+	if err := frame.Write(old, 0, msg); err != nil {
+		t.Fatal(err)
+	}
+	_ = old.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := old.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the older connection was not closed after a frame arrived on it: %v", err)
+	}
+	if err := frame.Write(current, 0, msg); err != nil {
+		t.Fatal(err)
+	}
+	received(base + 3) // the older connection's frame was not taken
 }

@@ -90,6 +90,7 @@ type Server struct {
 	endpoints endpointSeq // numbers client connections over all the node's lives (endpoint.go)
 	connsMu   sync.Mutex
 	conns     map[net.Conn]struct{}
+	inbound   []peerInbound // by node id: which of a peer's connections to this node is current
 
 	received, sent, decodeErrs, dropped atomic.Uint64
 	clientCount                         atomic.Int64
@@ -125,6 +126,7 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		timers:   map[node.TimerID]*time.Timer{},
 		clients:  map[topo.NodeID]clientSink{},
 		conns:    map[net.Conn]struct{}{},
+		inbound:  make([]peerInbound, len(cfg.Nodes)),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 	}
@@ -413,6 +415,10 @@ func (s *Server) serveConn(c net.Conn) {
 		s.log.Error("hello from an unknown node; closed", "remote", c.RemoteAddr().String(), "from", from)
 		return
 	}
+	var gen uint64 // this connection's place among the peer's (peerInbound)
+	if cl == nil {
+		gen = s.inbound[from].open()
+	}
 	for {
 		dest, payload, err := frame.Read(r)
 		if err != nil {
@@ -423,7 +429,10 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		if cl == nil && dest != s.id {
 			// A peer relays a reply to one of our clients.
-			s.relay(dest, payload)
+			if !s.inbound[from].deliver(gen, func() { s.relay(dest, payload) }) {
+				s.supersededConn(from)
+				return
+			}
 			continue
 		}
 		m, err := wire.Decode(payload)
@@ -449,9 +458,53 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			open.saw(req)
 		}
-		s.received.Add(1)
-		s.post(event{from: from, msg: m})
+		if cl != nil {
+			s.received.Add(1)
+			s.post(event{from: from, msg: m})
+			continue
+		}
+		if !s.inbound[from].deliver(gen, func() { s.received.Add(1); s.post(event{from: from, msg: m}) }) {
+			s.supersededConn(from)
+			return
+		}
 	}
+}
+
+// peerInbound keeps a peer's links FIFO across its reconnections. A peer sends on one
+// connection at a time and dials a new one only once it has given the last up, but this node
+// may still be reading frames the last one holds while the new one's arrive: taken, an old
+// frame would land after newer ones (the protocols count on links that lose messages but do not
+// reorder them). So only the newest connection's frames are delivered; one that finds itself
+// superseded drops what it still holds, a loss, and closes.
+type peerInbound struct {
+	mu  sync.Mutex
+	gen uint64
+}
+
+// open makes a newly accepted connection the peer's current one and returns its generation.
+func (p *peerInbound) open() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gen++
+	return p.gen
+}
+
+// deliver runs deliver if connection gen is still the peer's current one, and reports whether
+// it was. The lock spans the delivery, so no frame of an older connection can follow the first
+// of a newer one into the inbox.
+func (p *peerInbound) deliver(gen uint64, deliver func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen != gen {
+		return false
+	}
+	deliver()
+	return true
+}
+
+func (s *Server) supersededConn(from topo.NodeID) {
+	s.dropped.Add(1)
+	s.log.Info("a peer's older connection still held frames after it reconnected; dropped, so its messages stay in order", "from", from)
 }
 
 // helloDiffers says how what a Hello's sender runs or expects differs from this node, or "" if
