@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"encoding/binary"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/wire"
@@ -14,8 +16,8 @@ import (
 // failing validation), which leaves the transaction open at its coordinator. When the endpoint
 // goes, each is aborted at once (abortOpen): a client that hangs up cannot finish them, and
 // they would otherwise hold their locks, intents and records until the coordinator's idle
-// timeout. A transaction whose commit is out, or was answered, is left alone: its outcome is
-// the protocol's to settle.
+// timeout. A transaction whose commit was answered otherwise, or that the protocol aborted, is
+// over and forgotten: its outcome is the protocol's to settle.
 //
 // saw runs on the endpoint's reading goroutine, answered on whichever goroutine hands the
 // endpoint its replies, so the state is behind a mutex.
@@ -25,10 +27,12 @@ type openTxns struct {
 	next map[uint64]uint32
 	// committing is the commit number of each transaction whose commit is out, not answered.
 	committing map[uint64]uint32
+	// settled is signalled when a commit's answer goes by (abortOpen waits for them).
+	settled chan struct{}
 }
 
 func newOpenTxns() *openTxns {
-	return &openTxns{next: map[uint64]uint32{}, committing: map[uint64]uint32{}}
+	return &openTxns{next: map[uint64]uint32{}, committing: map[uint64]uint32{}, settled: make(chan struct{}, 1)}
 }
 
 // saw notes a request the endpoint sent.
@@ -48,34 +52,78 @@ func (o *openTxns) saw(m *wire.ClientRequest) {
 	}
 }
 
-// answered notes a reply on its way to the endpoint: the answer to a commit ends its
-// transaction unless it refused the commit.
+// answered notes a reply on its way to the endpoint. An aborted answer ends its transaction
+// (the client sends nothing more for it); so does the answer to a commit, unless it refused
+// the commit.
 func (o *openTxns) answered(payload []byte) {
+	txn, seq, code, ok := replyIDs(payload)
+	if !ok {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.committing) == 0 {
-		return // nothing to learn; spare the decoding
-	}
-	m, err := wire.Decode(payload)
-	rep, ok := m.(*wire.ClientReply)
-	if err != nil || !ok {
+	if _, open := o.next[txn]; !open {
 		return
 	}
-	if seq, ok := o.committing[rep.Txn]; !ok || seq != rep.Seq {
+	commitSeq, committing := o.committing[txn]
+	if committing && commitSeq == seq {
+		delete(o.committing, txn)
+		select {
+		case o.settled <- struct{}{}:
+		default:
+		}
+		if code == wire.CodeBadArgument || code == wire.CodeUnavailable {
+			return // refused: still open, and the client may send its commit again
+		}
+		delete(o.next, txn)
 		return
 	}
-	delete(o.committing, rep.Txn)
-	switch rep.Code {
-	case wire.CodeBadArgument, wire.CodeUnavailable:
-		// Refused: the transaction is still open, and the client may send its commit again.
-	default:
-		delete(o.next, rep.Txn)
+	if code == wire.CodeAborted && !committing {
+		delete(o.next, txn)
 	}
 }
 
+// replyIDs reads a client reply's transaction, number and code without decoding the rest (a
+// batch's answer may carry megabytes of values, and this runs for every reply).
+func replyIDs(payload []byte) (txn uint64, seq uint32, code wire.Code, ok bool) {
+	// A wire frame is a version byte, a two-byte kind and a CBOR body (package wire).
+	if len(payload) < 3 || payload[0] != wire.Version || wire.Kind(binary.BigEndian.Uint16(payload[1:3])) != (*wire.ClientReply)(nil).Kind() {
+		return 0, 0, 0, false
+	}
+	var ids struct {
+		Txn  uint64
+		Seq  uint32
+		Code wire.Code
+	}
+	if lenientIDs.Unmarshal(payload[3:], &ids) != nil {
+		return 0, 0, 0, false
+	}
+	return ids.Txn, ids.Seq, ids.Code, true
+}
+
 // abortOpen asks the coordinator to abort every transaction endpoint id left open, as the
-// client would have (its answers go nowhere: the endpoint is gone).
+// client would have (its answers go nowhere: the endpoint is gone). A commit the client sent
+// just before it hung up may not be handled yet, and may still be refused: abortOpen first
+// waits, a client timeout at most, for every commit out to be answered (the endpoint's sink
+// stays registered until it returns, so the answers still go by answered).
 func (s *Server) abortOpen(id topo.NodeID, o *openTxns) {
+	timer := time.NewTimer(s.cfg.ClientTimeout)
+	defer timer.Stop()
+	for waiting := true; waiting; {
+		o.mu.Lock()
+		out := len(o.committing)
+		o.mu.Unlock()
+		if out == 0 {
+			break
+		}
+		select {
+		case <-o.settled:
+		case <-timer.C:
+			waiting = false
+		case <-s.stop:
+			waiting = false
+		}
+	}
 	o.mu.Lock()
 	txns := make([]uint64, 0, len(o.next))
 	for txn := range o.next {

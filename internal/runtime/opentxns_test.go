@@ -1,14 +1,17 @@
 package runtime
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/runtime/frame"
 	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/proto/meridianpb"
 )
@@ -63,7 +66,8 @@ func TestHangUpAbortsOpenTransactions(t *testing.T) {
 func TestOpenTxnsCommitAnswers(t *testing.T) {
 	o := newOpenTxns()
 	var posted []*wire.ClientRequest
-	s := &Server{inbox: make(chan event, 16)}
+	// Hang-ups wait this long for commits out to be answered.
+	s := &Server{inbox: make(chan event, 2048), cfg: &Config{ClientTimeout: 10 * time.Millisecond}}
 	pending := func() []uint64 {
 		t.Helper()
 		posted = posted[:0]
@@ -101,6 +105,85 @@ func TestOpenTxnsCommitAnswers(t *testing.T) {
 	}
 	if len(o.next) != 1 || len(o.committing) != 0 {
 		t.Fatalf("left tracked: %d open, %d committing; want 1 and 0", len(o.next), len(o.committing))
+	}
+	// A transaction the protocol aborted on an operation is over: the client sends nothing
+	// more for it. Kept, every aborted attempt of a long-lived connection stayed tracked, and
+	// was aborted again at its hang-up.
+	for txn := uint64(10); txn < 1010; txn++ {
+		o.saw(&wire.ClientRequest{Txn: txn, Seq: 0, Op: wire.OpPut, Key: "k"})
+		reply(txn, 0, wire.CodeAborted)
+	}
+	if got := pending(); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("aborted at hang-up: %d transactions (first %v), want transaction 1 alone (the others were aborted by the protocol)", len(got), got[:min(len(got), 3)])
+	}
+}
+
+// TestHangUpRightAfterPipelinedCommit: over TCP, a client sends a batch of puts and its commit
+// and closes the connection at once. The commit is refused (the batch is in flight) only after
+// the connection's end is seen; the hang-up must still abort the transaction, so it waits for
+// the commit's answer before deciding (it used to skip the transaction as committing, and the
+// batch's intents stayed until the idle timeout).
+func TestHangUpRightAfterPipelinedCommit(t *testing.T) {
+	cfg := testConfig(t, func(text string) string {
+		text = strings.Replace(text, "scale = 0.02", "scale = 1.0", 1)
+		return strings.Replace(text, `ttl = "5ms"`, "ttl = \"5ms\"\nidle-timeout = \"10m\"", 1)
+	})
+	startCluster(t, cfg)
+	c, err := net.Dial("tcp", cfg.Nodes[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: cfg.Name}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, payload, err := frame.Read(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := wire.Decode(payload)
+	welcome, ok := m.(*frame.Welcome)
+	if err != nil || !ok || welcome.Error != "" {
+		t.Fatalf("welcome: %+v, %v", m, err)
+	}
+	var ops []wire.BatchOp
+	var keys []string
+	for i := range 12 { // some on primaries in other regions
+		k := fmt.Sprintf("tcp-refused-commit-%d", i)
+		keys = append(keys, k)
+		ops = append(ops, wire.BatchOp{Op: wire.OpPut, Key: k, Value: []byte("v")})
+	}
+	for _, req := range []*wire.ClientRequest{{Txn: 1, Op: wire.OpBatch, Batch: ops}, {Txn: 1, Seq: 1, Op: wire.OpCommit}} {
+		if err := frame.WriteMsg(c, welcome.Node, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	readsFindNothing(t, dial(t, cfg, 1), keys)
+}
+
+// readsFindNothing reads keys, written by a transaction that must have been aborted, and fails
+// the test unless none is found within a minute (a hang, not a slow read).
+func readsFindNothing(t *testing.T, db *client.DB, keys []string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		for _, k := range keys {
+			if _, err := get(db, k); !errors.Is(err, client.ErrNotFound) {
+				done <- fmt.Errorf("read of %s: %v, want not found (its transaction aborted)", k, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the reads still wait for the transaction of a client that hung up")
 	}
 }
 
@@ -141,23 +224,26 @@ func TestHangUpAfterRefusedCommit(t *testing.T) {
 	if _, err := next(answers, "end"); err == nil {
 		t.Fatal("the stream did not end")
 	}
-	db := dial(t, cfg, 1)
-	done := make(chan error, 1)
-	go func() {
-		for _, k := range keys {
-			if _, err := get(db, k); !errors.Is(err, client.ErrNotFound) {
-				done <- fmt.Errorf("read of %s: %v, want not found (its transaction aborted)", k, err)
-				return
-			}
-		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second): // a hang, not a slow read
-		t.Fatal("the reads still wait for the transaction of a client that hung up after a refused commit")
+	readsFindNothing(t, dial(t, cfg, 1), keys)
+}
+
+// BenchmarkAnsweredLargeReply: every reply to a client passes answered on its way; a 4 MiB
+// batch answer is read for its ids only.
+func BenchmarkAnsweredLargeReply(b *testing.B) {
+	o := newOpenTxns()
+	o.saw(&wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpBatch})
+	o.saw(&wire.ClientRequest{Txn: 2, Seq: 1, Op: wire.OpCommit})
+	res := make([]wire.BatchResult, 64)
+	for i := range res {
+		res[i] = wire.BatchResult{Found: true, Value: make([]byte, 64<<10)}
+	}
+	payload, err := wire.Encode(&wire.ClientReply{Txn: 1, Seq: 0, Code: wire.CodeOK, Results: res})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		o.answered(payload)
 	}
 }
