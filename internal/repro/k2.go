@@ -603,8 +603,8 @@ is high K2's abort rate is a little above MVTO-HLC's while it commits about five
 k2-fig17's shape table counts the skews where K2's is the lower. With ` + "`--opt read-mark=arrival`" + `
 a read registers as it arrives, before it may wait (how we ran K2 before, following the notes'
 reading of the paper's Fig. 10, which is an image missing from its text): the same run committed
-737 and aborted 705, and 554 of its 713 refused writes met a watermark set by a reader still
-waiting on PUSHWS. The paper shows K2's abort rate lowest at every skew; its rule as the paper
+737 and aborted 705, and 554 of its 713 refused writes met the watermark of a reader that had
+waited on PUSHWS. The paper shows K2's abort rate lowest at every skew; its rule as the paper
 gives it does not explain that, and we added nothing to the rule. Run with
 ` + "`--scale paper`" + ` for 5 data nodes per region and 200 clients per region.
 `

@@ -22,9 +22,10 @@
 //     reader's timestamp and raises the key's read watermark (RT) to it. An undecided intent
 //     below the reader's timestamp is resolved by PUSHWS first: the data node asks the writer's
 //     recorder, which answers only once the decision is durable; the reader then looks at the
-//     key afresh. Intents above the reader's timestamp are skipped. Readers never abort. The
-//     read registers in RT when it takes its value (option read-mark=value, the default), not
-//     while it waits: see onRead for why and for read-mark=arrival.
+//     key afresh. Intents above the reader's timestamp are skipped. Readers abort for no
+//     conflict (only when a wait outlasts the coordinator's op-timeout). The read registers in
+//     RT when it takes its value (option read-mark=value, the default), not while it waits:
+//     see onRead for why and for read-mark=arrival.
 //  3. Writes (Fig. 10 WRITE). The one conflict abort of K2-MVTO: a write whose timestamp is below
 //     the key's RT aborts (cause "read-watermark"). Otherwise the write adds an intent to the
 //     key's write stream, which may hold intents of many transactions (no write-write blocking).
@@ -68,9 +69,11 @@
 //     (see the clock package comment) plus this coordinator never answering a commit before the
 //     commit wait has elapsed on its clock. Because the recorder's commit point follows the wait,
 //     no reader can see a version whose timestamp is ahead of true time.
-//   - Serialization order is timestamp order: a read registers in RT before it picks a version,
-//     so no version below a read can appear afterwards, and a reader waits for every undecided
-//     lower intent. Every wait-for edge (PUSHWS) points to a smaller timestamp: no deadlocks.
+//   - Serialization order is timestamp order: a read registers in RT in the same event as it
+//     takes its value (a scan marks its range before reading it), so no version below a read
+//     can appear afterwards, and a reader waits for every undecided lower intent, looking at
+//     the key afresh after each wait. Every wait-for edge (PUSHWS) points to a smaller
+//     timestamp: no deadlocks.
 //   - A decision is visible only once durable (txnrec), and final: a recorder that aborted a
 //     transaction rejects its commit.
 //   - No decision is persisted, and no commit reported, while an intent of the transaction is not

@@ -268,10 +268,11 @@ type Node struct {
 	durWaiters map[storage.TxnID]durWaiter // durability questions waiting for a flush
 	// durNotes batches the durability reports of one flush per coordinator.
 	durNotes *txnkit.Outbox[DurableNote]
-	// waitedReads is, per key, the newest timestamp of a read that raised the key's read
-	// watermark and then waited by PUSHWS behind a write stream: a diagnostic, so that the
-	// writes it refuses can be counted apart (write-refused.read-watermark/waiting-reader).
-	// It holds one timestamp per key that ever had such a read, and is volatile.
+	// waitedReads is, per key, the newest timestamp of a read that waited by PUSHWS behind a
+	// write stream (whether it still waits or has taken its value since): a diagnostic, so
+	// that the writes refused at its watermark can be counted apart
+	// (write-refused.read-watermark/waiting-reader, "a reader that had waited"). It holds one
+	// timestamp per key that ever had such a read, and is volatile.
 	waitedReads map[string]ts.Timestamp
 	recovering  bool   // waiting for the oracle before serving reads and writes (read floor)
 	recoverID   uint64 // id of this life's read-floor requests to the oracle (recoverReqID)

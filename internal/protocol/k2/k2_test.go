@@ -135,7 +135,7 @@ func TestYCSBT(t *testing.T) {
 				}
 			}
 			// Every such abort is a write a data node refused; under heavy skew some of those
-			// refusals come from a reader that raised the watermark and then waited by PUSHWS.
+			// refusals meet the watermark of a reader that had waited by PUSHWS.
 			c := res.ProtocolMetrics.Counters
 			refused, waiting := c["write-refused.read-watermark"], c["write-refused.read-watermark/waiting-reader"]
 			t.Logf("aborts %d, refused writes %d, of which by a waiting reader %d", c["abort.read-watermark"], refused, waiting)

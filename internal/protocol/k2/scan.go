@@ -72,9 +72,10 @@ func (n *Node) readWatermark(key string) ts.Timestamp {
 	return ts.MaxOf(n.store.ReadWatermark(key), n.scanMarks.Highest(key, 0))
 }
 
-// onScan serves a ScanReq: the range's watermark first, as a point read's (so no lower write
-// can land in the range afterwards), then a point read of every key in the range that has a
-// version, answered together once the last is settled.
+// onScan serves a ScanReq: the range's watermark first (so no lower write can land in the range
+// afterwards, also while one of its reads waits by PUSHWS: unlike a point read's mark, taken with
+// its value, a range's covers keys the scan cannot re-examine), then a point read of every key
+// in the range that has a version, answered together once the last is settled.
 //
 // A scan with a row limit reads only as far as its limit needs, in steps: each step takes as
 // many of the next keys as rows are still wanted, marks the range up to the last of them and
