@@ -534,22 +534,12 @@ func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
 		return
 	}
 	start := n.env.Now()
-	nodes, byNode := groupByNode(n.tp, t.readKeys)
-	for _, sp := range t.readSpans {
-		for _, nd := range txnkit.ScanNodes(n.tp, sp.Start, sp.End) {
-			if !slices.Contains(nodes, nd) {
-				nodes = append(nodes, nd)
-			}
-		}
-	}
-	sortNodes(nodes)
-	spans := t.readSpans
-	left, good, tooOld := len(nodes), true, false
+	shares := refreshShares(n.tp, t.readKeys, t.readSpans)
+	left, good, tooOld := len(shares), true, false
 	from := t.readTS
-	for _, nd := range nodes {
-		keys := byNode[nd]
-		n.callFor(t, nil, nd, func(r uint64) wire.Msg {
-			return &RefreshReq{Req: r, Txn: t.meta.ID, Keys: keys, Spans: spans, From: from, To: to}
+	for _, sh := range shares {
+		n.callFor(t, nil, sh.node, func(r uint64) wire.Msg {
+			return &RefreshReq{Req: r, Txn: t.meta.ID, Keys: sh.keys, Spans: sh.spans, From: from, To: to}
 		}, func(m wire.Msg) {
 			r := m.(*RefreshResp)
 			good, tooOld = good && r.OK, tooOld || r.TooOld
