@@ -41,7 +41,16 @@ func (o *Outbox[T]) send() {
 	}
 	slices.Sort(dests)
 	for _, d := range dests {
-		o.env.Send(d, o.compose(o.pending[d]))
+		for notes := o.pending[d]; len(notes) > 0; {
+			n := min(len(notes), OutboxMaxNotes)
+			o.env.Send(d, o.compose(notes[:n:n]))
+			notes = notes[n:]
+		}
 		delete(o.pending, d)
 	}
 }
+
+// OutboxMaxNotes bounds the notes of one message: the notes are small and fixed-size (ids and
+// sequence numbers), but their number per piece of work is not bounded, and a message must stay
+// within a frame (wire.MaxFrameBytes) and the codec's array limit (2^20 elements).
+const OutboxMaxNotes = 1 << 16
