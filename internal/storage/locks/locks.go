@@ -66,6 +66,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/google/btree"
+
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/ts"
 )
@@ -212,7 +214,10 @@ type txnState struct {
 // Table is a lock table. The zero value is not usable; call New.
 type Table struct {
 	locks map[string]*lock
-	txns  map[storage.TxnID]*txnState
+	// keys orders the keys of locks, so that a range lock's conflicts are found among the keys
+	// in its range alone (a scan's step on a node with thousands of locks walked them all).
+	keys *btree.BTreeG[string]
+	txns map[storage.TxnID]*txnState
 	// waiting holds the keys with queued requests, so WaitsFor need not walk every lock.
 	waiting map[string]struct{}
 	// ranges are the range locks, held and queued, in request order (so the queued ones are in
@@ -230,7 +235,7 @@ const ReasonQueueFull = "queue-full"
 
 // New returns an empty lock table.
 func New() *Table {
-	return &Table{locks: make(map[string]*lock), txns: make(map[storage.TxnID]*txnState), waiting: map[string]struct{}{}}
+	return &Table{locks: make(map[string]*lock), keys: btree.NewOrderedG[string](32), txns: make(map[storage.TxnID]*txnState), waiting: map[string]struct{}{}}
 }
 
 func older(a, b request) bool {
@@ -262,6 +267,7 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 	if l == nil {
 		l = &lock{}
 		t.locks[key] = l
+		t.keys.ReplaceOrInsert(key)
 	}
 	me := request{txn: txn, age: age, mode: mode}
 	held := -1
@@ -513,24 +519,11 @@ func (t *Table) exclusiveIn(r *rangeLock, first bool) []request {
 		}
 		return first && len(holders)+len(waiters) > 0
 	}
-	if first {
-		// Only whether there is one matters, so the map's order cannot leak.
-		for k, l := range t.locks {
-			if r.Covers(k) && visit(k, l) {
-				break
-			}
-		}
+	each := func(k string) bool { return !visit(k, t.locks[k]) }
+	if r.End == "" {
+		t.keys.AscendGreaterOrEqual(r.Start, each)
 	} else {
-		var keys []string
-		for k := range t.locks {
-			if r.Covers(k) {
-				keys = append(keys, k)
-			}
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			visit(k, t.locks[k])
-		}
+		t.keys.AscendRange(r.Start, r.End, each)
 	}
 	return append(holders, waiters...)
 }
@@ -638,6 +631,7 @@ func (t *Table) grantKey(key string, l *lock, grants []Grant) []Grant {
 	}
 	if len(l.holders) == 0 && len(l.waiters) == 0 {
 		delete(t.locks, key)
+		t.keys.Delete(key)
 	}
 	return grants
 }
