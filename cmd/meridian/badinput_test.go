@@ -121,6 +121,7 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--max-offset", "200s"), "--max-offset must be 0..100s", 0},
 		{sim("--intra-rtt", "1000h"), "--intra-rtt must be 0..100s", 0},
 		{sim("--max-drift", "NaN"), "--max-drift must be 0..0.01", 0},
+		{sim("--truetime-error", "most"), `--truetime-error must be half or full, got "most"`, 0},
 		{sim("--nodes-per-region", "0"), "--nodes-per-region must be 1..1000, got 0", 0},
 		{sim("--shards-per-node", "100000"), "--shards-per-node must be 1..1024, got 100000", 0},
 		{sim("--topology", "uniform:100:5", "--nodes-per-region", "1000", "--shards-per-node", "1024"), "at most 1048576", 0},

@@ -36,6 +36,7 @@ type simFlags struct {
 	maxDrift       float64
 	maxOffset      time.Duration
 	intraRTT       time.Duration
+	trueTimeError  string
 	fs             *pflag.FlagSet // to tell flags given from defaults
 }
 
@@ -57,6 +58,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.maxDrift, "max-drift", d.MaxDrift, "maximum clock drift rate (200e-6 = 200 ppm)")
 	fs.DurationVar(&f.maxOffset, "max-offset", d.MaxOffset, "maximum local clock offset")
 	fs.DurationVar(&f.intraRTT, "intra-rtt", 0, "round trip inside a region (0: the topology's)")
+	fs.StringVar(&f.trueTimeError, "truetime-error", "half", "how far TrueTime readings stray within ε: half (each resync within ±ε/2, errors up to ~0.6ε) or full (up to the edge of ε; a harsher test of commit waits, other traces)")
 }
 
 func parseOpts(kvs []string) (map[string]string, error) {
@@ -90,6 +92,7 @@ func (f *simFlags) config() (sim.Config, error) {
 	base.Jitter, base.ServiceTime, base.FlushLatency, base.Cores = f.jitter, f.serviceTime, f.flushLatency, f.cores
 	base.OracleServiceTime = f.oracleService
 	base.Epsilon, base.MaxDrift, base.MaxOffset = f.epsilon, f.maxDrift, f.maxOffset
+	base.FullTrueTimeError = f.trueTimeError == "full"
 	cfg, err := bench.SimConfig(bench.Deployment{Protocol: f.protocol, Options: opts, Topology: f.topology,
 		NodesPerRegion: f.nodesPerRegion, ShardsPerNode: f.shardsPerNode, Seed: f.seed, Base: &base, IntraRTT: f.intraRTT})
 	if err != nil {

@@ -83,6 +83,8 @@ func (f *simFlags) validate() error {
 		return fmt.Errorf("--nodes-per-region must be 1..%d, got %d", topo.MaxNodesPerRegion, f.nodesPerRegion)
 	case f.shardsPerNode < 1 || f.shardsPerNode > topo.MaxShardsPerNode:
 		return fmt.Errorf("--shards-per-node must be 1..%d, got %d", topo.MaxShardsPerNode, f.shardsPerNode)
+	case f.trueTimeError != "half" && f.trueTimeError != "full":
+		return fmt.Errorf("--truetime-error must be half or full, got %q", f.trueTimeError)
 	}
 	return nil
 }

@@ -40,6 +40,10 @@ type Config struct {
 	Epsilon       time.Duration // TrueTime uncertainty ε; synced sources stay within it
 	SyncPeriod    time.Duration // TrueTime sources resync this often (0: 62.5 ms, K2's 1/2^4 s)
 	ClientTimeout time.Duration // a client gives up on a reply after this (0: 60 s)
+	// FullTrueTimeError draws each synced source's error at a resync anywhere in ±(ε − D·period),
+	// so that with its drift over the period it reaches the edge of ε, instead of within ±ε/2
+	// (where errors stay within about 0.6ε). Off by default: it changes every trace.
+	FullTrueTimeError bool
 
 	// DiscardPersisted, for a run that never restarts a node, keeps none of what nodes persist:
 	// each persist is still queued, group-committed, timed and counted, and its completion runs
@@ -496,9 +500,14 @@ func newClock(r *rand.Rand, c Config) *clock {
 		period: int64(c.SyncPeriod),
 		eps:    int64(c.Epsilon),
 	}
-	// The synced source starts each period within ±ε/2 and drifts by at most D per period,
-	// clamped so its error never exceeds ε: an honest TrueTime.
-	ck.ttErr0 = int64(uni(float64(c.Epsilon) / 2))
+	// The synced source starts each period within ±ε/2 (or, with FullTrueTimeError, within
+	// ±(ε − D·period)) and drifts by at most D per period, clamped so its error never exceeds ε:
+	// an honest TrueTime.
+	start := float64(c.Epsilon) / 2
+	if c.FullTrueTimeError {
+		start = max(0, float64(c.Epsilon)-c.MaxDrift*float64(c.SyncPeriod))
+	}
+	ck.ttErr0 = int64(uni(start))
 	ck.ttDrift = uni(c.MaxDrift)
 	if ck.period > 0 {
 		ck.phase = r.Int64N(ck.period)
