@@ -115,7 +115,10 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 	watched := watchedSink{sink, open}
 	s.addClient(id, watched)
 	defer s.removeClient(id, watched)
-	defer s.abortOpen(id, open)
+	// A hang-up waits for commits still out to be answered (abortOpen), but not after drain
+	// has already waited for them a client timeout.
+	hangUpWait := s.cfg.ClientTimeout
+	defer func() { s.abortOpen(id, open, hangUpWait) }()
 	ctx := stream.Context()
 	// pending counts the requests posted whose answers are not sent yet; answered wakes the
 	// receiving side when one is.
@@ -176,7 +179,11 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 			if !errors.Is(err, io.EOF) {
 				return err
 			}
-			return g.drain(ctx, &pending, answered, sendErr, sink)
+			err = g.drain(ctx, &pending, answered, sendErr, sink)
+			if status.Code(err) == codes.DeadlineExceeded {
+				hangUpWait = 0
+			}
+			return err
 		case err := <-sendErr:
 			return err
 		case <-sink.overflow:

@@ -102,12 +102,34 @@ func replyIDs(payload []byte) (txn uint64, seq uint32, code wire.Code, ok bool) 
 }
 
 // abortOpen asks the coordinator to abort every transaction endpoint id left open, as the
-// client would have (its answers go nowhere: the endpoint is gone). A commit the client sent
-// just before it hung up may not be handled yet, and may still be refused: abortOpen first
-// waits, a client timeout at most, for every commit out to be answered (the endpoint's sink
-// stays registered until it returns, so the answers still go by answered).
-func (s *Server) abortOpen(id topo.NodeID, o *openTxns) {
-	timer := time.NewTimer(s.cfg.ClientTimeout)
+// client would have (its answers go nowhere: the endpoint is gone). Those with no commit out go
+// at once: a commit out may be waiting for one of their locks. A commit the client sent just
+// before it hung up may not be handled yet, and may still be refused: abortOpen then waits, for
+// wait at most, until every commit out is answered (the endpoint's sink stays registered until
+// it returns, so the answers still go by answered), and aborts those refused meanwhile.
+func (s *Server) abortOpen(id topo.NodeID, o *openTxns, wait time.Duration) {
+	sent := map[uint64]bool{}
+	abortUnsent := func() {
+		o.mu.Lock()
+		var txns []uint64
+		for txn := range o.next {
+			if _, out := o.committing[txn]; !out && !sent[txn] {
+				txns = append(txns, txn)
+			}
+		}
+		slices.Sort(txns)
+		aborts := make([]*wire.ClientRequest, len(txns))
+		for i, txn := range txns {
+			sent[txn] = true
+			aborts[i] = &wire.ClientRequest{Txn: txn, Seq: o.next[txn], Op: wire.OpAbort}
+		}
+		o.mu.Unlock()
+		for _, m := range aborts {
+			s.post(event{from: id, msg: m})
+		}
+	}
+	abortUnsent()
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for waiting := true; waiting; {
 		o.mu.Lock()
@@ -124,22 +146,7 @@ func (s *Server) abortOpen(id topo.NodeID, o *openTxns) {
 			waiting = false
 		}
 	}
-	o.mu.Lock()
-	txns := make([]uint64, 0, len(o.next))
-	for txn := range o.next {
-		if _, out := o.committing[txn]; !out {
-			txns = append(txns, txn)
-		}
-	}
-	slices.Sort(txns)
-	aborts := make([]*wire.ClientRequest, len(txns))
-	for i, txn := range txns {
-		aborts[i] = &wire.ClientRequest{Txn: txn, Seq: o.next[txn], Op: wire.OpAbort}
-	}
-	o.mu.Unlock()
-	for _, m := range aborts {
-		s.post(event{from: id, msg: m})
-	}
+	abortUnsent()
 }
 
 // watchedSink hands an endpoint's replies to its openTxns on their way.

@@ -71,7 +71,7 @@ func TestOpenTxnsCommitAnswers(t *testing.T) {
 	pending := func() []uint64 {
 		t.Helper()
 		posted = posted[:0]
-		s.abortOpen(7, o)
+		s.abortOpen(7, o, s.cfg.ClientTimeout)
 		for len(s.inbox) > 0 {
 			posted = append(posted, (<-s.inbox).msg.(*wire.ClientRequest))
 		}
@@ -245,5 +245,48 @@ func BenchmarkAnsweredLargeReply(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		o.answered(payload)
+	}
+}
+
+// TestHangUpAbortsBeforeWaitingForCommits: one connection, two transactions on spanner
+// (wound-wait, buffered writes). B read k and holds its shared lock; A, younger, put k and sent
+// its commit, whose prepare waits for B's lock. The client hangs up. B, with no commit out, is
+// aborted at once, which lets A's commit go on; waiting for A's answer first held B's lock a
+// client timeout, and a third client's put of k timed out after 5 s.
+func TestHangUpAbortsBeforeWaitingForCommits(t *testing.T) {
+	cfg := testConfig(t, func(text string) string {
+		text = strings.Replace(text, `protocol = "k2"`, `protocol = "spanner"`, 1)
+		return strings.Replace(text, `[options.k2]`, "[options.spanner]\nidle-timeout = \"10m\"\n[options.k2]", 1)
+	})
+	startCluster(t, cfg)
+	if err := put(dial(t, cfg, 0), "sibling", "v0"); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := client.Dial(cfg.Nodes[0].Addr, append(cfg.DialOptions(), client.WithRequestTimeout(30*time.Second))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := client.Open(tr)
+	txB := db.Begin(client.TxnOptions{})
+	if _, err := txB.Get("sibling"); err != nil {
+		t.Fatal(err)
+	}
+	txA := db.Begin(client.TxnOptions{})
+	if err := txA.Put("sibling", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = txA.Commit() }()
+	time.Sleep(500 * time.Millisecond) // A's prepare waits for B's shared lock
+	tr.Close()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- put(dial(t, cfg, 1), "sibling", "c") }()
+	select {
+	case err := <-done:
+		if d := time.Since(start); err != nil || d > 3*time.Second {
+			t.Fatalf("a third client's put took %v (%v): B's lock was held after its client hung up", d, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a third client's put still waits after 20 s")
 	}
 }

@@ -408,7 +408,7 @@ func (s *Server) serveConn(c net.Conn) {
 		watched := watchedSink{cl, open}
 		s.addClient(from, watched)
 		defer s.removeClient(from, watched)
-		defer s.abortOpen(from, open)
+		defer s.abortOpen(from, open, s.cfg.ClientTimeout)
 		w, _ := wire.Encode(&frame.Welcome{Endpoint: from, Node: s.id})
 		cl.enqueue(from, w)
 	case int(from) < 0 || int(from) >= len(s.cfg.Nodes) || from == s.id:
