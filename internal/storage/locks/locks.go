@@ -268,6 +268,10 @@ func (t *Table) Acquire(txn storage.TxnID, key string, mode Mode, policy Policy,
 		l = &lock{}
 		t.locks[key] = l
 		t.keys.ReplaceOrInsert(key)
+		// Granted at once without an entry (a read under txn's own range lock) or refused, the
+		// request leaves the new entry empty: dropped, or it stayed for good, and every range
+		// check walked it.
+		defer t.dropIfUnused(key, l)
 	}
 	me := request{txn: txn, age: age, mode: mode}
 	held := -1
@@ -528,6 +532,14 @@ func (t *Table) exclusiveIn(r *rangeLock, first bool) []request {
 	return append(holders, waiters...)
 }
 
+// dropIfUnused forgets key's lock once nothing holds or waits for it.
+func (t *Table) dropIfUnused(key string, l *lock) {
+	if len(l.holders) == 0 && len(l.waiters) == 0 {
+		delete(t.locks, key)
+		t.keys.Delete(key)
+	}
+}
+
 func (t *Table) isHolder(l *lock, txn storage.TxnID) bool {
 	for _, h := range l.holders {
 		if h.txn == txn {
@@ -629,10 +641,7 @@ func (t *Table) grantKey(key string, l *lock, grants []Grant) []Grant {
 	if len(l.waiters) == 0 {
 		delete(t.waiting, key)
 	}
-	if len(l.holders) == 0 && len(l.waiters) == 0 {
-		delete(t.locks, key)
-		t.keys.Delete(key)
-	}
+	t.dropIfUnused(key, l)
 	return grants
 }
 

@@ -49,3 +49,28 @@ func TestOwnLocksUnderRangeNoSelfDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// TestNoEntryLeftByUnqueuedRequests: a request granted without an entry of its own (a read under
+// the transaction's own range lock) or refused at once (a write against another's range lock
+// under NO_WAIT) leaves no lock behind: such entries stayed for good, and range checks walked them.
+func TestNoEntryLeftByUnqueuedRequests(t *testing.T) {
+	tab := New()
+	old, young := Age{Wall: 1}, Age{Wall: 2}
+	if r := tab.AcquireRange(1, Range{Start: "a", End: "z"}, NoWait, old); r.Outcome != Granted {
+		t.Fatalf("range lock: %+v", r)
+	}
+	if r := tab.Acquire(1, "m", Shared, NoWait, old); r.Outcome != Granted {
+		t.Fatalf("a read under the transaction's own range lock: %+v", r)
+	}
+	if r := tab.Acquire(2, "n", Exclusive, NoWait, young); r.Outcome != Aborted {
+		t.Fatalf("a write under another's range lock, no-wait: %+v", r)
+	}
+	if tab.Len() != 0 || tab.keys.Len() != 0 {
+		t.Fatalf("before any release: %d lock entries, %d ordered keys; want 0", tab.Len(), tab.keys.Len())
+	}
+	tab.Release(1)
+	tab.Release(2)
+	if tab.Len() != 0 || tab.keys.Len() != 0 {
+		t.Fatalf("after every release: %d lock entries, %d ordered keys; want 0", tab.Len(), tab.keys.Len())
+	}
+}
