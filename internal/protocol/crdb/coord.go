@@ -533,6 +533,11 @@ func (n *Node) refresh(t *coordTxn, to ts.Timestamp, done func(ok bool)) {
 		ok()
 		return
 	}
+	if n.set.refreshOff {
+		n.m.Add("refresh/off", 1)
+		done(false)
+		return
+	}
 	start := n.env.Now()
 	shares := refreshShares(n.tp, t.readKeys, t.readSpans)
 	left, good, tooOld := len(shares), true, false

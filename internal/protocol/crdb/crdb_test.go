@@ -107,6 +107,25 @@ func TestMutantNoRefresh(t *testing.T) {
 	}
 }
 
+// TestReadRefreshOff: with read-refresh=off a pushed transaction that has read aborts instead
+// of refreshing (MVTO without refresh): still serializable, and no refresh ever runs, where the
+// same contended run with refresh on refreshes successfully.
+func TestReadRefreshOff(t *testing.T) {
+	c := prototest.Case{Protocol: name, Seed: 1, Workload: prototest.ListAppend(10, 0)}
+	res := prototest.Run(t, c)
+	if got := res.ProtocolMetrics.Counters["refresh/ok"]; got == 0 {
+		t.Fatalf("with refresh on, no refresh succeeded: the run is not contended enough to show the option")
+	}
+	c.Options = map[string]string{"read-refresh": "off"}
+	res = prototest.Run(t, c)
+	prototest.ExpectValid(t, prototest.MustCheck(t, res, model), 0)
+	cnt := res.ProtocolMetrics.Counters
+	if cnt["refresh/ok"]+cnt["refresh/failed"] != 0 || cnt["refresh/off"] == 0 {
+		t.Fatalf("read-refresh=off: %d refreshes ran (%d ok), %d refused; want none run and some refused",
+			cnt["refresh/ok"]+cnt["refresh/failed"], cnt["refresh/ok"], cnt["refresh/off"])
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	prototest.Deterministic(t, prototest.Case{Protocol: name, Seed: 7, Workload: prototest.ListAppend(10, 0.5), Duration: time.Second}, 8)
 }
@@ -117,6 +136,7 @@ func TestBadOptions(t *testing.T) {
 		{"heartbeat-interval": "0s"},
 		{"idle-timeout": "-1s"},
 		{"write-pipelining": "maybe"},
+		{"read-refresh": "sometimes"},
 		{"mutant": "no-such-mutant"},
 		{"gc-ttl": "bogus"},
 		{"gc-ttl": "5ms"},

@@ -45,11 +45,13 @@
 //   - Commit. If writeTS > readTS the reads are refreshed: every read key must have no other
 //     transaction's committed value in (readTS, writeTS] and no other intent at or below
 //     writeTS; success raises their tscache entries to writeTS, failure aborts with cause
-//     "refresh-failed". Then, with parallel commits (default), the coordinator sends a STAGING
-//     record listing all written keys and, in parallel, one QueryIntent per leaseholder listing
-//     its writes; the transaction is implicitly committed once the STAGING record and every
-//     intent (at or below the commit timestamp) are durable, and the client is told then. The
-//     record is then marked COMMITTED, and its holder resolves the intents asynchronously once
+//     "refresh-failed" (with read-refresh=off every such refresh fails at once, counted
+//     refresh/off: MVTO without refresh, which k2-fig17 runs beside the default). Then, with
+//     parallel commits (default), the coordinator sends a STAGING record listing all written
+//     keys and, in parallel, one QueryIntent per leaseholder listing its writes; the
+//     transaction is implicitly committed once the STAGING record and every intent (at or
+//     below the commit timestamp) are durable, and the client is told then. The record is
+//     then marked COMMITTED, and its holder resolves the intents asynchronously once
 //     that is durable. Without parallel commits the writes are proven first, the record is
 //     then written COMMITTED, and the coordinator resolves the intents on the answer. Either
 //     way no intent is resolved as committed under a record that is not durably COMMITTED,

@@ -34,6 +34,7 @@ func (proto) Options() map[string]string {
 		"idle-timeout":       "abort a transaction whose client sends nothing (or whose operation hangs) this long (default 5s)",
 		"write-pipelining":   "acknowledge writes before their intents are durable, proving them at commit (default on)",
 		"parallel-commits":   "persist a STAGING record in parallel with proving the writes (default on)",
+		"read-refresh":       "off: a transaction whose timestamp must move past its reads (pushed by a later read, a newer value, or an uncertain one) aborts instead of refreshing them, as MVTO without refresh does (default on)",
 		txnkit.GCTTLOption:   "a leaseholder keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s, from 10ms to 1000h, and at least twice max-offset)",
 		"mutant":             "break a rule on purpose: 'no-refresh' commits at a pushed timestamp without read refresh; 'no-span-tscache' lets writes land under a finished scan (phantoms)",
 	}
@@ -55,6 +56,8 @@ type settings struct {
 	parallel   bool
 	gcTTL      time.Duration // versions superseded longer ago than this are collected
 	noRefresh  bool
+	// refreshOff (read-refresh=off) aborts where a refresh would run: safe, only more aborts.
+	refreshOff bool
 	// noSpanTSCache is a mutant: scans leave no timestamp-cache entry, so a write may land
 	// under a finished scan (a phantom).
 	noSpanTSCache bool
@@ -80,6 +83,7 @@ func parseSettings(opts map[string]string) (settings, error) {
 		idle:        o.Duration("idle-timeout", 5*time.Second),
 		pipelining:  o.Bool("write-pipelining", true),
 		parallel:    o.Bool("parallel-commits", true),
+		refreshOff:  !o.Bool("read-refresh", true),
 		gcTTL:       o.GCTTL(),
 		abortMemory: 1 << 16,
 	}
