@@ -583,45 +583,47 @@ var tpccMetrics = []metric{
 // tuned to move a number toward the paper's.
 const (
 	whyLatencyBound = `
-**Why ours differs.** At the quick scale the system is latency-bound, not CPU-bound: 20
-closed-loop clients per region, each operation of a multi-shot transaction a round trip (to a
-primary that is usually in another region), so throughput ≈ clients ÷ latency and the protocols'
-order follows their latency and abort rate. The paper's YCSB-T numbers are CPU-bound (100 primary
-cores, up to ~300k txn/s), where an aborted attempt or a blocked lock holder also wastes CPU;
-that is where its gaps between protocols grow. Abort rates: d2PL-TTC with deadlock detection
-blocks on every conflict and aborts only to break a real deadlock, so at low skew it aborts
-almost nothing and K2, whose only abort is a write below a read watermark, cannot be lower; with
-wound-wait it aborts on conflicts, and K2 is lower wherever conflicts are common (the shape table
-above counts the points). The paper's d2PL-TTC aborts more
+**Why ours differs.** At both scales the system is latency-bound, not CPU-bound: closed-loop
+clients (20 per region at quick scale, 200 at paper scale), each operation of a multi-shot
+transaction a round trip (to a primary that is usually in another region), so throughput ≈
+clients ÷ latency and the protocols' order follows their latency and abort rate. The paper's
+YCSB-T numbers are CPU-bound (100 primary cores, up to ~300k txn/s), where an aborted attempt or
+a blocked lock holder also wastes CPU; that is where its gaps between protocols grow. Abort
+rates: d2PL-TTC with deadlock detection blocks on every conflict and aborts only to break a real
+deadlock, so at low skew it aborts almost nothing and K2, whose only abort is a write below a
+read watermark, cannot be lower; with wound-wait it aborts on conflicts, and K2 is lower wherever
+conflicts are common (the shape table above counts the points). The paper's d2PL-TTC aborts more
 than K2 at every skew and also has deadlocks, which fits neither policy exactly. A lock-wait
 timeout (` + "`lock-policy=timeout`" + `, whose length k2-fig18-timeout sweeps) has deadlocks and
 aborts, but like detection it aborts nothing where no wait outlasts the timeout, as at low skew.
 
-**K2 against MVTO-HLC at high skew.** K2's one abort rule refuses a write below its key's read
-watermark. A read registers in the watermark when it takes its value (the paper: RT records the
-reader's timestamp "whenever an operation reads a value"), so a read still waiting by PUSHWS
-behind a write stream refuses nothing. Still, at a hot key some younger transaction reads it
-between almost any writer's start and its write, a WAN round trip or more later, so the writer
-aborts and retries with a fresh timestamp. MVTO-HLC meets the same read-write conflict without
+**K2 against MVTO-HLC.** K2's one abort rule refuses a write below its key's read watermark. A
+read registers in the watermark when it takes its value (the paper: RT records the reader's
+timestamp "whenever an operation reads a value"), so a read still waiting by PUSHWS behind a
+write stream refuses nothing. Still, at a hot key some younger transaction reads it between
+almost any writer's start and its write, a WAN round trip or more later, so the writer aborts
+and retries with a fresh timestamp. MVTO-HLC meets the same read-write conflict without
 aborting: the writer's timestamp is pushed above the read (the timestamp cache) and it aborts
-only if refreshing its reads then fails; and a writer that meets another's intent waits in its
-queue instead of retrying, so it makes fewer attempts. One run shows it
+only if refreshing its reads then fails; and a younger writer that meets an older one's intent
+waits in its queue instead of retrying (an older one aborts the younger holder: the age pushes
+"deadlocks" counts). One run shows it
 (` + "`meridian sim --protocol k2|crdb --workload ycsbt --zipf 0.99 --clients 20 --warmup 500ms --duration 2s --seed 1`" + `,
 the quick scale's setup): K2 committed 1,122 transactions and aborted 214 attempts, every one a
-write below the read watermark; MVTO-HLC committed 215 and aborted 32, after pushing 38 writes
-above a read (40 refreshes succeeded) and waiting 336 ms per lock wait on average. So where skew
-is high K2's abort rate is a little above MVTO-HLC's while it commits about five times as many;
-k2-fig17's shape table counts the skews where K2's is the lower. With ` + "`--opt read-mark=arrival`" + `
-a read registers as it arrives, before it may wait (how we ran K2 before, following the notes'
-reading of the paper's Fig. 10, which is an image missing from its text): the same run committed
-737 and aborted 705, and 554 of its 713 refused writes met the watermark of a reader that had
-waited on PUSHWS. The paper shows K2's abort rate lowest at every skew. What decides it here is
-MVTO-HLC's read refresh: the series "MVTO-HLC, no read refresh" (` + "`--opt read-refresh=off`" + `)
-aborts where the default refreshes, as an MVTO without refresh aborts a write below a read (the
-paper's Fig. 7); the shape table counts the points where K2's abort rate is below it (the run
-above without refresh: 199 committed, 113 aborted, 36.2% against K2's 16.0%). The paper does not say whether its
-MVTO-HLC refreshed; ours does, as CockroachDB does, and keeps it by default. Run with
-` + "`--scale paper`" + ` for 5 data nodes per region and 200 clients per region.
+write below the read watermark; MVTO-HLC committed 215 and aborted 32 (18 age pushes, 7 failed
+refreshes, 7 uncertainty restarts), after pushing 38 writes above a read (40 refreshes
+succeeded) and waiting 336 ms per lock wait on average. In that run K2's abort rate is a little
+above MVTO-HLC's while it commits about five times as many (at paper scale, Zipf 0.99, fourteen
+times as many); k2-fig17's shape table counts the skews where K2's abort rate is the lower, and
+they are few. With ` + "`--opt read-mark=arrival`" + ` a read registers as it arrives, before it may
+wait (how we ran K2 before, following the notes' reading of the paper's Fig. 10, which is an
+image missing from its text): the same run committed 737 and aborted 705, and 554 of its 713
+refused writes met the watermark of a reader that had waited on PUSHWS. The paper shows K2's
+abort rate lowest at every skew. What decides it here is MVTO-HLC's read refresh: the series
+"MVTO-HLC, no read refresh" (` + "`--opt read-refresh=off`" + `) aborts where the default refreshes,
+as an MVTO without refresh aborts a write below a read (the paper's Fig. 7), and k2-fig17's
+shape table counts the skews where K2's abort rate is below it (the run above without refresh:
+199 committed, 113 aborted, 36.2% against K2's 16.0%). The paper does not say whether its
+MVTO-HLC refreshed; ours does, as CockroachDB does, and keeps it by default.
 `
 	whatDeadlocksCount = `
 **What "deadlocks" counts.** Each protocol's transactions aborted by its conflict policy so
@@ -701,9 +703,9 @@ released together when it is decided, read, and then all but the youngest have t
 refused. When a read registers in the watermark does not matter here: each of these writers
 read the row first, so its own read already holds older writes off, and TPC-C traces are the
 same with ` + "`--opt read-mark=arrival`" + `. The data nodes count it: at quick scale with 20
-clients per region, 63% (whole rows) and 82% (hot columns) of the refused writes met a watermark
+clients per region, 60% (whole rows) and 82% (hot columns) of the refused writes met a watermark
 set by a reader that had waited by PUSHWS (write-refused.read-watermark/waiting-reader), against
-50% and 74% at 5 clients (seed 1: ` + "`meridian sim --protocol k2 --workload tpcc --warehouses 10 --tpcc-items 100000 --clients 20 --warmup 500ms --duration 2s --json`" + `,
+49% and 74% at 5 clients (seed 1: ` + "`meridian sim --protocol k2 --workload tpcc --warehouses 10 --tpcc-items 100000 --clients 20 --warmup 500ms --duration 2s --json`" + `,
 with ` + "`--tpcc-families`" + ` for hot columns). The paper's 1,000 warehouses spread its load over ten times more hot rows
 than our 100, on 100 primary cores; k2-fig18-cpu keeps its ten warehouses per core and its
 clients per warehouse, and finds margins below 2× there too. (6) At quick scale the item table has the
