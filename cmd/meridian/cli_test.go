@@ -141,3 +141,27 @@ func TestBadInputOneLineError(t *testing.T) {
 		}
 	}
 }
+
+// TestProtocolsListsOptions: `meridian protocols` names every protocol with the model it
+// promises and every option it takes, so users need not learn them from error messages; an
+// unknown name is a one-line error.
+func TestProtocolsListsOptions(t *testing.T) {
+	out, errs, code := run(t, "protocols")
+	if code != 0 {
+		t.Fatalf("protocols: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"k2 (promises strict-serializable)", "crdb (promises serializable)", "spanner (promises", "serial (promises",
+		"  read-mark ", "  read-refresh ", "  lock-policy ", "  mutant "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("protocols output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = run(t, "protocols", "k2")
+	if code != 0 || strings.Contains(out, "crdb (") || !strings.Contains(out, "  ttl ") {
+		t.Errorf("protocols k2: exit %d, output:\n%s", code, out)
+	}
+	_, errs, code = run(t, "protocols", "nope")
+	if code == 0 || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, `unknown protocol "nope"`) {
+		t.Errorf("protocols nope: exit %d, stderr %q; want one line naming the protocol", code, errs)
+	}
+}
