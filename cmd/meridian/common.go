@@ -48,7 +48,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.nodesPerRegion, "nodes-per-region", 1, "data nodes per region")
 	fs.IntVar(&f.shardsPerNode, "shards-per-node", 4, "primary shards per data node")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed: the same seed gives the same trace")
-	fs.StringArrayVar(&f.opts, "opt", nil, "protocol option key=value (repeatable)")
+	fs.StringArrayVar(&f.opts, "opt", nil, "protocol option key=value (repeatable; meridian protocols lists them)")
 	fs.DurationVar(&f.jitter, "jitter", d.Jitter, "extra one-way network delay, uniform in [0, jitter)")
 	fs.DurationVar(&f.serviceTime, "service-time", d.ServiceTime, "CPU time per message on a node")
 	fs.DurationVar(&f.oracleService, "oracle-service-time", 0, "CPU time per request on a TrueTime oracle node (0: --service-time)")
