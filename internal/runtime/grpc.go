@@ -39,7 +39,7 @@ func startGRPC(s *Server, addr string) (*grpcServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %s: grpc: %w", s.me.Name, err)
 	}
-	g := &grpcServer{s: s, srv: grpc.NewServer(grpc.MaxRecvMsgSize(wire.MaxFrameBytes)), ln: ln}
+	g := &grpcServer{s: s, srv: grpc.NewServer(grpc.MaxRecvMsgSize(wire.MaxFrameBytes), grpc.ForceServerCodecV2(newLenientCodec())), ln: ln}
 	meridianpb.RegisterMeridianServer(g.srv, g)
 	go func() { _ = g.srv.Serve(ln) }()
 	return g, nil

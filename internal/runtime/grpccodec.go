@@ -1,0 +1,139 @@
+package runtime
+
+import (
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridiandb/meridian/proto/meridianpb"
+)
+
+// lenientCodec is gRPC's protobuf codec, except that a Request whose text fields (key, end_key,
+// label, a batch operation's key) are not valid UTF-8 is still decoded. Protobuf refuses such a
+// message before any of our code runs, and gRPC then ends the whole stream, losing the answers
+// owed to the stream's other transactions (a commit's among them). Decoded, the request reaches
+// the coordinator, whose validation answers it with a bad-argument error naming the field, as it
+// answers a TCP client's.
+type lenientCodec struct{ encoding.CodecV2 }
+
+func newLenientCodec() lenientCodec {
+	return lenientCodec{encoding.GetCodecV2(grpcproto.Name)}
+}
+
+func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.CodecV2.Unmarshal(data, v)
+	req, ok := v.(*meridianpb.Request)
+	if err == nil || !ok {
+		return err
+	}
+	proto.Reset(req)
+	if decodeRequestLeniently(data.Materialize(), req) != nil {
+		return err // malformed beyond its text: protobuf's own error says how
+	}
+	return nil
+}
+
+// decodeRequestLeniently decodes a Request as protobuf would, taking text fields as bytes.
+func decodeRequestLeniently(b []byte, r *meridianpb.Request) error {
+	return walkFields(b, func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+		switch {
+		case num == 1 || num == 2 || num == 3 || num == 6 || num == 8 || num == 9:
+			if typ != protowire.VarintType {
+				return 0, fmt.Errorf("field %d: wire type %d", num, typ)
+			}
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return n, nil
+			}
+			switch num {
+			case 1:
+				r.Txn = v
+			case 2:
+				r.Seq = uint32(v)
+			case 3:
+				r.Op = meridianpb.Op(int32(v))
+			case 6:
+				r.Limit = int32(v)
+			case 8:
+				r.ReadOnly = v != 0
+			case 9:
+				r.Attempt = uint32(v)
+			}
+			return n, nil
+		case num == 4 || num == 5 || num == 7 || num == 10 || num == 11:
+			if typ != protowire.BytesType {
+				return 0, fmt.Errorf("field %d: wire type %d", num, typ)
+			}
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return n, nil
+			}
+			switch num {
+			case 4:
+				r.Key = string(v)
+			case 5:
+				r.EndKey = string(v)
+			case 7:
+				r.Value = slices.Clone(v)
+			case 10:
+				r.Label = string(v)
+			case 11:
+				op := &meridianpb.BatchOp{}
+				if err := decodeBatchOpLeniently(v, op); err != nil {
+					return 0, err
+				}
+				r.Batch = append(r.Batch, op)
+			}
+			return n, nil
+		}
+		return protowire.ConsumeFieldValue(num, typ, b), nil // unknown: skipped, as protobuf does
+	})
+}
+
+func decodeBatchOpLeniently(b []byte, op *meridianpb.BatchOp) error {
+	return walkFields(b, func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			op.Op = meridianpb.Op(int32(v))
+			return n, nil
+		case (num == 2 || num == 3) && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if num == 2 {
+				op.Key = string(v)
+			} else {
+				op.Value = slices.Clone(v)
+			}
+			return n, nil
+		case num <= 3:
+			return 0, fmt.Errorf("field %d: wire type %d", num, typ)
+		}
+		return protowire.ConsumeFieldValue(num, typ, b), nil
+	})
+}
+
+// walkFields calls field for each field of a message's wire form; field returns how many bytes
+// of b its value took (negative: a protowire parse error).
+func walkFields(b []byte, field func(num protowire.Number, typ protowire.Type, b []byte) (int, error)) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		n, err := field(num, typ, b)
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return nil
+}

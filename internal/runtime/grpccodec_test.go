@@ -1,0 +1,108 @@
+package runtime
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridiandb/meridian/proto/meridianpb"
+)
+
+// TestLenientDecodeMatchesProtobuf: on a valid Request with every field set (and a field this
+// version does not know), the lenient decoder gives what protobuf gives; on one whose keys are
+// not UTF-8, it gives those bytes where protobuf refuses the message.
+func TestLenientDecodeMatchesProtobuf(t *testing.T) {
+	full := &meridianpb.Request{Txn: 1<<40 + 3, Seq: 7, Op: meridianpb.Op_OP_BATCH, Key: "k", EndKey: "z", Limit: 5,
+		Value: []byte("v"), ReadOnly: true, Attempt: 2, Label: "new-order",
+		Batch: []*meridianpb.BatchOp{{Op: meridianpb.Op_OP_PUT, Key: "a", Value: []byte("1")}, {Op: meridianpb.Op_OP_GET, Key: "b"}}}
+	b, err := proto.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, 0xa0, 0x06, 0x01) // field 100, a varint: unknown to this version
+	var got meridianpb.Request
+	if err := decodeRequestLeniently(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	var want meridianpb.Request
+	if err := proto.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	want.ProtoReflect().SetUnknown(nil)
+	if !proto.Equal(&got, &want) {
+		t.Fatalf("lenient decode %v, protobuf %v", &got, &want)
+	}
+
+	bad := withInvalidUTF8(t, &meridianpb.Request{Txn: 1, Op: meridianpb.Op_OP_BATCH,
+		Batch: []*meridianpb.BatchOp{{Op: meridianpb.Op_OP_PUT, Key: "XY", Value: []byte("v")}}})
+	if proto.Unmarshal(bad, &meridianpb.Request{}) == nil {
+		t.Fatal("protobuf took a key that is not UTF-8: the fallback is not needed")
+	}
+	got = meridianpb.Request{}
+	if err := decodeRequestLeniently(bad, &got); err != nil || got.Batch[0].Key != "\xff\xfe" {
+		t.Fatalf("lenient decode: %v, batch key %q", err, got.Batch[0].GetKey())
+	}
+	if decodeRequestLeniently([]byte{0x0a, 0x05, 'a'}, &meridianpb.Request{}) == nil {
+		t.Error("a truncated field was taken")
+	}
+}
+
+// withInvalidUTF8 marshals r with its text "XY" replaced by the bytes ff fe.
+func withInvalidUTF8(t *testing.T, r *meridianpb.Request) []byte {
+	t.Helper()
+	b, err := proto.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Count(b, []byte("XY")) != 1 {
+		t.Fatal("the marker text must appear once")
+	}
+	return bytes.Replace(b, []byte("XY"), []byte{0xff, 0xfe}, 1)
+}
+
+// rawCodec lets a test client send bytes protobuf would refuse to marshal.
+type rawCodec struct{ encoding.CodecV2 }
+
+type rawRequest []byte
+
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if raw, ok := v.(rawRequest); ok {
+		return mem.BufferSlice{mem.SliceBuffer(raw)}, nil
+	}
+	return c.CodecV2.Marshal(v)
+}
+
+// TestGRPCInvalidUTF8KeyAnswered: a request whose key is not UTF-8 is answered with a
+// bad-argument error, and the stream goes on: a transaction after it on the same stream
+// commits. Protobuf refused the message before our code saw it, and the stream ended.
+func TestGRPCInvalidUTF8KeyAnswered(t *testing.T) {
+	cfg := testConfig(t, nil)
+	startCluster(t, cfg)
+	s, answers := grpcStream(t, cfg.Nodes[0].GRPCAddr, nil,
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{encoding.GetCodecV2(grpcproto.Name)})))
+	bad := withInvalidUTF8(t, &meridianpb.Request{Txn: 1, Op: meridianpb.Op_OP_PUT, Key: "XY", Value: []byte("v")})
+	if err := s.SendMsg(rawRequest(bad)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := next(answers, "the bad request's answer")
+	if err != nil {
+		t.Fatalf("the stream ended instead of answering: %v", err)
+	}
+	if rep.Code != meridianpb.Code_CODE_BAD_ARGUMENT || !strings.Contains(rep.Error, "not valid UTF-8") {
+		t.Fatalf("answer %v %q, want a bad argument naming the key", rep.Code, rep.Error)
+	}
+	sendAll(t, s, &meridianpb.Request{Txn: 2, Op: meridianpb.Op_OP_PUT, Key: "after-utf8", Value: []byte("v")})
+	if rep, err := next(answers, "put"); err != nil || rep.Code != meridianpb.Code_CODE_OK {
+		t.Fatalf("put after the bad request: %v %v", rep, err)
+	}
+	sendAll(t, s, &meridianpb.Request{Txn: 2, Seq: 1, Op: meridianpb.Op_OP_COMMIT})
+	if rep, err := next(answers, "commit"); err != nil || rep.Code != meridianpb.Code_CODE_OK {
+		t.Fatalf("commit after the bad request: %v %v", rep, err)
+	}
+}
