@@ -23,7 +23,9 @@
 // on; only a corrupt length prefix (the stream cannot be resynchronised) closes it. A client's
 // request that fails to decode is answered instead, with a bad-argument error, when its ids can
 // be read: it never reached the protocol, so the refusal is its whole outcome, and the client
-// need not wait out its timeout.
+// need not wait out its timeout. A gRPC request whose text fields are not UTF-8, which
+// protobuf refuses, is decoded leniently (grpccodec.go) and refused by the coordinator's
+// validation, so that it does not end the stream.
 //
 // Every connection opens with a Hello naming the cluster, the protocol and the settings the
 // dialer runs or expects (Config.Setup: options, ε, latencies, layout). A node refuses a peer
