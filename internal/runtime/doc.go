@@ -16,16 +16,17 @@
 // one-way latency between the two regions (topology.OneWay, times the configured scale), so a
 // WAN can be emulated on loopback without netem. The last 2 ms of a delay are slept with
 // nanosleep rather than a Go timer, which fires about a millisecond late (sleep_linux.go), so
-// the sub-millisecond hops inside a region keep their length. A lost connection is redialled on the next
-// message after a short back-off; messages that find no connection are dropped (protocols
-// tolerate loss). A link loses but never reorders: once a peer's new connection is accepted,
-// frames still read from its older one are dropped, not delivered after newer ones. A frame that fails to decode is logged and dropped and the connection carries
-// on; only a corrupt length prefix (the stream cannot be resynchronised) closes it. A client's
-// request that fails to decode is answered instead, with a bad-argument error, when its ids can
-// be read: it never reached the protocol, so the refusal is its whole outcome, and the client
-// need not wait out its timeout. A gRPC request whose text fields are not UTF-8, which
-// protobuf refuses, is decoded leniently (grpccodec.go) and refused by the coordinator's
-// validation, so that it does not end the stream.
+// the sub-millisecond hops inside a region keep their length. A lost connection is redialled
+// on the next message after a short back-off; messages that find no connection are dropped
+// (protocols tolerate loss). A link loses but never reorders: once a peer's new connection is
+// accepted, frames still read from its older one are dropped, not delivered after newer ones. A
+// frame that fails to decode is logged and dropped and the connection carries on; only a
+// corrupt length prefix (the stream cannot be resynchronised) closes it. A client's request
+// that fails to decode is answered instead, with a bad-argument error, when its ids can be
+// read: it never reached the protocol, so the refusal is its whole outcome, and the client need
+// not wait out its timeout. A gRPC request whose text fields are not UTF-8, which protobuf
+// refuses, is decoded leniently (grpccodec.go) and refused by the coordinator's validation, so
+// that it does not end the stream.
 //
 // Every connection opens with a Hello naming the cluster, the protocol and the settings the
 // dialer runs or expects (Config.Setup: options, ε, latencies, layout). A node refuses a peer
