@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
@@ -28,7 +29,7 @@ func newLenientCodec() lenientCodec {
 func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.CodecV2.Unmarshal(data, v)
 	req, ok := v.(*meridianpb.Request)
-	if err == nil || !ok {
+	if err == nil || !ok || !strings.Contains(err.Error(), "invalid UTF-8") {
 		return err
 	}
 	proto.Reset(req)
@@ -42,10 +43,7 @@ func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
 func decodeRequestLeniently(b []byte, r *meridianpb.Request) error {
 	return walkFields(b, func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
 		switch {
-		case num == 1 || num == 2 || num == 3 || num == 6 || num == 8 || num == 9:
-			if typ != protowire.VarintType {
-				return 0, fmt.Errorf("field %d: wire type %d", num, typ)
-			}
+		case typ == protowire.VarintType && (num == 1 || num == 2 || num == 3 || num == 6 || num == 8 || num == 9):
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return n, nil
@@ -65,10 +63,7 @@ func decodeRequestLeniently(b []byte, r *meridianpb.Request) error {
 				r.Attempt = uint32(v)
 			}
 			return n, nil
-		case num == 4 || num == 5 || num == 7 || num == 10 || num == 11:
-			if typ != protowire.BytesType {
-				return 0, fmt.Errorf("field %d: wire type %d", num, typ)
-			}
+		case typ == protowire.BytesType && (num == 4 || num == 5 || num == 7 || num == 10 || num == 11):
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return n, nil
@@ -91,7 +86,8 @@ func decodeRequestLeniently(b []byte, r *meridianpb.Request) error {
 			}
 			return n, nil
 		}
-		return protowire.ConsumeFieldValue(num, typ, b), nil // unknown: skipped, as protobuf does
+		// Unknown, or known with another wire type: skipped, as protobuf skips both.
+		return protowire.ConsumeFieldValue(num, typ, b), nil
 	})
 }
 
@@ -110,8 +106,6 @@ func decodeBatchOpLeniently(b []byte, op *meridianpb.BatchOp) error {
 				op.Value = slices.Clone(v)
 			}
 			return n, nil
-		case num <= 3:
-			return 0, fmt.Errorf("field %d: wire type %d", num, typ)
 		}
 		return protowire.ConsumeFieldValue(num, typ, b), nil
 	})
@@ -124,6 +118,9 @@ func walkFields(b []byte, field func(num protowire.Number, typ protowire.Type, b
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return protowire.ParseError(n)
+		}
+		if num > protowire.MaxValidNumber {
+			return fmt.Errorf("field number %d out of range", num) // protobuf refuses it too
 		}
 		b = b[n:]
 		n, err := field(num, typ, b)

@@ -51,6 +51,33 @@ func TestLenientDecodeMatchesProtobuf(t *testing.T) {
 	if decodeRequestLeniently([]byte{0x0a, 0x05, 'a'}, &meridianpb.Request{}) == nil {
 		t.Error("a truncated field was taken")
 	}
+
+	// A known field with another wire type is skipped, as protobuf skips it (attempt, field 9,
+	// sent as bytes): refused, the stream ended over it.
+	odd := append(withInvalidUTF8(t, &meridianpb.Request{Txn: 1, Op: meridianpb.Op_OP_PUT, Key: "XY"}), 0x4a, 0x01, 'a')
+	got = meridianpb.Request{}
+	if err := decodeRequestLeniently(odd, &got); err != nil || got.Key != "\xff\xfe" || got.Attempt != 0 {
+		t.Errorf("a known field of another wire type: %v, %v", err, &got)
+	}
+	// Protobuf refuses a field number past 2^29-1, and so does the lenient decoder; the codec
+	// falls back only on protobuf's UTF-8 error.
+	huge := append(withInvalidUTF8(t, &meridianpb.Request{Txn: 1, Key: "XY"}), 0x80, 0x80, 0x80, 0x80, 0x10, 0x01)
+	if decodeRequestLeniently(huge, &meridianpb.Request{}) == nil {
+		t.Error("field number 2^29 was taken")
+	}
+	valid := append(mustMarshal(t, &meridianpb.Request{Txn: 1, Key: "k"}), 0x80, 0x80, 0x80, 0x80, 0x10, 0x01)
+	if err := newLenientCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(valid)}, &meridianpb.Request{}); err == nil {
+		t.Error("the codec took a message protobuf refuses for another reason than UTF-8")
+	}
+}
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // withInvalidUTF8 marshals r with its text "XY" replaced by the bytes ff fe.

@@ -11,13 +11,13 @@ import (
 )
 
 // openTxns are the transactions of one client endpoint (a TCP connection, a gRPC stream) that
-// are not finished: their last request was neither a commit nor an abort, or their commit was
-// refused (answered bad-argument or unavailable: sent before the previous request's answer, or
-// failing validation), which leaves the transaction open at its coordinator. When the endpoint
-// goes, each is aborted at once (abortOpen): a client that hangs up cannot finish them, and
-// they would otherwise hold their locks, intents and records until the coordinator's idle
-// timeout. A transaction whose commit was answered otherwise, or that the protocol aborted, is
-// over and forgotten: its outcome is the protocol's to settle.
+// are not finished: their last request was neither a commit nor an abort, or their commit or
+// abort was refused (answered bad-argument or unavailable: sent before the previous request's
+// answer, or failing validation), which leaves the transaction open at its coordinator. When
+// the endpoint goes, each is aborted at once (abortOpen): a client that hangs up cannot finish
+// them, and they would otherwise hold their locks, intents and records until the coordinator's
+// idle timeout. A transaction whose commit or abort was answered otherwise, or that the protocol
+// aborted, is over and forgotten: its outcome is the protocol's to settle.
 //
 // saw runs on the endpoint's reading goroutine, answered on whichever goroutine hands the
 // endpoint its replies, so the state is behind a mutex.
@@ -25,36 +25,32 @@ type openTxns struct {
 	mu sync.Mutex
 	// next is each unfinished transaction's number for its next request.
 	next map[uint64]uint32
-	// committing is the commit number of each transaction whose commit is out, not answered.
-	committing map[uint64]uint32
-	// settled is signalled when a commit's answer goes by (abortOpen waits for them).
+	// ending holds, per transaction, the numbers of its commits and aborts that are out, not
+	// answered: either may still be refused (a bad argument), which leaves it open.
+	ending map[uint64][]uint32
+	// settled is signalled when the answer to a commit or abort goes by (abortOpen waits).
 	settled chan struct{}
 }
 
 func newOpenTxns() *openTxns {
-	return &openTxns{next: map[uint64]uint32{}, committing: map[uint64]uint32{}, settled: make(chan struct{}, 1)}
+	return &openTxns{next: map[uint64]uint32{}, ending: map[uint64][]uint32{}, settled: make(chan struct{}, 1)}
 }
 
 // saw notes a request the endpoint sent.
 func (o *openTxns) saw(m *wire.ClientRequest) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if m.Op == wire.OpAbort {
-		delete(o.next, m.Txn)
-		delete(o.committing, m.Txn)
-		return
-	}
 	if next := m.Seq + 1; next > o.next[m.Txn] {
 		o.next[m.Txn] = next
 	}
-	if m.Op == wire.OpCommit {
-		o.committing[m.Txn] = m.Seq
+	if m.Op == wire.OpCommit || m.Op == wire.OpAbort {
+		o.ending[m.Txn] = append(o.ending[m.Txn], m.Seq)
 	}
 }
 
 // answered notes a reply on its way to the endpoint. An aborted answer ends its transaction
-// (the client sends nothing more for it); so does the answer to a commit, unless it refused
-// the commit.
+// (the client sends nothing more for it); so does the answer to a commit or an abort, unless
+// it refused it.
 func (o *openTxns) answered(payload []byte) {
 	txn, seq, code, ok := replyIDs(payload)
 	if !ok {
@@ -65,20 +61,25 @@ func (o *openTxns) answered(payload []byte) {
 	if _, open := o.next[txn]; !open {
 		return
 	}
-	commitSeq, committing := o.committing[txn]
-	if committing && commitSeq == seq {
-		delete(o.committing, txn)
+	out := o.ending[txn]
+	if i := slices.Index(out, seq); i >= 0 {
+		if out = slices.Delete(out, i, i+1); len(out) > 0 {
+			o.ending[txn] = out
+		} else {
+			delete(o.ending, txn)
+		}
 		select {
 		case o.settled <- struct{}{}:
 		default:
 		}
 		if code == wire.CodeBadArgument || code == wire.CodeUnavailable {
-			return // refused: still open, and the client may send its commit again
+			return // refused: still open, and the client may send it again
 		}
 		delete(o.next, txn)
+		delete(o.ending, txn)
 		return
 	}
-	if code == wire.CodeAborted && !committing {
+	if code == wire.CodeAborted && len(out) == 0 {
 		delete(o.next, txn)
 	}
 }
@@ -102,18 +103,18 @@ func replyIDs(payload []byte) (txn uint64, seq uint32, code wire.Code, ok bool) 
 }
 
 // abortOpen asks the coordinator to abort every transaction endpoint id left open, as the
-// client would have (its answers go nowhere: the endpoint is gone). Those with no commit out go
-// at once: a commit out may be waiting for one of their locks. A commit the client sent just
-// before it hung up may not be handled yet, and may still be refused: abortOpen then waits, for
-// wait at most, until every commit out is answered (the endpoint's sink stays registered until
-// it returns, so the answers still go by answered), and aborts those refused meanwhile.
+// client would have (its answers go nowhere: the endpoint is gone). Those with no commit or abort
+// out go at once: a commit out may be waiting for one of their locks. A commit or abort the
+// client sent just before it hung up may not be handled yet, and may still be refused: abortOpen
+// then waits, for wait at most, until each is answered (the endpoint's sink stays registered
+// until it returns, so the answers still go by answered), and aborts those refused meanwhile.
 func (s *Server) abortOpen(id topo.NodeID, o *openTxns, wait time.Duration) {
 	sent := map[uint64]bool{}
 	abortUnsent := func() {
 		o.mu.Lock()
 		var txns []uint64
 		for txn := range o.next {
-			if _, out := o.committing[txn]; !out && !sent[txn] {
+			if _, out := o.ending[txn]; !out && !sent[txn] {
 				txns = append(txns, txn)
 			}
 		}
@@ -133,7 +134,7 @@ func (s *Server) abortOpen(id topo.NodeID, o *openTxns, wait time.Duration) {
 	defer timer.Stop()
 	for waiting := true; waiting; {
 		o.mu.Lock()
-		out := len(o.committing)
+		out := len(o.ending)
 		o.mu.Unlock()
 		if out == 0 {
 			break

@@ -63,6 +63,7 @@ func TestHangUpAbortsOpenTransactions(t *testing.T) {
 // TestOpenTxnsCommitAnswers: a transaction whose commit is out is not aborted at a hang-up; one
 // whose commit was refused is again (with the number after the commit's), one whose commit was
 // answered otherwise is forgotten, and an answer to another request of it changes nothing.
+// Likewise for aborts.
 func TestOpenTxnsCommitAnswers(t *testing.T) {
 	o := newOpenTxns()
 	var posted []*wire.ClientRequest
@@ -101,10 +102,28 @@ func TestOpenTxnsCommitAnswers(t *testing.T) {
 	reply(2, 1, wire.CodeOK)
 	reply(3, 1, wire.CodeUnknown)
 	if got := pending(); !slices.Equal(got, []uint64{1}) || posted[0].Seq != 2 {
-		t.Fatalf("aborted at hang-up: %+v, want transaction 1 at seq 2", posted)
+		t.Fatalf("aborted at hang-up: transactions %v, want 1 (at seq 2)", got)
 	}
-	if len(o.next) != 1 || len(o.committing) != 0 {
-		t.Fatalf("left tracked: %d open, %d committing; want 1 and 0", len(o.next), len(o.committing))
+	if len(o.next) != 1 || len(o.ending) != 0 {
+		t.Fatalf("left tracked: %d open, %d ending; want 1 and 0", len(o.next), len(o.ending))
+	}
+	// Aborts are answered like commits: one refused (its label not UTF-8, say) leaves the
+	// transaction open, to be aborted at the hang-up (it used to be forgotten as soon as it went
+	// by, and held its intents until the idle timeout); one taken ends it. An abort refused
+	// while the commit before it is out does not keep a transaction the commit ends.
+	o.saw(&wire.ClientRequest{Txn: 4, Seq: 0, Op: wire.OpPut, Key: "k"})
+	o.saw(&wire.ClientRequest{Txn: 4, Seq: 1, Op: wire.OpAbort, Label: "\xff"})
+	o.saw(&wire.ClientRequest{Txn: 5, Seq: 0, Op: wire.OpPut, Key: "k"})
+	o.saw(&wire.ClientRequest{Txn: 5, Seq: 1, Op: wire.OpAbort})
+	o.saw(&wire.ClientRequest{Txn: 6, Seq: 0, Op: wire.OpPut, Key: "k"})
+	o.saw(&wire.ClientRequest{Txn: 6, Seq: 1, Op: wire.OpCommit})
+	o.saw(&wire.ClientRequest{Txn: 6, Seq: 2, Op: wire.OpAbort})
+	reply(4, 1, wire.CodeBadArgument)
+	reply(5, 1, wire.CodeOK)
+	reply(6, 2, wire.CodeBadArgument)
+	reply(6, 1, wire.CodeOK)
+	if got := pending(); !slices.Equal(got, []uint64{1, 4}) || posted[1].Seq != 2 {
+		t.Fatalf("aborted at hang-up: transactions %v, want 1 and 4 (4 at seq 2)", got)
 	}
 	// A transaction the protocol aborted on an operation is over: the client sends nothing
 	// more for it. Kept, every aborted attempt of a long-lived connection stayed tracked, and
@@ -113,8 +132,8 @@ func TestOpenTxnsCommitAnswers(t *testing.T) {
 		o.saw(&wire.ClientRequest{Txn: txn, Seq: 0, Op: wire.OpPut, Key: "k"})
 		reply(txn, 0, wire.CodeAborted)
 	}
-	if got := pending(); !slices.Equal(got, []uint64{1}) {
-		t.Fatalf("aborted at hang-up: %d transactions (first %v), want transaction 1 alone (the others were aborted by the protocol)", len(got), got[:min(len(got), 3)])
+	if got := pending(); !slices.Equal(got, []uint64{1, 4}) {
+		t.Fatalf("aborted at hang-up: %d transactions (first %v), want transactions 1 and 4 alone (the others were aborted by the protocol)", len(got), got[:min(len(got), 3)])
 	}
 }
 
