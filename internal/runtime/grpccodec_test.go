@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/proto/meridianpb"
 )
 
@@ -131,5 +132,34 @@ func TestGRPCInvalidUTF8KeyAnswered(t *testing.T) {
 	sendAll(t, s, &meridianpb.Request{Txn: 2, Seq: 1, Op: meridianpb.Op_OP_COMMIT})
 	if rep, err := next(answers, "commit"); err != nil || rep.Code != meridianpb.Code_CODE_OK {
 		t.Fatalf("commit after the bad request: %v %v", rep, err)
+	}
+}
+
+// TestCodecRefusesOversizedBatchUndecoded: a request of far more batch operations than a batch
+// may hold is refused before protobuf decodes it (16 MiB of empty operations cost ~1.1 GB to
+// decode); one a little over the limit decodes, for validation to answer.
+func TestCodecRefusesOversizedBatchUndecoded(t *testing.T) {
+	codec := newLenientCodec()
+	request := func(ops int) []byte {
+		r := &meridianpb.Request{Txn: 1, Op: meridianpb.Op_OP_BATCH}
+		for range ops {
+			r.Batch = append(r.Batch, &meridianpb.BatchOp{})
+		}
+		return mustMarshal(t, r)
+	}
+	var got meridianpb.Request
+	if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(request(wire.MaxBatchOps + 1))}, &got); err != nil || len(got.Batch) != wire.MaxBatchOps+1 {
+		t.Fatalf("a batch of %d: %v, %d operations decoded", wire.MaxBatchOps+1, err, len(got.Batch))
+	}
+	huge := bytes.Repeat([]byte{0x5a, 0x00}, 4<<20) // 4M empty batch operations, 8 MiB
+	var err error
+	allocs := testing.AllocsPerRun(1, func() {
+		err = codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(huge)}, &meridianpb.Request{})
+	})
+	if err == nil || !strings.Contains(err.Error(), "batch operations") {
+		t.Fatalf("8 MiB of empty batch operations: %v, want refused", err)
+	}
+	if allocs > 20 {
+		t.Errorf("refusing them took %v allocations: they were decoded", allocs)
 	}
 }
