@@ -111,7 +111,7 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	sink := &streamSink{q: make(chan []byte, linkQueueLen), done: make(chan struct{}), overflow: make(chan struct{})}
-	open := newOpenTxns() // the stream's transactions not finished (abortOpen)
+	open := newOpenTxns(forgetSilentAfter(s.cfg)) // the stream's transactions not finished (abortOpen)
 	watched := watchedSink{sink, open}
 	s.addClient(id, watched)
 	defer s.removeClient(id, watched)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -30,22 +31,67 @@ type openTxns struct {
 	ending map[uint64][]uint32
 	// settled is signalled when the answer to a commit or abort goes by (abortOpen waits).
 	settled chan struct{}
+	// last is when each transaction last sent a request. A transaction its client abandoned
+	// (neither committed nor aborted) ends at its coordinator's idle timeout without a word, so
+	// entries silent for forget (well past any idle timeout) are dropped, checked whenever the
+	// table has doubled since: else they stayed for the connection's life.
+	last      map[uint64]time.Time
+	forget    time.Duration
+	sweepSize int
 }
 
-func newOpenTxns() *openTxns {
-	return &openTxns{next: map[uint64]uint32{}, ending: map[uint64][]uint32{}, settled: make(chan struct{}, 1)}
+// newOpenTxns tracks an endpoint's transactions; forget is how long one may stay silent and
+// still be aborted at a hang-up (see last).
+func newOpenTxns(forget time.Duration) *openTxns {
+	return &openTxns{next: map[uint64]uint32{}, ending: map[uint64][]uint32{}, settled: make(chan struct{}, 1),
+		last: map[uint64]time.Time{}, forget: forget, sweepSize: 64}
+}
+
+// forgetSilentAfter is how long a transaction tracked for a hang-up may stay silent before it is
+// forgotten: twice the longest of the protocol's idle timeout (its "idle-timeout" option, 5 s by
+// default in every protocol) and the client timeout.
+func forgetSilentAfter(cfg *Config) time.Duration {
+	idle := 5 * time.Second
+	if d, err := time.ParseDuration(cfg.Options["idle-timeout"]); err == nil {
+		idle = d
+	}
+	return 2 * max(idle, cfg.ClientTimeout)
 }
 
 // saw notes a request the endpoint sent.
 func (o *openTxns) saw(m *wire.ClientRequest) {
+	if m.Seq == math.MaxUint32 {
+		return // no number can follow it: nothing the runtime could send for the transaction
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	// A commit or abort numbered below a request already seen is a copy the coordinator drops:
+	// tracked, the answer to the request it repeats a number of would have been taken for its.
+	fresh := m.Seq >= o.next[m.Txn]
 	if next := m.Seq + 1; next > o.next[m.Txn] {
 		o.next[m.Txn] = next
 	}
-	if m.Op == wire.OpCommit || m.Op == wire.OpAbort {
+	if fresh && (m.Op == wire.OpCommit || m.Op == wire.OpAbort) {
 		o.ending[m.Txn] = append(o.ending[m.Txn], m.Seq)
 	}
+	now := time.Now()
+	o.last[m.Txn] = now
+	if len(o.next) >= o.sweepSize {
+		for txn := range o.next {
+			if _, out := o.ending[txn]; !out && now.Sub(o.last[txn]) > o.forget {
+				delete(o.next, txn)
+				delete(o.last, txn)
+			}
+		}
+		o.sweepSize = max(64, 2*len(o.next))
+	}
+}
+
+// forgetLocked drops txn; o.mu is held.
+func (o *openTxns) forgetLocked(txn uint64) {
+	delete(o.next, txn)
+	delete(o.ending, txn)
+	delete(o.last, txn)
 }
 
 // answered notes a reply on its way to the endpoint. An aborted answer ends its transaction
@@ -75,12 +121,17 @@ func (o *openTxns) answered(payload []byte) {
 		if code == wire.CodeBadArgument || code == wire.CodeUnavailable {
 			return // refused: still open, and the client may send it again
 		}
-		delete(o.next, txn)
-		delete(o.ending, txn)
+		o.forgetLocked(txn)
 		return
 	}
-	if code == wire.CodeAborted && len(out) == 0 {
-		delete(o.next, txn)
+	if code == wire.CodeAborted {
+		// Every protocol answers aborted only once it has dropped the transaction, so whatever
+		// else of it is out can only be refused now.
+		o.forgetLocked(txn)
+		select {
+		case o.settled <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -65,7 +66,7 @@ func TestHangUpAbortsOpenTransactions(t *testing.T) {
 // answered otherwise is forgotten, and an answer to another request of it changes nothing.
 // Likewise for aborts.
 func TestOpenTxnsCommitAnswers(t *testing.T) {
-	o := newOpenTxns()
+	o := newOpenTxns(time.Hour)
 	var posted []*wire.ClientRequest
 	// Hang-ups wait this long for commits out to be answered.
 	s := &Server{inbox: make(chan event, 2048), cfg: &Config{ClientTimeout: 10 * time.Millisecond}}
@@ -249,7 +250,7 @@ func TestHangUpAfterRefusedCommit(t *testing.T) {
 // BenchmarkAnsweredLargeReply: every reply to a client passes answered on its way; a 4 MiB
 // batch answer is read for its ids only.
 func BenchmarkAnsweredLargeReply(b *testing.B) {
-	o := newOpenTxns()
+	o := newOpenTxns(time.Hour)
 	o.saw(&wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpBatch})
 	o.saw(&wire.ClientRequest{Txn: 2, Seq: 1, Op: wire.OpCommit})
 	res := make([]wire.BatchResult, 64)
@@ -307,5 +308,58 @@ func TestHangUpAbortsBeforeWaitingForCommits(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("a third client's put still waits after 20 s")
+	}
+}
+
+// TestOpenTxnsForgetsWhatEnded: entries go once nothing of them can be open at the coordinator.
+// A transaction its client abandoned, silent past every idle timeout, is dropped when the table
+// has doubled (it stayed for the connection's life); one with a commit out is kept. An aborted
+// answer ends a transaction whose commit is out (the commit, then refused, kept it for ever). A
+// commit repeating a number already used is the copy the coordinator drops, not an end to wait
+// for (the first request's answer was taken for it, and the open transaction forgotten). A
+// request numbered 2^32-1 is not tracked: no abort could follow it.
+func TestOpenTxnsForgetsWhatEnded(t *testing.T) {
+	reply := func(o *openTxns, txn uint64, seq uint32, code wire.Code) {
+		t.Helper()
+		payload, err := wire.Encode(&wire.ClientReply{Txn: txn, Seq: seq, Code: code})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.answered(payload)
+	}
+	o := newOpenTxns(time.Millisecond)
+	o.saw(&wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpPut, Key: "k"})
+	o.saw(&wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit})
+	for txn := uint64(2); txn < 60; txn++ {
+		o.saw(&wire.ClientRequest{Txn: txn, Seq: 0, Op: wire.OpGet, Key: "k"}) // then abandoned
+	}
+	time.Sleep(20 * time.Millisecond)
+	for txn := uint64(60); txn < 70; txn++ {
+		o.saw(&wire.ClientRequest{Txn: txn, Seq: 0, Op: wire.OpGet, Key: "k"})
+	}
+	if len(o.next) >= 60 {
+		t.Errorf("%d transactions tracked after the abandoned ones fell silent, want the 58 of them dropped", len(o.next))
+	}
+	if _, kept := o.next[1]; !kept {
+		t.Error("a transaction with its commit out was dropped")
+	}
+
+	o = newOpenTxns(time.Hour)
+	o.saw(&wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpPut, Key: "k"})
+	o.saw(&wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit})
+	reply(o, 1, 0, wire.CodeAborted)
+	reply(o, 1, 1, wire.CodeBadArgument)
+	o.saw(&wire.ClientRequest{Txn: 2, Seq: 0, Op: wire.OpPut, Key: "k"})
+	o.saw(&wire.ClientRequest{Txn: 2, Seq: 0, Op: wire.OpCommit}) // reuses 0: dropped by the coordinator
+	reply(o, 2, 0, wire.CodeOK)                                   // the put's answer
+	o.saw(&wire.ClientRequest{Txn: 3, Seq: math.MaxUint32, Op: wire.OpCommit})
+	if _, open := o.next[1]; open {
+		t.Error("a transaction answered aborted stayed tracked")
+	}
+	if _, open := o.next[2]; !open {
+		t.Error("a transaction whose put was answered was forgotten: a commit copying the put's number was taken for its end")
+	}
+	if len(o.ending) != 0 || o.next[3] != 0 {
+		t.Errorf("ends out %v, transaction 3 at %d: want none, and the request numbered 2^32-1 untracked", o.ending, o.next[3])
 	}
 }

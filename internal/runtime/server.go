@@ -357,7 +357,7 @@ func (s *Server) accept() {
 
 // serveConn reads one inbound connection: a Hello, then frames until it closes.
 func (s *Server) serveConn(c net.Conn) {
-	open := newOpenTxns() // a client connection's transactions not finished (abortOpen)
+	open := newOpenTxns(forgetSilentAfter(s.cfg)) // a client connection's transactions not finished (abortOpen)
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
