@@ -132,10 +132,15 @@ func TestScanOneShardIsLocal(t *testing.T) {
 
 // scanResps returns the ScanResps among msgs, by transaction.
 func scanResps(msgs []nodetest.Sent) map[storage.TxnID]*ScanResp {
-	out := map[storage.TxnID]*ScanResp{}
+	return respsByTxn(msgs, func(r *ScanResp) storage.TxnID { return r.Txn })
+}
+
+// respsByTxn returns the messages of type M among msgs, by the transaction txn names.
+func respsByTxn[M any](msgs []nodetest.Sent, txn func(M) storage.TxnID) map[storage.TxnID]M {
+	out := map[storage.TxnID]M{}
 	for _, s := range msgs {
-		if r, ok := s.M.(*ScanResp); ok {
-			out[r.Txn] = r
+		if r, ok := s.M.(M); ok {
+			out[txn(r)] = r
 		}
 	}
 	return out

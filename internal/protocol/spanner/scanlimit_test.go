@@ -219,13 +219,7 @@ func TestScanStepRelistsAfterWait(t *testing.T) {
 
 // snapResps returns the SnapReadResps among msgs, by transaction.
 func snapResps(msgs []nodetest.Sent) map[storage.TxnID]*SnapReadResp {
-	out := map[storage.TxnID]*SnapReadResp{}
-	for _, s := range msgs {
-		if r, ok := s.M.(*SnapReadResp); ok {
-			out[r.Txn] = r
-		}
-	}
-	return out
+	return respsByTxn(msgs, func(r *SnapReadResp) storage.TxnID { return r.Txn })
 }
 
 // TestSnapScanLimitStopsAtItsRows: a read-only scan limited to two rows reads a, then a5, whose
