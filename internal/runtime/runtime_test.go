@@ -237,7 +237,7 @@ func TestUndecodableFrameIsDropped(t *testing.T) {
 }
 
 // A client request the node cannot decode (a key that is not UTF-8, sent by a client that does
-// not check) is answered with a bad-argument error: it used to be dropped, and the client waited
+// not check, or a batch far over its bound) is answered with a bad-argument error: it used to be dropped, and the client waited
 // out its timeout and reported the outcome unknown.
 func TestUndecodableClientRequestAnswered(t *testing.T) {
 	cfg := testConfig(t, nil)
@@ -281,6 +281,14 @@ func TestUndecodableClientRequestAnswered(t *testing.T) {
 		if !ok || rep.Txn != 7 || rep.Seq != uint32(seq) || rep.Code != wire.CodeBadArgument || !strings.Contains(rep.Error, "UTF-8") {
 			t.Fatalf("request %d: got %+v, want a bad-argument reply about UTF-8 for txn 7 seq %d", seq, rep, seq)
 		}
+	}
+	// A batch of far more operations than a batch may hold is refused before they are decoded,
+	// and answered as well.
+	if err := frame.WriteMsg(c, wel.Node, &wire.ClientRequest{Txn: 9, Op: wire.OpBatch, Batch: make([]wire.BatchOp, 20*wire.MaxBatchOps)}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, ok := read().(*wire.ClientReply); !ok || rep.Txn != 9 || rep.Code != wire.CodeBadArgument || !strings.Contains(rep.Error, "could not decode") {
+		t.Fatalf("a batch of %d operations: got %+v, want a bad-argument reply", 20*wire.MaxBatchOps, rep)
 	}
 	// The connection still serves.
 	if err := frame.WriteMsg(c, wel.Node, &wire.ClientRequest{Txn: 8, Op: wire.OpGet, Key: "fine"}); err != nil {

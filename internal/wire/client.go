@@ -186,7 +186,12 @@ type ClientReply struct {
 func (*ClientRequest) Kind() Kind { return 1 }
 func (*ClientReply) Kind() Kind   { return 2 }
 
+// maxDecodedBatchOps is the most batch operations a ClientRequest may carry to be decoded at
+// all: far more than a batch may hold, so that one a little over MaxBatchOps still decodes and
+// validation answers it, but few enough that decoding a frame of them costs under a megabyte.
+const maxDecodedBatchOps = 16 * MaxBatchOps
+
 func init() {
-	Register(&ClientRequest{})
+	RegisterBounded(&ClientRequest{}, maxDecodedBatchOps)
 	Register(&ClientReply{})
 }

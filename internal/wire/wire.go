@@ -39,6 +39,7 @@ type Msg interface {
 type entry struct {
 	name string
 	typ  reflect.Type // the struct type (messages are always sent as pointers to it)
+	dec  cbor.DecMode // nil: decMode
 }
 
 var (
@@ -49,7 +50,21 @@ var (
 // Register records a message type so frames of its kind can be decoded. proto must be a pointer
 // to a zero value of the message struct. Registering a kind twice with different types panics:
 // it is a programming error found at init time.
-func Register(proto Msg) {
+func Register(proto Msg) { register(proto, nil) }
+
+// RegisterBounded is Register for a message whose arrays never legitimately hold more than
+// maxArrayElements items. The codec's general bound (2^20 per array) lets a 1 MiB frame of
+// empty items decode into a million structs, tens of megabytes; a frame over this kind's
+// bound is refused before anything is allocated for it.
+func RegisterBounded(proto Msg, maxArrayElements int) {
+	dm, err := cbor.DecOptions{MaxArrayElements: maxArrayElements, MaxMapPairs: 1 << 20, MaxNestedLevels: 32}.DecMode()
+	if err != nil {
+		panic(fmt.Sprintf("wire: RegisterBounded(%T, %d): %v", proto, maxArrayElements, err))
+	}
+	register(proto, dm)
+}
+
+func register(proto Msg, dec cbor.DecMode) {
 	t := reflect.TypeOf(proto)
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
 		panic(fmt.Sprintf("wire: Register(%T): want a pointer to a struct", proto))
@@ -60,7 +75,7 @@ func Register(proto Msg) {
 	if e, ok := registry[k]; ok && e.typ != t.Elem() {
 		panic(fmt.Sprintf("wire: kind %d registered as both %s and %s", k, e.name, t.Elem()))
 	}
-	registry[k] = entry{name: t.Elem().String(), typ: t.Elem()}
+	registry[k] = entry{name: t.Elem().String(), typ: t.Elem(), dec: dec}
 }
 
 // Name returns the registered type name of a kind, for logs and metrics.
@@ -141,7 +156,11 @@ func Decode(frame []byte) (Msg, error) {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownKind, k)
 	}
 	v := reflect.New(e.typ)
-	if err := decMode.Unmarshal(frame[3:], v.Interface()); err != nil {
+	dm := decMode
+	if e.dec != nil {
+		dm = e.dec
+	}
+	if err := dm.Unmarshal(frame[3:], v.Interface()); err != nil {
 		return nil, fmt.Errorf("wire: decode %s: %w", e.name, err)
 	}
 	return v.Interface().(Msg), nil
