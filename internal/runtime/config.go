@@ -144,10 +144,12 @@ func Parse(source, text, baseDir string) (*Config, error) {
 	md, err := toml.Decode(text, &f)
 	if err != nil {
 		var pe toml.ParseError
+		// The decoder quotes the text it stopped at verbatim, line breaks included.
+		oneLine := strings.NewReplacer("\r", `\r`, "\n", `\n`)
 		if errors.As(err, &pe) {
-			return nil, fail(pe.Position.Line, "%s", pe.Message)
+			return nil, fail(pe.Position.Line, "%s", oneLine.Replace(pe.Message))
 		}
-		return nil, fail(0, "%v", err)
+		return nil, fail(0, "%s", oneLine.Replace(err.Error()))
 	}
 	// A map takes no error from the decoder for a value that is not a table: options = "ttl=5ms"
 	// and [[options]] decoded as no options at all, and the cluster ran on defaults.

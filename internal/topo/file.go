@@ -89,6 +89,10 @@ func keyLine(text, key string) int {
 	return 0
 }
 
+// escapeLineBreaks keeps an error one line: the TOML decoder quotes the text it stopped at
+// verbatim, line breaks included ("not a binary number: '0b\n'").
+var escapeLineBreaks = strings.NewReplacer("\r", `\r`, "\n", `\n`)
+
 // Parse reads a topology from TOML text; name is used in error messages.
 func Parse(name, text string, l Layout) (*Topology, error) {
 	var f File
@@ -96,9 +100,9 @@ func Parse(name, text string, l Layout) (*Topology, error) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("%s:%d: %s", name, pe.Position.Line, pe.Message)
+			return nil, fmt.Errorf("%s:%d: %s", name, pe.Position.Line, escapeLineBreaks.Replace(pe.Message))
 		}
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, fmt.Errorf("%s: %s", name, escapeLineBreaks.Replace(err.Error()))
 	}
 	at := func(needle, format string, args ...any) error {
 		if ln := lineOf(text, needle); ln > 0 {
