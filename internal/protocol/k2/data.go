@@ -144,6 +144,15 @@ func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
 			}
 		}
 	}
+	// The operations are served one after another, each waiting on memory for its key: look
+	// them all up first, so that those waits overlap. At paper scale the waits were a tenth of
+	// the run's CPU (Store.Prefetch).
+	for i := range r.Writes {
+		n.store.Prefetch(r.Writes[i].Key)
+	}
+	for i := range r.Reads {
+		n.store.Prefetch(r.Reads[i].Key)
+	}
 	for i := 0; i < len(r.Writes) && !refused; i++ {
 		n.onWrite(from, &r.Writes[i], func(w *WriteResp) { answered(w, nil) })
 	}
