@@ -238,10 +238,13 @@ type Node struct {
 	// number in their high bits.
 	reqSeq, oracleSeq uint64
 
-	txns    map[txnkit.ClientTxn]*ctxn
-	ended   txnkit.EndedTxns        // each client's highest transaction that ended, against late copies
-	byID    map[storage.TxnID]*ctxn // transactions that hold an id, for WriteDurable
-	byReq   map[uint64]*ctxn
+	txns  map[txnkit.ClientTxn]*ctxn
+	ended txnkit.EndedTxns        // each client's highest transaction that ended, against late copies
+	byID  map[storage.TxnID]*ctxn // transactions that hold an id, for WriteDurable
+	byReq map[uint64]*ctxn        // commit and finalization requests out
+	// busy are the transactions with operations out (flightOf), ascending by their first
+	// operation's request id.
+	busy    []*ctxn
 	tsQueue []*ctxn
 	tsTimer bool
 	// probes holds the OpsProbe out at each data node that said it restarted, until answered

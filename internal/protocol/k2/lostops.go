@@ -73,7 +73,7 @@ func (n *Node) armProbe(t *ctxn) {
 	t.probeTimer = 0
 	due := int64(-1)
 	for _, f := range t.flights {
-		if at := f.sentLocal + int64(f.rto); due < 0 || at < due {
+		if at := f.sentLocal + int64(f.rto); f.out && (due < 0 || at < due) {
 			due = at
 		}
 	}
@@ -96,12 +96,13 @@ func (n *Node) probeLost(t *ctxn) {
 	n.expireLossProbes(now)
 	byNode := map[topo.NodeID][]uint64{}
 	var nodes []topo.NodeID
-	for id, f := range t.flights {
-		if now-f.sentLocal < int64(f.rto) {
+	for j := range t.flights {
+		f := &t.flights[j]
+		if !f.out || now-f.sentLocal < int64(f.rto) {
 			continue
 		}
 		f.sentLocal, f.rto = now, min(2*f.rto, n.cfg.opTimeout)
-		t.flights[id] = f
+		id := t.firstReq + uint64(j)
 		if _, ok := byNode[f.to]; !ok {
 			nodes = append(nodes, f.to)
 		}
@@ -144,13 +145,13 @@ func (n *Node) onLossProbeResp(from topo.NodeID, r *OpsProbeResp) bool {
 		if _, asked := slices.BinarySearch(p.ops, id); !asked {
 			continue
 		}
-		t := n.byReq[id]
+		t, f := n.flightOf(id)
 		if t == nil || t.state != stBusy {
 			continue
 		}
-		if f, ok := t.flights[id]; ok && f.to == from {
+		if f.to == from {
 			n.m.Add("op.resent", 1)
-			n.env.Send(from, n.opMessage(t, id, f))
+			n.env.Send(from, n.opMessage(t, id, *f))
 		}
 	}
 	return true

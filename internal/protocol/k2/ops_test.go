@@ -328,12 +328,14 @@ func TestOpsMalformed(t *testing.T) {
 	s.At(250*ms, func() {
 		n := s.Handler(coord).(*Node)
 		var readID, writeID uint64
-		for id, t := range n.byReq {
-			switch f, ok := t.flights[id]; {
-			case ok && f.kind == opWrite:
-				writeID = id
-			case ok:
-				readID = id
+		for _, t := range n.busy {
+			for j, f := range t.flights {
+				switch id := t.firstReq + uint64(j); {
+				case f.out && f.kind == opWrite:
+					writeID = id
+				case f.out:
+					readID = id
+				}
 			}
 		}
 		if readID == 0 {

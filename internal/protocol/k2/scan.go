@@ -222,9 +222,7 @@ func (n *Node) startScan(t *ctxn, req wire.ClientRequest) {
 	t.hasReads = true
 	t.rows, t.scanTooLarge = nil, false
 	for _, to := range nodes {
-		id := n.newReqID()
-		n.byReq[id] = t
-		t.flights[id] = flight{to: to, kind: opScan, sentLocal: t.sentLocal, rto: n.rto(to)}
+		id := n.addFlight(t, flight{to: to, kind: opScan, sentLocal: t.sentLocal, rto: n.rto(to)})
 		n.env.Send(to, scanReq(t, id))
 	}
 	n.armOpTimeout(t)
