@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -81,7 +82,20 @@ func newClusterCmd() *cobra.Command {
 
 func init() { rootCmd.AddCommand(newClusterCmd()) }
 
+// readState reads the state a start left in dataDir, for status and stop.
 func readState(dataDir string) (*clusterState, error) {
+	st, err := readStateFile(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	// Stop would report such a cluster stopped having signalled nothing.
+	if st.Name == "" || st.Config == "" {
+		return nil, fmt.Errorf("%s names no cluster: not a cluster's state", filepath.Join(dataDir, stateFile))
+	}
+	return st, nil
+}
+
+func readStateFile(dataDir string) (*clusterState, error) {
 	data, err := os.ReadFile(filepath.Join(dataDir, stateFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -96,16 +110,34 @@ func readState(dataDir string) (*clusterState, error) {
 	return &st, nil
 }
 
+// writeState records st durably: a state file cut short by a crash would leave the cluster's
+// processes unknown to status and stop, and its data directory refused by start.
 func writeState(dataDir string, st *clusterState) error {
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dataDir, stateFile+".tmp")
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return err
+	return writeFileDurably(dataDir, stateFile, append(data, '\n'))
+}
+
+// lockDataDir keeps two cluster commands that change a cluster's processes (start, stop) from
+// working on one data directory at once. Two starts at once each spawned every node; the
+// nodes of one lost the store's lock and exited, but that start, seeing the other's nodes
+// accept on the ports, recorded its own dead pids, so that status and stop lost the live ones.
+// The lock is the directory's own (flock), so that a start refused leaves no file behind.
+func lockDataDir(dataDir string) (unlock func(), err error) {
+	d, err := os.Open(dataDir) // close-on-exec: the nodes do not inherit it
+	if err != nil {
+		return nil, fmt.Errorf("data directory lock: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(dataDir, stateFile))
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		d.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another meridian cluster start or stop is at work on %s: try again when it has ended", dataDir)
+		}
+		return nil, fmt.Errorf("data directory lock %s: %w", dataDir, err)
+	}
+	return func() { d.Close() }, nil
 }
 
 // alive reports whether pid is the running server of node, started by `cluster start` with
@@ -167,6 +199,11 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -180,13 +217,13 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, stateFile)); err == nil {
 		// Whatever holds the state file's name but cannot be read as one is not ours to
 		// replace.
-		if st, err = readState(cfg.DataDir); err != nil {
+		if st, err = readStateFile(cfg.DataDir); err != nil {
 			return fmt.Errorf("%w: not a cluster's state, so left alone: choose another --data-dir", err)
 		}
-		if st.Name == "" {
+		if st.Name == "" || st.Config == "" {
 			return fmt.Errorf("%s names no cluster, so it is left alone: choose another --data-dir", filepath.Join(cfg.DataDir, stateFile))
 		}
-	} else if data, err := os.ReadFile(cfgPath); err == nil && string(data) != cfgText {
+	} else if data, err := os.ReadFile(cfgPath); err == nil && !sameSettings(string(data), cfgText) {
 		// No cluster was started here, so this is not our copy of a configuration.
 		return fmt.Errorf("%s exists and is not this cluster's configuration; starting would overwrite it: choose another --data-dir", cfgPath)
 	}
@@ -200,41 +237,72 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
-		return err
-	}
-	prevConfig := st.Config
-	st.Name, st.Config = cfg.Name, cfgPath
 	prev := map[string]nodeState{}
+	var running []nodeState
 	for _, n := range st.Nodes {
 		prev[n.Name] = n
+		if alive(n.PID, n.Name, st.Config) {
+			running = append(running, n)
+		}
 	}
-	// Every node is listed before any starts, with the pid of a node that still runs, so that
-	// whatever stops this command part-way, the state names every process it leaves running:
-	// a node started before a later one failed ran on unrecorded, which neither status nor
-	// stop knew, and its port then kept the next start from starting it.
-	st.Nodes = make([]nodeState, len(cfg.Nodes))
+	// A node started now with other settings than the running ones would be refused by them
+	// (peers check each other's settings) while status showed the cluster whole; and the copy
+	// the running nodes were started from would no longer say what they run with.
+	if len(running) > 0 {
+		if data, err := os.ReadFile(st.Config); err != nil || !sameSettings(string(data), cfgText) {
+			return fmt.Errorf("cluster %s is running (%s) with another configuration than %s: stop it first (meridian cluster stop), then start it with this one",
+				cfg.Name, processes(running), cfg.Source)
+		}
+	}
+	// Every node is listed with the pid of a node that still runs, and the state is written
+	// again as each node starts, so that whatever stops this command part-way, the state names
+	// every process it leaves running: a node started before a later one failed ran on
+	// unrecorded, which neither status nor stop knew, and its port then kept the next start
+	// from starting it.
+	next := &clusterState{Name: cfg.Name, Config: cfgPath, Nodes: make([]nodeState, len(cfg.Nodes))}
 	out := cmd.OutOrStdout()
 	var toStart []int
 	for i, n := range cfg.Nodes {
-		st.Nodes[i] = nodeState{Name: n.Name, ID: int(n.ID), Roles: n.Roles.String(), Addr: n.Addr,
+		next.Nodes[i] = nodeState{Name: n.Name, ID: int(n.ID), Roles: n.Roles.String(), Addr: n.Addr,
 			Log: filepath.Join(cfg.DataDir, n.Name+".log")}
-		if p, ok := prev[n.Name]; ok && alive(p.PID, n.Name, prevConfig) {
-			st.Nodes[i].PID = p.PID
+		if p, ok := prev[n.Name]; ok && alive(p.PID, n.Name, st.Config) {
+			next.Nodes[i].PID = p.PID
 			fmt.Fprintf(out, "%-12s already running (pid %d)\n", n.Name, p.PID)
 			continue
 		}
 		toStart = append(toStart, i)
 	}
+	// Checked before anything is written: a start refused here leaves the data directory as
+	// it was (it left a configuration copy that then refused the corrected configuration).
 	for _, i := range toStart {
-		if ns := st.Nodes[i]; accepting(ns.Addr) {
+		if ns := next.Nodes[i]; accepting(ns.Addr) {
 			return fmt.Errorf("node %s: address %s is already in use by another process", ns.Name, ns.Addr)
 		}
 	}
+	hadCopy := fileExists(cfgPath)
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
+		return err
+	}
+	if err := writeState(cfg.DataDir, next); err != nil {
+		if !hadCopy && st.Name == "" {
+			_ = os.Remove(cfgPath)
+		}
+		return err
+	}
+	// An interrupt (^C reaches the whole foreground process group, but the nodes have their
+	// own) is taken once the node being started is recorded, so that the state still names it.
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(interrupted)
 	var started []nodeState
 	startErr := func() error {
 		for _, i := range toStart {
-			ns := &st.Nodes[i]
+			select {
+			case sig := <-interrupted:
+				return fmt.Errorf("interrupted (%v)", sig)
+			default:
+			}
+			ns := &next.Nodes[i]
 			logf, err := os.OpenFile(ns.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 			if err != nil {
 				return fmt.Errorf("node %s: %w", ns.Name, err)
@@ -251,15 +319,12 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 			ns.PID = c.Process.Pid
 			_ = c.Process.Release()
 			started = append(started, *ns)
+			if err := writeState(cfg.DataDir, next); err != nil {
+				return fmt.Errorf("%w; started and running unrecorded: %s", err, processes(started))
+			}
 		}
 		return nil
 	}()
-	if err := writeState(cfg.DataDir, st); err != nil {
-		if len(started) > 0 {
-			return fmt.Errorf("%w; started and running unrecorded: %s", err, processes(started))
-		}
-		return err
-	}
 	if startErr != nil {
 		if len(started) > 0 {
 			return fmt.Errorf("%w; started before it and running: %s (meridian cluster stop stops them)", startErr, processes(started))
@@ -268,19 +333,38 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for _, ns := range started {
-		for !accepting(ns.Addr) {
-			if !alive(ns.PID, ns.Name, cfgPath) {
-				return fmt.Errorf("node %s exited while starting: %s (log: %s)", ns.Name, lastLine(ns.Log), ns.Log)
-			}
+		// Alive first: a port accepting is this node's only if its process still runs (a
+		// process of another start, or another program, may hold it).
+		for alive(ns.PID, ns.Name, cfgPath) && !accepting(ns.Addr) {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("node %s did not accept connections on %s within %v; see %s", ns.Name, ns.Addr, readyTimeout, ns.Log)
 			}
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case sig := <-interrupted:
+				return fmt.Errorf("interrupted (%v) while nodes were starting; they are recorded: meridian cluster status, meridian cluster stop", sig)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if !alive(ns.PID, ns.Name, cfgPath) {
+			return fmt.Errorf("node %s exited while starting: %s (log: %s)", ns.Name, lastLine(ns.Log), ns.Log)
 		}
 		fmt.Fprintf(out, "%-12s started (pid %d) on %s\n", ns.Name, ns.PID, ns.Addr)
 	}
 	fmt.Fprintf(out, "cluster %s (protocol %s) is running; data and logs in %s\n", cfg.Name, cfg.Protocol.Name(), cfg.DataDir)
 	return nil
+}
+
+// sameSettings reports whether two configuration copies (serverConfig) hold the same settings:
+// their first line names the file they were read from, which may be named another way.
+func sameSettings(a, b string) bool {
+	_, a, _ = strings.Cut(a, "\n")
+	_, b, _ = strings.Cut(b, "\n")
+	return a == b
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // serverConfig is the configuration the servers of a cluster run with, which cluster start
@@ -379,12 +463,27 @@ func statusOf(st *clusterState) []nodeStatus {
 	return out
 }
 
+// stateDir is the data directory whose state status and stop read. Given --data-dir they need
+// no configuration: the state names the nodes, their pids and the copy they run with, so a
+// configuration that no longer loads (edited since) cannot keep a running cluster from being
+// stopped.
+func (f *clusterFlags) stateDir() (string, error) {
+	if f.dataDir != "" {
+		return filepath.Abs(f.dataDir)
+	}
+	cfg, err := f.locate()
+	if err != nil {
+		return "", fmt.Errorf("%w (give --data-dir to reach a cluster's state without its configuration)", err)
+	}
+	return cfg.DataDir, nil
+}
+
 func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
-	cfg, err := cf.locate()
+	dataDir, err := cf.stateDir()
 	if err != nil {
 		return err
 	}
-	st, err := readState(cfg.DataDir)
+	st, err := readState(dataDir)
 	if err != nil {
 		return err
 	}
@@ -405,11 +504,19 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 }
 
 func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
-	cfg, err := cf.locate()
+	dataDir, err := cf.stateDir()
 	if err != nil {
 		return err
 	}
-	st, err := readState(cfg.DataDir)
+	if _, err := readState(dataDir); err != nil { // said plainly before the lock is tried
+		return err
+	}
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := readState(dataDir)
 	if err != nil {
 		return err
 	}
@@ -436,9 +543,9 @@ func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
 	for i := range st.Nodes {
 		st.Nodes[i].PID = 0
 	}
-	if err := writeState(cfg.DataDir, st); err != nil {
+	if err := writeState(dataDir, st); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "cluster %s stopped; its data stays in %s\n", st.Name, cfg.DataDir)
+	fmt.Fprintf(out, "cluster %s stopped; its data stays in %s\n", st.Name, dataDir)
 	return nil
 }

@@ -277,35 +277,38 @@ func writeIdentity(dir string, me nodeIdentity) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, identityFile+".tmp")
-	err = func() error {
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(append(data, '\n')); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, identityFile)); err != nil {
-			return err
-		}
-		d, err := os.Open(dir)
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		return d.Sync()
-	}()
-	if err != nil {
+	if err := writeFileDurably(dir, identityFile, append(data, '\n')); err != nil {
 		return fmt.Errorf("data directory identity: %w", err)
 	}
 	return nil
+}
+
+// writeFileDurably replaces dir/name with data, whole or not at all, and syncs it and the
+// directory before returning.
+func writeFileDurably(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
