@@ -251,6 +251,8 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"kv", "get"}, "usage: meridian kv get KEY", 0},
 		{[]string{"kv", "put", "a"}, "1 argument given, want 2", 0},
 		{[]string{"kv", "scan", "a", "--limit", "-5"}, "--limit must not be negative", 0},
+		{[]string{"kv", "scan", "b", "a"}, `END "a" is not after START "b"`, 0},
+		{[]string{"kv", "scan", "a", "a"}, `END "a" is not after START "a"`, 0},
 		{[]string{"kv", "scan", "a", "--prefix", "b"}, "give START [END] or --prefix, not both", 0},
 		{[]string{"kv", "scan", "--prefix", "\xff"}, `key "\xff" is not valid UTF-8`, 0},
 		{[]string{"kv", "get", "k", "--region", "nope"}, `--region "nope": no such region`, 0},

@@ -150,6 +150,11 @@ func newKVCmd() *cobra.Command {
 				if len(args) == 2 {
 					end = args[1]
 				}
+				// An empty range is more likely two keys given the wrong way round than a
+				// question whose answer is nothing.
+				if end != "" && end <= start {
+					return fmt.Errorf("END %q is not after START %q: the range START ≤ key < END holds no key", end, start)
+				}
 			}
 			var rows []kvRow
 			err := oneTxn(cmd, []string{start, end}, true, func(tx *client.Txn) error {

@@ -119,3 +119,12 @@ func TestDataDirRelativeToTheConfigFile(t *testing.T) {
 		t.Errorf("the shipped data_dir comment %q does not say it is relative to the file's directory", comment)
 	}
 }
+
+// A zero written for shards_per_node is refused as out of range, as its error says: it was
+// taken as "not set" and the cluster ran with the default.
+func TestShardsPerNodeZeroRefused(t *testing.T) {
+	_, err := Parse("c.toml", editDefault(t, `shards_per_node = 4`, `shards_per_node = 0`), "")
+	if err == nil || !strings.Contains(err.Error(), "shards_per_node 0: want 1..1024") {
+		t.Fatalf("shards_per_node = 0: %v, want refused", err)
+	}
+}

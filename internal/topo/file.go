@@ -179,11 +179,12 @@ func Parse(name, text string, l Layout) (*Topology, error) {
 	}
 	if f.Layout != nil {
 		// Checked here rather than left to Build so that the error names the file's line; a
-		// zero means "not set", so only the values actually written are judged.
+		// zero means "not set" unless it is written.
+		written := func(key string) bool { return md.IsDefined("layout", key) }
 		switch fl := f.Layout; {
-		case fl.NodesPerRegion < 0 || fl.NodesPerRegion > MaxNodesPerRegion:
+		case fl.NodesPerRegion < 0 || fl.NodesPerRegion > MaxNodesPerRegion || fl.NodesPerRegion == 0 && written("nodes_per_region"):
 			return nil, atKey("nodes_per_region", "nodes_per_region must be 1..%d, got %d", MaxNodesPerRegion, fl.NodesPerRegion)
-		case fl.ShardsPerNode < 0 || fl.ShardsPerNode > MaxShardsPerNode:
+		case fl.ShardsPerNode < 0 || fl.ShardsPerNode > MaxShardsPerNode || fl.ShardsPerNode == 0 && written("shards_per_node"):
 			return nil, atKey("shards_per_node", "shards_per_node must be 1..%d, got %d", MaxShardsPerNode, fl.ShardsPerNode)
 		case fl.Backups < 0:
 			return nil, atKey("backups", "backups must not be negative, got %d", fl.Backups)

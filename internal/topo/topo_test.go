@@ -113,6 +113,8 @@ nodes_per_region = 2
 		{"[[region]]\nname = \"A\"\n[layout]\nshards_per_node = -3\n", "bad.toml:4: shards_per_node must be 1..1024, got -3"},
 		{"[[region]]\nname = \"A\"\n[layout]\nshards_per_node = 100000\n", "bad.toml:4: shards_per_node must be 1..1024, got 100000"},
 		{"[[region]]\nname = \"A\"\n[layout]\nnodes_per_region = -3\n", "bad.toml:4: nodes_per_region must be 1..1000, got -3"},
+		{"[[region]]\nname = \"A\"\n[layout]\nnodes_per_region = 0\n", "bad.toml:4: nodes_per_region must be 1..1000, got 0"},
+		{"[[region]]\nname = \"A\"\n[layout]\nshards_per_node = 0\n", "bad.toml:4: shards_per_node must be 1..1024, got 0"},
 		{"[[region]]\nname = \"A\"\n[layout]\nnodes_per_region = 5000\n", "bad.toml:4: nodes_per_region must be 1..1000, got 5000"},
 		{"[[region]]\nname = \"A\"\n[layout]\nreplication = \"backups\"\nbackups = -2\n", "bad.toml:5: backups must not be negative, got -2"},
 		// Each value within its bound, the product far beyond memory.
