@@ -233,7 +233,7 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	// Each server refuses a data directory that is not its own; asking first keeps the state
 	// and configuration copy of the cluster that is there.
 	for _, n := range cfg.Nodes {
-		if _, err := claimNodeDir(n.DataDir, nodeIdentity{Cluster: cfg.Name, Node: n.Name, Protocol: cfg.Protocol.Name()}); err != nil {
+		if _, err := claimNodeDir(n.DataDir, identityOf(cfg, n)); err != nil {
 			return err
 		}
 	}

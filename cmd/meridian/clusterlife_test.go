@@ -178,3 +178,33 @@ func TestClusterStopRefusesStateNamingNoCluster(t *testing.T) {
 		t.Errorf("stop: exit %d, stderr %q, want an error mentioning %q", code, errs, want)
 	}
 }
+
+// A node whose configuration moves it to another region is refused its data: started so,
+// it served the other region's shards from a store holding its old ones, and reads of the
+// keys it held answered "not found".
+func TestNodeMovedToAnotherRegionRefused(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	data := filepath.Join(dir, "data")
+	t.Cleanup(func() {
+		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
+		killServersOf(t, data)
+	})
+	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
+		t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data); code != 0 {
+		t.Fatalf("cluster stop: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	text, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sh-1 and bj-1 trade regions.
+	swapped := strings.NewReplacer(`name = "sh-1"`, `name = "bj-1"`, `name = "bj-1"`, `name = "sh-1"`).Replace(string(text))
+	moved := filepath.Join(dir, "moved.toml")
+	writeFiles(t, dir, map[string]string{"moved.toml": swapped})
+	before := listing(t, data)
+	out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", moved, "--data-dir", data)
+	wantRefused(t, data, before, "but this configuration gives the node shards", out, errs, code)
+}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meridiandb/meridian/internal/topo"
 )
 
 // runFor is run bounded by timeout: a command that should have refused its input but serves
@@ -75,7 +77,7 @@ func wantRefused(t *testing.T, dir, before, want string, out, errs string, code 
 }
 
 func TestClaimNodeDir(t *testing.T) {
-	me := nodeIdentity{Cluster: "c", Node: "sh-1", Protocol: "k2"}
+	me := nodeIdentity{Cluster: "c", Node: "sh-1", Protocol: "k2", Shards: []topo.ShardID{0, 3}, ShardCount: 6}
 	root := t.TempDir()
 	dir := func(name string, files map[string]string) string {
 		d := filepath.Join(root, name)
@@ -85,7 +87,9 @@ func TestClaimNodeDir(t *testing.T) {
 		writeFiles(t, d, files)
 		return d
 	}
-	own := `{"cluster":"c","node":"sh-1","protocol":"k2"}`
+	own := `{"cluster":"c","node":"sh-1","protocol":"k2","shards":[0,3],"shard_count":6}`
+	// Identities written before placements were recorded take the one they are started with.
+	unplaced := `{"cluster":"c","node":"sh-1","protocol":"k2"}`
 	for _, c := range []struct {
 		dir      string
 		wantMark bool
@@ -94,7 +98,12 @@ func TestClaimNodeDir(t *testing.T) {
 		{filepath.Join(root, "missing"), true, ""},
 		{dir("empty", nil), true, ""},
 		{dir("own", map[string]string{identityFile: own, "CURRENT": "x"}), false, ""},
+		{dir("unplaced", map[string]string{identityFile: unplaced, "CURRENT": "x"}), true, ""},
 		{dir("legacy", map[string]string{"MANIFEST-000001": "x", "000002.log": ""}), true, ""},
+		{dir("moved", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","shards":[1,4],"shard_count":6}`}), false,
+			"holds shards [1 4] of 6, but this configuration gives the node shards [0 3] of 6"},
+		{dir("resharded", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","shards":[0,3],"shard_count":12}`}), false,
+			"holds shards [0 3] of 12"},
 		{dir("other-node", map[string]string{identityFile: `{"cluster":"c","node":"bj-1","protocol":"k2"}`}), false,
 			`holds node bj-1 of cluster "c" (protocol k2), not node sh-1 of cluster "c" (protocol k2)`},
 		{dir("other-cluster", map[string]string{identityFile: `{"cluster":"d","node":"sh-1","protocol":"k2"}`}), false, `of cluster "d"`},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -120,7 +121,7 @@ acknowledged.`,
 			if err := checkListen(n); err != nil {
 				return err
 			}
-			me := nodeIdentity{Cluster: cfg.Name, Node: n.Name, Protocol: cfg.Protocol.Name()}
+			me := identityOf(cfg, n)
 			mark, err := claimNodeDir(n.DataDir, me)
 			if err != nil {
 				return err
@@ -218,6 +219,23 @@ type nodeIdentity struct {
 	Cluster  string `json:"cluster"`
 	Node     string `json:"node"`
 	Protocol string `json:"protocol"`
+	// The shards whose data the node holds, of how many: a key's shard is its routing
+	// prefix's hash modulo the count, so a configuration that changes either (the node moved
+	// to another region, nodes or shards added) would have the node's keys read from nodes
+	// that never held them, and answered "not found". Empty in identities written before it
+	// was recorded: those take the placement they are next started with.
+	Shards     []topo.ShardID `json:"shards,omitempty"`
+	ShardCount int            `json:"shard_count,omitempty"`
+}
+
+// identityOf is what node n of cfg records in its data directory.
+func identityOf(cfg *mrt.Config, n mrt.NodeConfig) nodeIdentity {
+	return nodeIdentity{Cluster: cfg.Name, Node: n.Name, Protocol: cfg.Protocol.Name(),
+		Shards: cfg.Topology.ShardsOn(n.ID), ShardCount: len(cfg.Topology.Shards)}
+}
+
+func (id nodeIdentity) owner() string {
+	return fmt.Sprintf("node %s of cluster %q (protocol %s)", id.Node, id.Cluster, id.Protocol)
 }
 
 // identityFile holds a nodeIdentity, in the node's store directory (the store ignores it).
@@ -246,9 +264,17 @@ func claimNodeDir(dir string, me nodeIdentity) (mark bool, err error) {
 		if json.Unmarshal(data, &got) != nil || got.Node == "" {
 			return false, refuse("has a %s that names no node", identityFile)
 		}
-		if got != me {
-			return false, refuse("holds node %s of cluster %q (protocol %s), not node %s of cluster %q (protocol %s)",
-				got.Node, got.Cluster, got.Protocol, me.Node, me.Cluster, me.Protocol)
+		if got.owner() != me.owner() {
+			return false, refuse("holds %s, not %s", got.owner(), me.owner())
+		}
+		if got.ShardCount == 0 {
+			return true, nil // written before placements were recorded: record this one
+		}
+		if got.ShardCount != me.ShardCount || !slices.Equal(got.Shards, me.Shards) {
+			return false, fmt.Errorf("node %s: data directory %s holds shards %v of %d, but this configuration gives the node shards %v of %d: "+
+				"its keys would be looked for on nodes that do not hold them (Meridian does not move data between shards); "+
+				"start it with its former regions, nodes and shards_per_node, or give it a new data directory",
+				me.Node, dir, got.Shards, got.ShardCount, me.Shards, me.ShardCount)
 		}
 		return false, nil
 	case !errors.Is(err, fs.ErrNotExist):
