@@ -11,6 +11,7 @@ import (
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload/listappend"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -91,7 +92,13 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 			if err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("namespace") && checkable(wl) {
+				err = checkNamespaceUnused(probe, cfg.Topology, namespace, wl.Name() == "rw-register")
+			}
 			_ = probe.Close()
+			if err != nil {
+				return err
+			}
 			res, err := bench.RealRun(bench.RealConfig{
 				Topology: cfg.Topology, Protocol: cfg.Protocol.Name(), Seed: seed,
 				Dial: func(coord topo.NodeID) (client.Transport, error) { return dialNode(cfg, coord) },
@@ -111,10 +118,13 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 				}
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), res)
+				if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
+					return err
+				}
+				return failedConsistency(res)
 			}
 			printResult(cmd.OutOrStdout(), res)
-			return nil
+			return failedConsistency(res)
 		},
 	}
 	cf.register(cmd.Flags(), false)
@@ -131,3 +141,31 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 }
 
 func init() { rootCmd.AddCommand(newBenchCmd()) }
+
+// checkNamespaceUnused refuses a namespace an earlier run wrote under. Its values would read,
+// in this run's history, as writes nobody in it made, and the checker would judge a healthy
+// cluster invalid. The workload's first keys (each on a shard of its own) are probed.
+func checkNamespaceUnused(t client.Transport, tp *topo.Topology, ns string, register bool) error {
+	keys := make([]string, 16)
+	for k := range keys {
+		keys[k] = listappend.StorageKey(tp, ns, int64(k), register)
+	}
+	var used string
+	err := client.RunTxn(client.Open(t), client.TxnOptions{ReadOnly: true}, func(tx *client.Txn) error {
+		reads, err := tx.GetMany(keys)
+		for i, r := range reads {
+			if r.Found {
+				used = keys[i]
+				break
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("--namespace %s: could not tell whether an earlier run used it: %w", ns, err)
+	}
+	if used != "" {
+		return fmt.Errorf("--namespace %s already holds an earlier run's data (key %s): this run's history would read values it did not write, and be judged invalid; give a fresh namespace, or omit --namespace for one", ns, used)
+	}
+	return nil
+}

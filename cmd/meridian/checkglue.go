@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -53,6 +54,20 @@ func checkVerdict(r *bench.Result) (model, verdict string, anomalies int) {
 		return "", "", 0
 	}
 	return rep.Model, rep.Verdict, len(rep.Anomalies) + rep.Omitted
+}
+
+// failedConsistency is the error, exit status 1, of a run whose printed result shows the
+// consistency it was checked for not held: the checker judged its history invalid, or the
+// workload's own verification (TPC-C's consistency conditions) failed or could not finish. A
+// script running sim or bench learns it from the status, as it does from meridian check.
+func failedConsistency(r *bench.Result) error {
+	if model, verdict, n := checkVerdict(r); verdict == check.Invalid {
+		return &exitError{code: 1, err: fmt.Errorf("the history is not %s: %d anomalies", model, n)}
+	}
+	if r.Consistency != "" && r.Consistency != "ok" {
+		return &exitError{code: 1, err: errors.New("the workload's consistency check did not pass")}
+	}
+	return nil
 }
 
 // checkable reports whether a workload records micro-ops a checker can judge.

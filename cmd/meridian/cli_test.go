@@ -98,10 +98,26 @@ func TestSimTPCCJSON(t *testing.T) {
 	}
 }
 
+// A mutant's run prints its result, judged invalid, and exits 1 saying so, as meridian check
+// does for an invalid history: a script running sim learned of the violation only by reading
+// the output.
 func TestMutantIsCaught(t *testing.T) {
-	m := simJSON(t, "--protocol", "serial", "--opt", "mutant=no-lock", "--clients", "4")
+	args := []string{"sim", "--json", "--protocol", "serial", "--opt", "mutant=no-lock", "--clients", "4"}
+	out, errs, code := run(t, args...)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("sim output is not JSON: %v\n%s", err, out)
+	}
 	if v := m["check"].(map[string]any)["verdict"]; v != "invalid" {
 		t.Fatalf("serial without its lock: verdict %v, want invalid", v)
+	}
+	if want := "the history is not strict-serializable: "; code != 1 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+	// The table form too; a valid run exits 0 (simJSON).
+	out, _, code = run(t, append([]string{"sim"}, args[2:]...)...)
+	if code != 1 || !strings.Contains(out, "invalid") {
+		t.Fatalf("without --json: exit %d, output\n%s", code, out)
 	}
 }
 

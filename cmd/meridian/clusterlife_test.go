@@ -208,3 +208,27 @@ func TestNodeMovedToAnotherRegionRefused(t *testing.T) {
 	out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", moved, "--data-dir", data)
 	wantRefused(t, data, before, "but this configuration gives the node shards", out, errs, code)
 }
+
+// A bench given a namespace an earlier run wrote under is refused: its history read the
+// earlier run's values as writes nobody made, and the checker judged a healthy cluster
+// invalid (61 anomalies in the review's run).
+func TestBenchRefusesAUsedNamespace(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	data := filepath.Join(dir, "data")
+	t.Cleanup(func() {
+		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
+		killServersOf(t, data)
+	})
+	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
+		t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	bench := []string{"bench", "--config", config, "--duration", "500ms", "--warmup", "0s", "--clients", "2", "--keys", "8", "--namespace", "once"}
+	if out, errs, code := runFor(t, 60*time.Second, bench...); code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("first bench in the namespace: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	_, errs, code := runFor(t, 60*time.Second, bench...)
+	if want := "--namespace once already holds an earlier run's data"; code <= 0 || !strings.Contains(errs, want) {
+		t.Errorf("second bench in the namespace: exit %d, stderr %q, want %q", code, errs, want)
+	}
+}

@@ -175,7 +175,10 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	}
 	out := cmd.OutOrStdout()
 	if c.json {
-		return writeJSON(out, res)
+		if err := writeJSON(out, res); err != nil {
+			return err
+		}
+		return failedConsistency(res)
 	}
 	printResult(out, res)
 	for _, cr := range res.Crashes {
@@ -192,7 +195,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 			fmt.Fprintf(out, "partition: %s|%s at %s for %s\n", p.Regions[0], p.Regions[1], p.At, p.For)
 		}
 	}
-	return nil
+	return failedConsistency(res)
 }
 
 // netFaults reads the network fault flags, and checks them for a run of warm-up plus duration
