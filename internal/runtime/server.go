@@ -35,6 +35,8 @@ type Options struct {
 	InMemory bool
 	// NoGRPC skips the node's gRPC listener even if the configuration gives it an address.
 	NoGRPC bool
+	// store, when set, is the node's store (tests: one that fails).
+	store durable.Backend
 }
 
 // Limits on queues, so that a slow or dead peer costs bounded memory.
@@ -48,6 +50,10 @@ const (
 	readBufBytes   = 64 << 10
 	maxLoggedDrops = 20 // per link, so a dead peer does not flood the log
 )
+
+// storeFailAfter is how long a store's background writes may keep failing (a full disk)
+// before the node stops: a store that cannot flush soon takes no commit at all.
+var storeFailAfter = 10 * time.Second
 
 // Stats counts what a server's transport did.
 type Stats struct {
@@ -101,6 +107,9 @@ type Server struct {
 	errMu     sync.Mutex
 	err       error
 	closeOnce sync.Once
+	// storeFailed is set when the node stopped because its store failed: Close then leaves the
+	// store as a crash would, since closing it waits on writes that will not finish.
+	storeFailed atomic.Bool
 	wg        sync.WaitGroup
 }
 
@@ -131,7 +140,9 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		loopDone: make(chan struct{}),
 	}
 	var err error
-	if opts.InMemory {
+	if opts.store != nil {
+		s.store = opts.store
+	} else if opts.InMemory {
 		s.store = durable.NewMem()
 	} else if s.store, err = durable.OpenPebble(me.DataDir); err != nil {
 		return nil, fmt.Errorf("node %s: %w", me.Name, err)
@@ -176,6 +187,10 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 	go s.loop()
 	s.wg.Add(1)
 	go s.accept()
+	if st, ok := s.store.(failingStore); ok {
+		s.wg.Add(1)
+		go s.watchStore(st)
+	}
 	log.Info("node started", "addr", s.ln.Addr().String(), "roles", me.Roles.String(), "protocol", cfg.Protocol.Name())
 	return s, nil
 }
@@ -216,6 +231,32 @@ func (s *Server) fail(err error) {
 	s.stopOnce.Do(func() { close(s.stop) })
 }
 
+// failingStore is a store that can tell that its writes have been failing for a while.
+type failingStore interface {
+	Failing(after time.Duration) error
+}
+
+// watchStore stops the node once its store has been failing for storeFailAfter (fail-stop):
+// with the disk full a node answered nothing, its commits waiting on a store that retried its
+// flushes without end, while it looked alive to its peers and to cluster status.
+func (s *Server) watchStore(st failingStore) {
+	defer s.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			if err := st.Failing(storeFailAfter); err != nil {
+				s.storeFailed.Store(true)
+				s.fail(fmt.Errorf("store: %w", err))
+				return
+			}
+		}
+	}
+}
+
 // Close stops the node: no new connections or messages, queued persists are finished, the store
 // is closed. It is safe to call more than once.
 func (s *Server) Close() {
@@ -231,6 +272,12 @@ func (s *Server) Close() {
 		}
 		s.connsMu.Unlock()
 		s.wg.Wait()
+		if s.storeFailed.Load() {
+			// What the committer still holds was never acknowledged; what was is in the
+			// synced log, which the next start recovers, as after kill -9.
+			s.log.Info("node stopped; its store was left as a crash leaves it")
+			return
+		}
 		if s.committer != nil {
 			s.committer.Close()
 		}

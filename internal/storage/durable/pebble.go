@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/meridiandb/meridian/internal/node"
@@ -24,6 +26,57 @@ type Pebble struct {
 	db     *pebble.DB
 	dir    string
 	closed atomic.Bool
+	health backgroundHealth
+}
+
+// backgroundHealth follows Pebble's background work (flushes, compactions). Pebble retries a
+// failed flush without end: with the disk full, a node's memtables filled, every commit waited
+// behind them, and the node spun its CPU answering nothing while it looked alive.
+type backgroundHealth struct {
+	mu    sync.Mutex
+	since time.Time // the first error since background work last succeeded; zero: none
+	at    time.Time // the latest error
+	err   error
+	// logged is when an error was last logged.
+	logged time.Time
+}
+
+// failed records a background error, and reports whether to log it: the first of a spell,
+// then one every ten seconds (Pebble retries a failing flush many times a second).
+func (h *backgroundHealth) failed(err error) (log bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if h.since.IsZero() {
+		h.since = now
+	}
+	h.at, h.err = now, err
+	if now.Sub(h.logged) >= 10*time.Second {
+		h.logged = now
+		return true
+	}
+	return false
+}
+
+func (h *backgroundHealth) succeeded() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.since = time.Time{}
+}
+
+// Failing reports an error when Pebble's background work has failed without a success for
+// longer than after, and failed again within the last second: a store that cannot flush
+// cannot take commits, and the runtime stops the node (fail-stop) rather than leave it
+// hanging. A lone error followed by quiet is not a failing store.
+func (p *Pebble) Failing(after time.Duration) error {
+	h := &p.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if h.since.IsZero() || now.Sub(h.since) < after || now.Sub(h.at) > time.Second {
+		return nil
+	}
+	return fmt.Errorf("durable: %s: background writes failing for %v: %w", p.dir, now.Sub(h.since).Round(time.Second), h.err)
 }
 
 // formatKey marks a directory as a Meridian store; its value names the layout version. The key
@@ -36,7 +89,10 @@ var (
 // OpenPebble opens (creating if needed) the store in dir. It refuses a directory that holds
 // something other than a Meridian store, and reports Pebble's corruption errors (bad manifest,
 // bad WAL record in the middle of the log) instead of starting.
-func OpenPebble(dir string) (*Pebble, error) {
+func OpenPebble(dir string) (*Pebble, error) { return openPebble(dir, nil) }
+
+// openPebble is OpenPebble with options a test may change (a file system that fails).
+func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 	// A missing directory is left for Pebble to create: it fsyncs every parent it creates, so
 	// the directory's own entry survives a power loss. Created here first, only its immediate
 	// parent was synced (Pebble found it existing), and a new cluster directory above it could
@@ -45,21 +101,39 @@ func OpenPebble(dir string) (*Pebble, error) {
 	if err != nil {
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
 	}
-	opts := &pebble.Options{
-		ErrorIfNotExists: !fresh,
-		Logger:           quietLogger{},
+	opts := &pebble.Options{ErrorIfNotExists: !fresh, Logger: quietLogger{}}
+	p := &Pebble{dir: dir}
+	opts.EventListener = &pebble.EventListener{
 		// Pebble's default reaction to a bad block checksum is Logger.Fatalf (exit). The read
 		// still returns an error, which Recover reports, so log and let the caller refuse to
 		// start with a clear message.
-		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			slog.Error("pebble: on-disk corruption", "path", info.Path, "err", info.Details)
-		}},
+		},
+		BackgroundError: func(err error) {
+			if p.health.failed(err) {
+				slog.Error("pebble: background error", "dir", dir, "err", err.Error())
+			}
+		},
+		FlushEnd: func(info pebble.FlushInfo) {
+			if info.Err == nil {
+				p.health.succeeded()
+			}
+		},
+		CompactionEnd: func(info pebble.CompactionInfo) {
+			if info.Err == nil {
+				p.health.succeeded()
+			}
+		},
+	}
+	if tune != nil {
+		tune(opts)
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
 	}
-	p := &Pebble{db: db, dir: dir}
+	p.db = db
 	if fresh {
 		if err := db.Set(formatKey, formatValue, pebble.Sync); err != nil {
 			_ = db.Close()

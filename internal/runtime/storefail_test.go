@@ -1,0 +1,69 @@
+package runtime
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/storage/durable"
+)
+
+// fullDisk is a store whose writes, once the disk is full, wait for ever, as Pebble's commits
+// do behind memtables it cannot flush, and which then reports itself failing.
+type fullDisk struct {
+	*durable.Mem
+	full    atomic.Bool
+	stalled chan struct{}
+}
+
+func (d *fullDisk) Apply(batch []node.Write) error {
+	if d.full.Load() {
+		<-d.stalled
+		return errors.New("stalled write released")
+	}
+	return d.Mem.Apply(batch)
+}
+
+func (d *fullDisk) Failing(time.Duration) error {
+	if d.full.Load() {
+		return errors.New("background writes failing: no space left on device")
+	}
+	return nil
+}
+
+// A node whose store keeps failing stops (fail-stop), and Close does not wait on the writes
+// stalled in it: with the disk full, a node answered nothing while it looked alive, Pebble
+// retrying its flushes without end.
+func TestNodeStopsWhenItsStoreFails(t *testing.T) {
+	defer func(d time.Duration) { storeFailAfter = d }(storeFailAfter)
+	storeFailAfter = 0
+	cfg := testConfig(t, nil)
+	disk := &fullDisk{Mem: durable.NewMem(), stalled: make(chan struct{})}
+	defer close(disk.stalled)
+	s, err := Start(cfg, cfg.Topology.DataNodes(0)[0], Options{store: disk, NoGRPC: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.full.Store(true)
+	// A persist the node makes now stalls in the store, as a commit's did.
+	s.committer.Submit([]node.Write{{Key: []byte("k"), Value: []byte("v")}}, func(error) {})
+	select {
+	case <-s.Done():
+	case <-time.After(30 * time.Second):
+		s.Close()
+		t.Fatal("the store failing for 30 s did not stop the node")
+	}
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "store: background writes failing") {
+		t.Errorf("the node stopped with %v, want the store's failure", err)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited on the failed store")
+	}
+}
