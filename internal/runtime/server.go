@@ -110,7 +110,7 @@ type Server struct {
 	// storeFailed is set when the node stopped because its store failed: Close then leaves the
 	// store as a crash would, since closing it waits on writes that will not finish.
 	storeFailed atomic.Bool
-	wg        sync.WaitGroup
+	wg          sync.WaitGroup
 }
 
 // Start opens node id's store, starts its protocol handler, and listens on its address.
