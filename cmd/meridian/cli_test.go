@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meridiandb/meridian/internal/bench"
 )
 
 var binary string
@@ -179,5 +181,25 @@ func TestProtocolsListsOptions(t *testing.T) {
 	_, errs, code = run(t, "protocols", "nope")
 	if code == 0 || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, `unknown protocol "nope"`) {
 		t.Errorf("protocols nope: exit %d, stderr %q; want one line naming the protocol", code, errs)
+	}
+}
+
+// A run that failed its consistency check, or could not be checked, exits 1 naming why: a
+// list-append bench whose drain ran out said "the workload's consistency check did not pass",
+// though list-append has no such check (review).
+func TestFailedConsistencySaysWhy(t *testing.T) {
+	for _, c := range []struct{ consistency, want string }{
+		{"", ""},
+		{"ok", ""},
+		{"some clients were still running when the drain period ended", "consistency: some clients were still running when the drain period ended"},
+		{"tpcc: 3 consistency violations; 3.3.2.1: warehouse 1", "consistency: tpcc: 3 consistency violations"},
+	} {
+		err := failedConsistency(&bench.Result{Consistency: c.consistency})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v, want none", c.consistency, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%q: %v, want an error mentioning %q", c.consistency, err, c.want)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	mrt "github.com/meridiandb/meridian/internal/runtime"
+	"github.com/meridiandb/meridian/internal/runtime/frame"
 )
 
 // clusterState is what `cluster start` leaves in the data directory for status and stop.
@@ -25,6 +26,10 @@ type clusterState struct {
 	Name   string      `json:"name"`
 	Config string      `json:"config"` // the copy of the configuration the servers run with
 	Nodes  []nodeState `json:"nodes"`
+	// Setup is what the nodes check of each other (runtime.Config.Setup) as they were started
+	// with it. The copy names a topology file by its path, and the file may have been edited
+	// since: a node restarted then ran with round trips its peers refused.
+	Setup []frame.Setting `json:"setup,omitempty"`
 }
 
 type nodeState struct {
@@ -249,9 +254,9 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	// (peers check each other's settings) while status showed the cluster whole; and the copy
 	// the running nodes were started from would no longer say what they run with.
 	if len(running) > 0 {
-		if data, err := os.ReadFile(st.Config); err != nil || !sameSettings(string(data), cfgText) {
-			return fmt.Errorf("cluster %s is running (%s) with another configuration than %s: stop it first (meridian cluster stop), then start it with this one",
-				cfg.Name, processes(running), cfg.Source)
+		if err := sameAsRunning(st, cfg, cfgText); err != nil {
+			return fmt.Errorf("cluster %s is running (%s) %v: stop it first (meridian cluster stop), then start it with %s",
+				cfg.Name, processes(running), err, cfg.Source)
 		}
 	}
 	// Every node is listed with the pid of a node that still runs, and the state is written
@@ -259,7 +264,7 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	// every process it leaves running: a node started before a later one failed ran on
 	// unrecorded, which neither status nor stop knew, and its port then kept the next start
 	// from starting it.
-	next := &clusterState{Name: cfg.Name, Config: cfgPath, Nodes: make([]nodeState, len(cfg.Nodes))}
+	next := &clusterState{Name: cfg.Name, Config: cfgPath, Nodes: make([]nodeState, len(cfg.Nodes)), Setup: cfg.Setup()}
 	out := cmd.OutOrStdout()
 	var toStart []int
 	for i, n := range cfg.Nodes {
@@ -322,6 +327,9 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 			if err := writeState(cfg.DataDir, next); err != nil {
 				return fmt.Errorf("%w; started and running unrecorded: %s", err, processes(started))
 			}
+			if spawnPause > 0 {
+				time.Sleep(spawnPause)
+			}
 		}
 		return nil
 	}()
@@ -354,6 +362,30 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	return nil
 }
 
+// sameAsRunning says how cfg, whose copy would be cfgText, differs from what the running nodes
+// of st were started with, or returns nil if it does not.
+func sameAsRunning(st *clusterState, cfg *mrt.Config, cfgText string) error {
+	if st.Setup != nil { // states written before it was recorded have only the copy to go by
+		setup := cfg.Setup()
+		for i, was := range st.Setup {
+			if i >= len(setup) || setup[i] != was {
+				return fmt.Errorf("with %s %s, which this configuration changes", was.Name, was.Value)
+			}
+		}
+		if len(setup) > len(st.Setup) {
+			return fmt.Errorf("without the %s this configuration adds", setup[len(st.Setup)].Name)
+		}
+	}
+	data, err := os.ReadFile(st.Config)
+	if err != nil {
+		return fmt.Errorf("from a copy of its configuration that cannot be read (%v)", err)
+	}
+	if !sameSettings(string(data), cfgText) {
+		return fmt.Errorf("from a copy of its configuration (%s) whose settings differ from this one's", st.Config)
+	}
+	return nil
+}
+
 // sameSettings reports whether two configuration copies (serverConfig) hold the same settings:
 // their first line names the file they were read from, which may be named another way.
 func sameSettings(a, b string) bool {
@@ -361,6 +393,10 @@ func sameSettings(a, b string) bool {
 	_, b, _ = strings.Cut(b, "\n")
 	return a == b
 }
+
+// spawnPause, from $MERIDIAN_TEST_SPAWN_PAUSE, holds cluster start after each node it spawns,
+// so that a test can interrupt it there: spawning takes about a millisecond.
+var spawnPause, _ = time.ParseDuration(os.Getenv("MERIDIAN_TEST_SPAWN_PAUSE"))
 
 func fileExists(path string) bool {
 	_, err := os.Stat(path)

@@ -39,7 +39,8 @@ func TestClusterConfigurationChangesWhileRunning(t *testing.T) {
 	edited := filepath.Join(dir, "edited.toml")
 	writeFiles(t, dir, map[string]string{"edited.toml": strings.Replace(string(text), `ttl = "5ms"`, `ttl = "7ms"`, 1)})
 	_, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", edited, "--data-dir", data)
-	if want := "cluster k2-3region is running (sh-1 (pid "; code <= 0 || !strings.Contains(errs, want) || !strings.Contains(errs, "with another configuration than "+edited) {
+	if want := "cluster k2-3region is running (sh-1 (pid "; code <= 0 || !strings.Contains(errs, want) ||
+		!strings.Contains(errs, "with option ttl 5ms, which this configuration changes: stop it first (meridian cluster stop), then start it with "+edited) {
 		t.Errorf("start with an edited configuration: exit %d, stderr %q, want a refusal mentioning %q", code, errs, want)
 	}
 	if copyAfter, _ := os.ReadFile(filepath.Join(data, configCopy)); string(copyAfter) != string(copyBefore) {
@@ -65,6 +66,45 @@ func TestClusterConfigurationChangesWhileRunning(t *testing.T) {
 	}
 	if left := serversOf(t, data); len(left) > 0 {
 		t.Errorf("servers still running after cluster stop: pids %v", left)
+	}
+}
+
+// A topology file edited while the cluster runs is a changed configuration too: the copy
+// names the file by its path, so a node restarted after the edit ran with round trips its
+// peers refused, and cluster start and status said the cluster ran (review).
+func TestClusterTopologyFileEditedWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	base := freeClusterConfig(t, dir)
+	data := filepath.Join(dir, "data")
+	t.Cleanup(func() {
+		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
+		killServersOf(t, data)
+	})
+	text, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topoText := "name = \"three\"\nintra_rtt_ms = 0.2\n[[region]]\nname = \"SH\"\nrtt_ms = { BJ = 30, SG = 70 }\n" +
+		"[[region]]\nname = \"BJ\"\nrtt_ms = { SG = 80 }\n[[region]]\nname = \"SG\"\n"
+	writeFiles(t, dir, map[string]string{"topo.toml": topoText,
+		"filed.toml": strings.Replace(string(text), `topology = "k2-3region"`, `topology = "topo.toml"`, 1)})
+	config := filepath.Join(dir, "filed.toml")
+	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
+		t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	st, err := readState(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		if n.Name == "bj-1" {
+			_ = syscall.Kill(n.PID, syscall.SIGKILL)
+		}
+	}
+	writeFiles(t, dir, map[string]string{"topo.toml": strings.Replace(topoText, "BJ = 30", "BJ = 40", 1)})
+	_, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data)
+	if want := "with rtt SH-BJ 30ms, which this configuration changes"; code <= 0 || !strings.Contains(errs, want) {
+		t.Errorf("start after the topology file was edited: exit %d, stderr %q, want a refusal mentioning %q", code, errs, want)
 	}
 }
 
@@ -109,33 +149,31 @@ func TestConcurrentClusterStarts(t *testing.T) {
 
 // A start interrupted part-way leaves every server it started recorded, so that stop stops
 // them: the state was written only after the last node had been spawned, and the nodes, in
-// process groups of their own, outlived the interrupt. The interrupt comes at 0 to 15 ms,
-// while the nodes are spawned (without the fix, some of these left servers unrecorded).
+// process groups of their own, outlived the interrupt (^C 4-6 ms into a start). The start
+// pauses after each node it spawns, and the interrupt comes once the first node runs.
 func TestInterruptedClusterStartIsRecorded(t *testing.T) {
 	dir := t.TempDir()
 	config := freeClusterConfig(t, dir)
 	data := filepath.Join(dir, "data")
 	t.Cleanup(func() { killServersOf(t, data) })
-	for delay := range 16 * time.Millisecond / time.Millisecond {
-		start := exec.Command(binary, "cluster", "start", "--config", config, "--data-dir", data)
-		if err := start.Start(); err != nil {
-			t.Fatal(err)
+	start := exec.Command(binary, "cluster", "start", "--config", config, "--data-dir", data)
+	start.Env = append(os.Environ(), "MERIDIAN_TEST_SPAWN_PAUSE=300ms")
+	if err := start.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(serversOf(t, data)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = start.Process.Kill()
+			t.Fatal("no server started within 30 s")
 		}
-		time.Sleep(delay * time.Millisecond)
-		_ = start.Process.Signal(syscall.SIGINT)
-		_ = start.Wait()
-		if _, err := os.Stat(filepath.Join(data, stateFile)); err != nil {
-			if left := serversOf(t, data); len(left) > 0 {
-				t.Fatalf("interrupted at %v: servers running, and no state: pids %v", delay*time.Millisecond, left)
-			}
-			continue // interrupted before anything was started
-		}
-		if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data); code != 0 {
-			t.Fatalf("interrupted at %v: stop: exit %d, stderr %q\n%s", delay*time.Millisecond, code, errs, out)
-		}
-		if left := serversOf(t, data); len(left) > 0 {
-			t.Fatalf("interrupted at %v: servers the start left running and stop did not stop: pids %v", delay*time.Millisecond, left)
-		}
+	}
+	_ = start.Process.Signal(syscall.SIGINT)
+	_ = start.Wait()
+	if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data); code != 0 {
+		t.Errorf("stop: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	if left := serversOf(t, data); len(left) > 0 {
+		t.Errorf("servers the interrupted start left running and stop did not stop: pids %v", left)
 	}
 }
 
@@ -181,32 +219,39 @@ func TestClusterStopRefusesStateNamingNoCluster(t *testing.T) {
 
 // A node whose configuration moves it to another region is refused its data: started so,
 // it served the other region's shards from a store holding its old ones, and reads of the
-// keys it held answered "not found".
+// keys it held answered "not found". With every region holding every shard the node's shards
+// are the same after the move, and only its region tells (review: 7 of 8 keys not found).
 func TestNodeMovedToAnotherRegionRefused(t *testing.T) {
-	dir := t.TempDir()
-	config := freeClusterConfig(t, dir)
-	data := filepath.Join(dir, "data")
-	t.Cleanup(func() {
-		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
-		killServersOf(t, data)
-	})
-	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
-		t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
+	for _, replication := range []string{"primary", "all-regions"} {
+		t.Run(replication, func(t *testing.T) {
+			dir := t.TempDir()
+			base := freeClusterConfig(t, dir)
+			data := filepath.Join(dir, "data")
+			t.Cleanup(func() {
+				_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
+				killServersOf(t, data)
+			})
+			text, err := os.ReadFile(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			placed := strings.Replace(string(text), `replication = "primary"`, `replication = "`+replication+`"`, 1)
+			writeFiles(t, dir, map[string]string{"placed.toml": placed})
+			config := filepath.Join(dir, "placed.toml")
+			if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
+				t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
+			}
+			if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data); code != 0 {
+				t.Fatalf("cluster stop: exit %d, stderr %q\n%s", code, errs, out)
+			}
+			// sh-1 and bj-1 trade regions.
+			swapped := strings.NewReplacer(`name = "sh-1"`, `name = "bj-1"`, `name = "bj-1"`, `name = "sh-1"`).Replace(placed)
+			writeFiles(t, dir, map[string]string{"moved.toml": swapped})
+			before := listing(t, data)
+			out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", filepath.Join(dir, "moved.toml"), "--data-dir", data)
+			wantRefused(t, data, before, "but this configuration places the node as region SH (#0)", out, errs, code)
+		})
 	}
-	if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data); code != 0 {
-		t.Fatalf("cluster stop: exit %d, stderr %q\n%s", code, errs, out)
-	}
-	text, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// sh-1 and bj-1 trade regions.
-	swapped := strings.NewReplacer(`name = "sh-1"`, `name = "bj-1"`, `name = "bj-1"`, `name = "sh-1"`).Replace(string(text))
-	moved := filepath.Join(dir, "moved.toml")
-	writeFiles(t, dir, map[string]string{"moved.toml": swapped})
-	before := listing(t, data)
-	out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", moved, "--data-dir", data)
-	wantRefused(t, data, before, "but this configuration gives the node shards", out, errs, code)
 }
 
 // A bench given a namespace an earlier run wrote under is refused: its history read the

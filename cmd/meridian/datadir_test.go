@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/meridiandb/meridian/internal/topo"
 )
 
 // runFor is run bounded by timeout: a command that should have refused its input but serves
@@ -77,7 +75,8 @@ func wantRefused(t *testing.T, dir, before, want string, out, errs string, code 
 }
 
 func TestClaimNodeDir(t *testing.T) {
-	me := nodeIdentity{Cluster: "c", Node: "sh-1", Protocol: "k2", Shards: []topo.ShardID{0, 3}, ShardCount: 6}
+	here := "region SH (#0), data node 1 of 1 there; of 6 shards, replica 1 of shard 0, 1 of shard 3"
+	me := nodeIdentity{Cluster: "c", Node: "sh-1", Protocol: "k2", Placement: here}
 	root := t.TempDir()
 	dir := func(name string, files map[string]string) string {
 		d := filepath.Join(root, name)
@@ -87,7 +86,7 @@ func TestClaimNodeDir(t *testing.T) {
 		writeFiles(t, d, files)
 		return d
 	}
-	own := `{"cluster":"c","node":"sh-1","protocol":"k2","shards":[0,3],"shard_count":6}`
+	own := `{"cluster":"c","node":"sh-1","protocol":"k2","placement":"` + here + `"}`
 	// Identities written before placements were recorded take the one they are started with.
 	unplaced := `{"cluster":"c","node":"sh-1","protocol":"k2"}`
 	for _, c := range []struct {
@@ -100,10 +99,10 @@ func TestClaimNodeDir(t *testing.T) {
 		{dir("own", map[string]string{identityFile: own, "CURRENT": "x"}), false, ""},
 		{dir("unplaced", map[string]string{identityFile: unplaced, "CURRENT": "x"}), true, ""},
 		{dir("legacy", map[string]string{"MANIFEST-000001": "x", "000002.log": ""}), true, ""},
-		{dir("moved", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","shards":[1,4],"shard_count":6}`}), false,
-			"holds shards [1 4] of 6, but this configuration gives the node shards [0 3] of 6"},
-		{dir("resharded", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","shards":[0,3],"shard_count":12}`}), false,
-			"holds shards [0 3] of 12"},
+		{dir("moved", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","placement":"region BJ (#1), data node 1 of 1 there; of 6 shards, replica 1 of shard 0, 1 of shard 3"}`}), false,
+			"holds the keys of region BJ (#1), data node 1 of 1 there; of 6 shards, replica 1 of shard 0, 1 of shard 3, but this configuration places the node as " + here},
+		{dir("resharded", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","placement":"region SH (#0), data node 1 of 1 there; of 12 shards, replica 1 of shard 0, 1 of shard 3"}`}), false,
+			"of 12 shards"},
 		{dir("other-node", map[string]string{identityFile: `{"cluster":"c","node":"bj-1","protocol":"k2"}`}), false,
 			`holds node bj-1 of cluster "c" (protocol k2), not node sh-1 of cluster "c" (protocol k2)`},
 		{dir("other-cluster", map[string]string{identityFile: `{"cluster":"d","node":"sh-1","protocol":"k2"}`}), false, `of cluster "d"`},

@@ -219,19 +219,33 @@ type nodeIdentity struct {
 	Cluster  string `json:"cluster"`
 	Node     string `json:"node"`
 	Protocol string `json:"protocol"`
-	// The shards whose data the node holds, of how many: a key's shard is its routing
-	// prefix's hash modulo the count, so a configuration that changes either (the node moved
-	// to another region, nodes or shards added) would have the node's keys read from nodes
-	// that never held them, and answered "not found". Empty in identities written before it
-	// was recorded: those take the placement they are next started with.
-	Shards     []topo.ShardID `json:"shards,omitempty"`
-	ShardCount int            `json:"shard_count,omitempty"`
+	// Placement says which keys the node's store holds: its region, its place among the
+	// region's data nodes, and each shard it holds with its place among the shard's replicas,
+	// of how many shards. A key's shard is its routing prefix's hash modulo the count, and a
+	// protocol finds a shard's data on its replicas in order, so a configuration that changes
+	// any of it (the node moved to another region, regions reordered, nodes or shards added)
+	// has the node's keys looked for where they are not, and answered "not found". Empty for
+	// a node that holds no keys, and in identities written before it was recorded: those take
+	// the placement they are next started with.
+	Placement string `json:"placement,omitempty"`
 }
 
 // identityOf is what node n of cfg records in its data directory.
 func identityOf(cfg *mrt.Config, n mrt.NodeConfig) nodeIdentity {
-	return nodeIdentity{Cluster: cfg.Name, Node: n.Name, Protocol: cfg.Protocol.Name(),
-		Shards: cfg.Topology.ShardsOn(n.ID), ShardCount: len(cfg.Topology.Shards)}
+	id := nodeIdentity{Cluster: cfg.Name, Node: n.Name, Protocol: cfg.Protocol.Name()}
+	if n.Roles&topo.RoleData == 0 {
+		return id
+	}
+	tp := cfg.Topology
+	nodes := tp.DataNodes(n.Region)
+	var b strings.Builder
+	fmt.Fprintf(&b, "region %s (#%d), data node %d of %d there; of %d shards, replica",
+		tp.Regions[n.Region].Name, n.Region, slices.Index(nodes, n.ID)+1, len(nodes), len(tp.Shards))
+	for _, sh := range tp.ShardsOn(n.ID) {
+		fmt.Fprintf(&b, " %d of shard %d,", slices.Index(tp.Shards[sh].Replicas, n.ID)+1, sh)
+	}
+	id.Placement = strings.TrimSuffix(b.String(), ",")
+	return id
 }
 
 func (id nodeIdentity) owner() string {
@@ -267,14 +281,14 @@ func claimNodeDir(dir string, me nodeIdentity) (mark bool, err error) {
 		if got.owner() != me.owner() {
 			return false, refuse("holds %s, not %s", got.owner(), me.owner())
 		}
-		if got.ShardCount == 0 {
-			return true, nil // written before placements were recorded: record this one
+		if got.Placement == "" || me.Placement == "" {
+			return got.Placement != me.Placement, nil // recorded before placements were: record this one
 		}
-		if got.ShardCount != me.ShardCount || !slices.Equal(got.Shards, me.Shards) {
-			return false, fmt.Errorf("node %s: data directory %s holds shards %v of %d, but this configuration gives the node shards %v of %d: "+
-				"its keys would be looked for on nodes that do not hold them (Meridian does not move data between shards); "+
+		if got.Placement != me.Placement {
+			return false, fmt.Errorf("node %s: data directory %s holds the keys of %s, but this configuration places the node as %s: "+
+				"its keys would be looked for where they are not (Meridian does not move data between nodes or shards); "+
 				"start it with its former regions, nodes and shards_per_node, or give it a new data directory",
-				me.Node, dir, got.Shards, got.ShardCount, me.Shards, me.ShardCount)
+				me.Node, dir, got.Placement, me.Placement)
 		}
 		return false, nil
 	case !errors.Is(err, fs.ErrNotExist):

@@ -321,7 +321,7 @@ func Parse(source, text, baseDir string) (*Config, error) {
 	l.OraclePerRegion = withOracles
 	// A zero is "not set" unless written: shards_per_node = 0 ran with the default.
 	if f.Placement.ShardsPerNode < 0 || f.Placement.ShardsPerNode > 1024 || f.Placement.ShardsPerNode == 0 && md.IsDefined("placement", "shards_per_node") {
-		return nil, fail(lineOfKey(text, "shards_per_node"), "shards_per_node %d: want 1..1024", f.Placement.ShardsPerNode)
+		return nil, fail(lineOfKey(text, "shards_per_node"), "shards_per_node %d: want 1..1024 (leave it out for the default, %d)", f.Placement.ShardsPerNode, topo.DefaultLayout().ShardsPerNode)
 	}
 	if f.Placement.ShardsPerNode > 0 {
 		l.ShardsPerNode = f.Placement.ShardsPerNode

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -71,5 +72,49 @@ func TestPebbleReportsFailingFlushes(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A spell of background errors is continuous: errors with long quiet between them (a failed
+// compaction is retried after 30 s), or one after a long idle, never make a store failing,
+// while errors every few seconds for longer than the limit do, until a success.
+func TestBackgroundHealthSpells(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	disk := errors.New("no space left on device")
+	failingAt := func(h *backgroundHealth, d time.Duration) bool {
+		_, err := h.failing(10*time.Second, at(d))
+		return err != nil
+	}
+
+	var idle backgroundHealth
+	idle.failed(disk, at(0))
+	idle.failed(disk, at(time.Hour))
+	if failingAt(&idle, time.Hour) {
+		t.Error("an error after an hour of quiet made the store failing")
+	}
+
+	var sparse backgroundHealth
+	for d := time.Duration(0); d <= 5*time.Minute; d += 30 * time.Second {
+		sparse.failed(disk, at(d))
+		if failingAt(&sparse, d) {
+			t.Fatalf("errors 30 s apart made the store failing at %v", d)
+		}
+	}
+
+	var full backgroundHealth
+	for d := time.Duration(0); d <= 12*time.Second; d += time.Second {
+		full.failed(disk, at(d))
+	}
+	if !failingAt(&full, 12*time.Second) {
+		t.Error("errors every second for 12 s did not make the store failing")
+	}
+	if failingAt(&full, 30*time.Second) {
+		t.Error("still failing after 18 s without an error")
+	}
+	full.failed(disk, at(31*time.Second))
+	full.succeeded()
+	if failingAt(&full, 31*time.Second) {
+		t.Error("failing after a success")
 	}
 }

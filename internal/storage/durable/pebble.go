@@ -34,20 +34,24 @@ type Pebble struct {
 // behind them, and the node spun its CPU answering nothing while it looked alive.
 type backgroundHealth struct {
 	mu    sync.Mutex
-	since time.Time // the first error since background work last succeeded; zero: none
+	since time.Time // when the current spell of errors began; zero: none
 	at    time.Time // the latest error
 	err   error
 	// logged is when an error was last logged.
 	logged time.Time
 }
 
-// failed records a background error, and reports whether to log it: the first of a spell,
-// then one every ten seconds (Pebble retries a failing flush many times a second).
-func (h *backgroundHealth) failed(err error) (log bool) {
+// A spell of background errors is one with no success and no quiet longer than spellGap
+// between its errors: a compaction that fails is retried only after 30 s (Pebble marks its
+// span), and one such error after an hour of quiet is not an hour of failing.
+const spellGap = 5 * time.Second
+
+// failed records a background error at now, and reports whether to log it: the first of a
+// spell, then one every ten seconds (Pebble retries a failing flush many times a second).
+func (h *backgroundHealth) failed(err error, now time.Time) (log bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := time.Now()
-	if h.since.IsZero() {
+	if h.since.IsZero() || now.Sub(h.at) > spellGap {
 		h.since = now
 	}
 	h.at, h.err = now, err
@@ -64,19 +68,25 @@ func (h *backgroundHealth) succeeded() {
 	h.since = time.Time{}
 }
 
-// Failing reports an error when Pebble's background work has failed without a success for
-// longer than after, and failed again within the last second: a store that cannot flush
-// cannot take commits, and the runtime stops the node (fail-stop) rather than leave it
-// hanging. A lone error followed by quiet is not a failing store.
-func (p *Pebble) Failing(after time.Duration) error {
-	h := &p.health
+// failing reports the spell of errors under way at now if it has lasted longer than after.
+func (h *backgroundHealth) failing(after time.Duration, now time.Time) (time.Duration, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := time.Now()
-	if h.since.IsZero() || now.Sub(h.since) < after || now.Sub(h.at) > time.Second {
+	if h.since.IsZero() || now.Sub(h.at) > spellGap || now.Sub(h.since) < after {
+		return 0, nil
+	}
+	return now.Sub(h.since), h.err
+}
+
+// Failing reports an error when Pebble's background work has been failing, in one spell of
+// errors with no success, for longer than after: a store that cannot flush cannot take
+// commits, and the runtime stops the node (fail-stop) rather than leave it hanging.
+func (p *Pebble) Failing(after time.Duration) error {
+	d, err := p.health.failing(after, time.Now())
+	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("durable: %s: background writes failing for %v: %w", p.dir, now.Sub(h.since).Round(time.Second), h.err)
+	return fmt.Errorf("durable: %s: background writes failing for %v: %w", p.dir, d.Round(time.Second), err)
 }
 
 // formatKey marks a directory as a Meridian store; its value names the layout version. The key
@@ -111,7 +121,7 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 			slog.Error("pebble: on-disk corruption", "path", info.Path, "err", info.Details)
 		},
 		BackgroundError: func(err error) {
-			if p.health.failed(err) {
+			if p.health.failed(err, time.Now()) {
 				slog.Error("pebble: background error", "dir", dir, "err", err.Error())
 			}
 		},
