@@ -385,7 +385,10 @@ func (n *Node) persistIncarnation() {
 		n.ready = true
 		if num > n.reqSeq>>reqSeqBits {
 			// Durable now, so every later life starts above it: request ids may carry it.
-			// Requests out under the earlier number keep their ids, all below these.
+			// Requests out under the earlier number keep their ids, all below these. Request
+			// ids must never move back: a coordinator's busy transactions are kept in order
+			// of their first id and searched (flightOf), and an id below one already out would
+			// find another transaction's operation.
 			n.reqSeq = num << reqSeqBits
 			n.oracleSeq = n.reqSeq
 			n.batcher.NumberRequestsFrom(n.oracleSeq)
