@@ -12,6 +12,36 @@ import (
 	"time"
 )
 
+// stopAtCleanup stops the cluster on data when the test ends, and kills any server of it
+// that stop did not know.
+func stopAtCleanup(t *testing.T, data string) {
+	t.Cleanup(func() {
+		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
+		killServersOf(t, data)
+	})
+}
+
+// stopLeavesNoServer stops the cluster on data (with more arguments, if given) and checks that
+// no server of it is left running.
+func stopLeavesNoServer(t *testing.T, data string, args ...string) {
+	t.Helper()
+	if out, errs, code := runFor(t, 60*time.Second, append([]string{"cluster", "stop", "--data-dir", data}, args...)...); code != 0 ||
+		!strings.Contains(out, "stopped") {
+		t.Errorf("cluster stop %v: exit %d, stderr %q\n%s", args, code, errs, out)
+	}
+	if left := serversOf(t, data); len(left) > 0 {
+		t.Errorf("servers still running after cluster stop: pids %v", left)
+	}
+}
+
+// mustStartCluster starts the cluster of config on data, or fails the test.
+func mustStartCluster(t *testing.T, config, data string) {
+	t.Helper()
+	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
+		t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
+	}
+}
+
 // A running cluster is not restarted piecemeal under another configuration: started again
 // with an edited file, cluster start said it ran, overwrote the copy the running nodes were
 // started from, and a node restarted later ran with settings its peers refused, while status
@@ -21,13 +51,8 @@ func TestClusterConfigurationChangesWhileRunning(t *testing.T) {
 	dir := t.TempDir()
 	config := freeClusterConfig(t, dir)
 	data := filepath.Join(dir, "data")
-	t.Cleanup(func() {
-		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
-		killServersOf(t, data)
-	})
-	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
-		t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
-	}
+	stopAtCleanup(t, data)
+	mustStartCluster(t, config, data)
 	text, err := os.ReadFile(config)
 	if err != nil {
 		t.Fatal(err)
@@ -61,12 +86,7 @@ func TestClusterConfigurationChangesWhileRunning(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`(?m)^sh-1 .* running$`).MatchString(out) {
 		t.Errorf("status with --data-dir: exit %d, stderr %q\n%s", code, errs, out)
 	}
-	if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--config", edited, "--data-dir", data); code != 0 || !strings.Contains(out, "sh-1         stopped") {
-		t.Errorf("stop with --data-dir: exit %d, stderr %q\n%s", code, errs, out)
-	}
-	if left := serversOf(t, data); len(left) > 0 {
-		t.Errorf("servers still running after cluster stop: pids %v", left)
-	}
+	stopLeavesNoServer(t, data, "--config", edited)
 }
 
 // A topology file edited while the cluster runs is a changed configuration too: the copy
@@ -76,10 +96,7 @@ func TestClusterTopologyFileEditedWhileRunning(t *testing.T) {
 	dir := t.TempDir()
 	base := freeClusterConfig(t, dir)
 	data := filepath.Join(dir, "data")
-	t.Cleanup(func() {
-		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
-		killServersOf(t, data)
-	})
+	stopAtCleanup(t, data)
 	text, err := os.ReadFile(base)
 	if err != nil {
 		t.Fatal(err)
@@ -89,9 +106,7 @@ func TestClusterTopologyFileEditedWhileRunning(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"topo.toml": topoText,
 		"filed.toml": strings.Replace(string(text), `topology = "k2-3region"`, `topology = "topo.toml"`, 1)})
 	config := filepath.Join(dir, "filed.toml")
-	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
-		t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
-	}
+	mustStartCluster(t, config, data)
 	st, err := readState(data)
 	if err != nil {
 		t.Fatal(err)
@@ -115,10 +130,7 @@ func TestConcurrentClusterStarts(t *testing.T) {
 	dir := t.TempDir()
 	config := freeClusterConfig(t, dir)
 	data := filepath.Join(dir, "data")
-	t.Cleanup(func() {
-		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
-		killServersOf(t, data)
-	})
+	stopAtCleanup(t, data)
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +151,7 @@ func TestConcurrentClusterStarts(t *testing.T) {
 	if servers, nodes := len(serversOf(t, data)), strings.Count(out, "running"); servers != nodes {
 		t.Errorf("%d servers run, status shows %d running\n%s", servers, nodes, out)
 	}
-	if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data); code != 0 {
-		t.Errorf("stop: exit %d, stderr %q\n%s", code, errs, out)
-	}
-	if left := serversOf(t, data); len(left) > 0 {
-		t.Errorf("servers still running after cluster stop: pids %v", left)
-	}
+	stopLeavesNoServer(t, data)
 }
 
 // A start interrupted part-way leaves every server it started recorded, so that stop stops
@@ -169,12 +176,7 @@ func TestInterruptedClusterStartIsRecorded(t *testing.T) {
 	}
 	_ = start.Process.Signal(syscall.SIGINT)
 	_ = start.Wait()
-	if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data); code != 0 {
-		t.Errorf("stop: exit %d, stderr %q\n%s", code, errs, out)
-	}
-	if left := serversOf(t, data); len(left) > 0 {
-		t.Errorf("servers the interrupted start left running and stop did not stop: pids %v", left)
-	}
+	stopLeavesNoServer(t, data)
 }
 
 // A start refused because a node's address is taken leaves the data directory as it was: its
@@ -227,10 +229,7 @@ func TestNodeMovedToAnotherRegionRefused(t *testing.T) {
 			dir := t.TempDir()
 			base := freeClusterConfig(t, dir)
 			data := filepath.Join(dir, "data")
-			t.Cleanup(func() {
-				_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
-				killServersOf(t, data)
-			})
+			stopAtCleanup(t, data)
 			text, err := os.ReadFile(base)
 			if err != nil {
 				t.Fatal(err)
@@ -238,9 +237,7 @@ func TestNodeMovedToAnotherRegionRefused(t *testing.T) {
 			placed := strings.Replace(string(text), `replication = "primary"`, `replication = "`+replication+`"`, 1)
 			writeFiles(t, dir, map[string]string{"placed.toml": placed})
 			config := filepath.Join(dir, "placed.toml")
-			if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
-				t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
-			}
+			mustStartCluster(t, config, data)
 			if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data); code != 0 {
 				t.Fatalf("cluster stop: exit %d, stderr %q\n%s", code, errs, out)
 			}
@@ -261,13 +258,8 @@ func TestBenchRefusesAUsedNamespace(t *testing.T) {
 	dir := t.TempDir()
 	config := freeClusterConfig(t, dir)
 	data := filepath.Join(dir, "data")
-	t.Cleanup(func() {
-		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
-		killServersOf(t, data)
-	})
-	if out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data); code != 0 {
-		t.Fatalf("cluster start: exit %d, stderr %q\n%s", code, errs, out)
-	}
+	stopAtCleanup(t, data)
+	mustStartCluster(t, config, data)
 	bench := []string{"bench", "--config", config, "--duration", "500ms", "--warmup", "0s", "--clients", "2", "--keys", "8", "--namespace", "once"}
 	if out, errs, code := runFor(t, 60*time.Second, bench...); code != 0 || !strings.Contains(out, "valid") {
 		t.Fatalf("first bench in the namespace: exit %d, stderr %q\n%s", code, errs, out)
