@@ -57,16 +57,16 @@ func checkVerdict(r *bench.Result) (model, verdict string, anomalies int) {
 
 // failedConsistency is the error, exit status 1, of a run whose printed result shows the
 // consistency it was checked for not held or not established: the checker judged its history
-// invalid, the workload's own verification (TPC-C's consistency conditions) failed or could
-// not finish, or clients were still running when the drain ended. A
+// invalid, or the workload's own verification (TPC-C's consistency conditions) failed, could
+// not finish, or could not start because clients were still running when the drain ended. A
 // script running sim or bench learns it from the status, as it does from meridian check.
 func failedConsistency(r *bench.Result) error {
 	if model, verdict, n := checkVerdict(r); verdict == check.Invalid {
 		return &exitError{code: 1, err: fmt.Errorf("the history is not %s: %d anomalies", model, n)}
 	}
 	if r.Consistency != "" && r.Consistency != "ok" {
-		// It says what: a violation the workload's check found, or why the run could not be
-		// checked (clients still running when the drain ended).
+		// It says what: a violation the workload's check found, or why the check could not
+		// run (clients still running when the drain ended).
 		return &exitError{code: 1, err: fmt.Errorf("consistency: %s", r.Consistency)}
 	}
 	return nil

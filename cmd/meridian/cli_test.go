@@ -191,7 +191,7 @@ func TestFailedConsistencySaysWhy(t *testing.T) {
 	for _, c := range []struct{ consistency, want string }{
 		{"", ""},
 		{"ok", ""},
-		{"some clients were still running when the drain period ended", "consistency: some clients were still running when the drain period ended"},
+		{"not checked: some clients were still running when the drain period ended", "consistency: not checked: some clients were still running"},
 		{"tpcc: 3 consistency violations; 3.3.2.1: warehouse 1", "consistency: tpcc: 3 consistency violations"},
 	} {
 		err := failedConsistency(&bench.Result{Consistency: c.consistency})

@@ -242,6 +242,9 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 			return err
 		}
 	}
+	if err := checkNoOrphans(cfg); err != nil {
+		return err
+	}
 	prev := map[string]nodeState{}
 	var running []nodeState
 	for _, n := range st.Nodes {
@@ -362,18 +365,55 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	return nil
 }
 
+// checkNoOrphans refuses a configuration that leaves behind, in the data directory, the store
+// of one of the cluster's data nodes: a data node renamed (its default data_dir follows its
+// name) or given another data_dir starts empty, and the keys it held answer "not found".
+func checkNoOrphans(cfg *mrt.Config) error {
+	ents, err := os.ReadDir(cfg.DataDir)
+	if err != nil {
+		return nil // nothing there yet
+	}
+	used := map[string]bool{}
+	for _, n := range cfg.Nodes {
+		used[filepath.Clean(n.DataDir)] = true
+	}
+	for _, e := range ents {
+		dir := filepath.Join(cfg.DataDir, e.Name())
+		if !e.IsDir() || used[dir] {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, identityFile))
+		var id nodeIdentity
+		if err != nil || json.Unmarshal(data, &id) != nil || id.Cluster != cfg.Name || id.Placement == noKeys {
+			continue
+		}
+		return fmt.Errorf("%s holds the data of node %s of cluster %s, which this configuration does not have (renamed, or given another data_dir?): "+
+			"its keys would answer not found; give the node its name and data_dir back, or move the directory out of %s", dir, id.Node, cfg.Name, cfg.DataDir)
+	}
+	return nil
+}
+
 // sameAsRunning says how cfg, whose copy would be cfgText, differs from what the running nodes
 // of st were started with, or returns nil if it does not.
 func sameAsRunning(st *clusterState, cfg *mrt.Config, cfgText string) error {
 	if st.Setup != nil { // states written before it was recorded have only the copy to go by
 		setup := cfg.Setup()
-		for i, was := range st.Setup {
-			if i >= len(setup) || setup[i] != was {
-				return fmt.Errorf("with %s %s, which this configuration changes", was.Name, was.Value)
-			}
+		now := make(map[string]string, len(setup))
+		for _, x := range setup {
+			now[x.Name] = x.Value
 		}
-		if len(setup) > len(st.Setup) {
-			return fmt.Errorf("without the %s this configuration adds", setup[len(st.Setup)].Name)
+		for _, was := range st.Setup {
+			if v, ok := now[was.Name]; !ok {
+				return fmt.Errorf("with %s %s, which this configuration drops", was.Name, was.Value)
+			} else if v != was.Value {
+				return fmt.Errorf("with %s %s, which this configuration changes to %s", was.Name, was.Value, v)
+			}
+			delete(now, was.Name)
+		}
+		for _, x := range setup { // in Setup's order, not the map's
+			if _, added := now[x.Name]; added {
+				return fmt.Errorf("without the %s %s this configuration adds", x.Name, x.Value)
+			}
 		}
 	}
 	data, err := os.ReadFile(st.Config)

@@ -65,7 +65,7 @@ func TestClusterConfigurationChangesWhileRunning(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"edited.toml": strings.Replace(string(text), `ttl = "5ms"`, `ttl = "7ms"`, 1)})
 	_, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", edited, "--data-dir", data)
 	if want := "cluster k2-3region is running (sh-1 (pid "; code <= 0 || !strings.Contains(errs, want) ||
-		!strings.Contains(errs, "with option ttl 5ms, which this configuration changes: stop it first (meridian cluster stop), then start it with "+edited) {
+		!strings.Contains(errs, "with option ttl 5ms, which this configuration changes to 7ms: stop it first (meridian cluster stop), then start it with "+edited) {
 		t.Errorf("start with an edited configuration: exit %d, stderr %q, want a refusal mentioning %q", code, errs, want)
 	}
 	if copyAfter, _ := os.ReadFile(filepath.Join(data, configCopy)); string(copyAfter) != string(copyBefore) {
@@ -118,8 +118,16 @@ func TestClusterTopologyFileEditedWhileRunning(t *testing.T) {
 	}
 	writeFiles(t, dir, map[string]string{"topo.toml": strings.Replace(topoText, "BJ = 30", "BJ = 40", 1)})
 	_, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data)
-	if want := "with rtt SH-BJ 30ms, which this configuration changes"; code <= 0 || !strings.Contains(errs, want) {
+	if want := "with rtt SH-BJ 30ms, which this configuration changes to 40ms"; code <= 0 || !strings.Contains(errs, want) {
 		t.Errorf("start after the topology file was edited: exit %d, stderr %q, want a refusal mentioning %q", code, errs, want)
+	}
+	// A setting added is named as added, not as a change to the one after it (review).
+	withLease := strings.Replace(string(text), `ttl = "5ms"`, "ttl = \"5ms\"\nlease = \"2s\"", 1)
+	writeFiles(t, dir, map[string]string{"topo.toml": topoText,
+		"leased.toml": strings.Replace(withLease, `topology = "k2-3region"`, `topology = "topo.toml"`, 1)})
+	_, errs, code = runFor(t, 60*time.Second, "cluster", "start", "--config", filepath.Join(dir, "leased.toml"), "--data-dir", data)
+	if want := "without the option lease 2s this configuration adds"; code <= 0 || !strings.Contains(errs, want) {
+		t.Errorf("start with an option added: exit %d, stderr %q, want a refusal mentioning %q", code, errs, want)
 	}
 }
 
@@ -268,4 +276,28 @@ func TestBenchRefusesAUsedNamespace(t *testing.T) {
 	if want := "--namespace once already holds an earlier run's data"; code <= 0 || !strings.Contains(errs, want) {
 		t.Errorf("second bench in the namespace: exit %d, stderr %q, want %q", code, errs, want)
 	}
+}
+
+// A data node renamed takes a new, empty data directory (its default follows its name), and
+// the start is refused while its old store lies in the data directory: started, its keys
+// answered not found (review). An oracle renamed leaves no keys behind and is let go.
+func TestRenamedDataNodeRefused(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	data := filepath.Join(dir, "data")
+	stopAtCleanup(t, data)
+	mustStartCluster(t, config, data)
+	stopLeavesNoServer(t, data)
+	text, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{
+		"renamed.toml":        strings.Replace(string(text), `name = "sh-1"`, `name = "sh-x"`, 1),
+		"oracle-renamed.toml": strings.Replace(string(text), `name = "sh-oracle"`, `name = "sh-clock"`, 1),
+	})
+	before := listing(t, data)
+	out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", filepath.Join(dir, "renamed.toml"), "--data-dir", data)
+	wantRefused(t, data, before, "holds the data of node sh-1 of cluster k2-3region, which this configuration does not have", out, errs, code)
+	mustStartCluster(t, filepath.Join(dir, "oracle-renamed.toml"), data)
 }

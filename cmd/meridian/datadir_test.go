@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meridiandb/meridian/internal/topo"
 )
 
 // runFor is run bounded by timeout: a command that should have refused its input but serves
@@ -76,7 +78,7 @@ func wantRefused(t *testing.T, dir, before, want string, out, errs string, code 
 
 func TestClaimNodeDir(t *testing.T) {
 	here := "region SH (#0), data node 1 of 1 there; of 6 shards, replica 1 of shard 0, 1 of shard 3"
-	me := nodeIdentity{Cluster: "c", Node: "sh-1", Protocol: "k2", Placement: here}
+	me := nodeIdentity{Cluster: "c", Node: "sh-1", Protocol: "k2", Placement: here, Shards: []topo.ShardID{0, 3}, ShardCount: 6}
 	root := t.TempDir()
 	dir := func(name string, files map[string]string) string {
 		d := filepath.Join(root, name)
@@ -100,7 +102,13 @@ func TestClaimNodeDir(t *testing.T) {
 		{dir("unplaced", map[string]string{identityFile: unplaced, "CURRENT": "x"}), true, ""},
 		{dir("legacy", map[string]string{"MANIFEST-000001": "x", "000002.log": ""}), true, ""},
 		{dir("moved", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","placement":"region BJ (#1), data node 1 of 1 there; of 6 shards, replica 1 of shard 0, 1 of shard 3"}`}), false,
-			"holds the keys of region BJ (#1), data node 1 of 1 there; of 6 shards, replica 1 of shard 0, 1 of shard 3, but this configuration places the node as " + here},
+			"was written as region BJ (#1), data node 1 of 1 there; of 6 shards, replica 1 of shard 0, 1 of shard 3, but this configuration places the node as " + here},
+		// Identities that recorded only the shard set are held to it.
+		{dir("shards-same", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","shards":[0,3],"shard_count":6}`, "CURRENT": "x"}), true, ""},
+		{dir("shards-moved", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","shards":[1,4],"shard_count":6}`}), false,
+			"holds shards [1 4] of 6, but this configuration places the node as " + here},
+		{dir("was-oracle", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","placement":"` + noKeys + `"}`}), false,
+			"was written as " + noKeys},
 		{dir("resharded", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","placement":"region SH (#0), data node 1 of 1 there; of 12 shards, replica 1 of shard 0, 1 of shard 3"}`}), false,
 			"of 12 shards"},
 		{dir("other-node", map[string]string{identityFile: `{"cluster":"c","node":"bj-1","protocol":"k2"}`}), false,

@@ -228,15 +228,26 @@ type nodeIdentity struct {
 	// a node that holds no keys, and in identities written before it was recorded: those take
 	// the placement they are next started with.
 	Placement string `json:"placement,omitempty"`
+	// The shards the node held and of how many, which identities recorded for a while before
+	// Placement: a node that has them is held to them.
+	Shards     []topo.ShardID `json:"shards,omitempty"`
+	ShardCount int            `json:"shard_count,omitempty"`
 }
+
+// noKeys is the placement of a node that holds no keys (an oracle).
+const noKeys = "no keys (not a data node)"
 
 // identityOf is what node n of cfg records in its data directory.
 func identityOf(cfg *mrt.Config, n mrt.NodeConfig) nodeIdentity {
 	id := nodeIdentity{Cluster: cfg.Name, Node: n.Name, Protocol: cfg.Protocol.Name()}
 	if n.Roles&topo.RoleData == 0 {
+		// Said, not left empty: a data node's directory given to an oracle (or the reverse)
+		// would otherwise pass as one recorded before placements were.
+		id.Placement = noKeys
 		return id
 	}
 	tp := cfg.Topology
+	id.Shards, id.ShardCount = tp.ShardsOn(n.ID), len(tp.Shards)
 	nodes := tp.DataNodes(n.Region)
 	var b strings.Builder
 	fmt.Fprintf(&b, "region %s (#%d), data node %d of %d there; of %d shards, replica",
@@ -281,11 +292,18 @@ func claimNodeDir(dir string, me nodeIdentity) (mark bool, err error) {
 		if got.owner() != me.owner() {
 			return false, refuse("holds %s, not %s", got.owner(), me.owner())
 		}
-		if got.Placement == "" || me.Placement == "" {
-			return got.Placement != me.Placement, nil // recorded before placements were: record this one
+		if got.Placement == "" && got.ShardCount > 0 && me.Placement != "" {
+			if got.ShardCount != me.ShardCount || !slices.Equal(got.Shards, me.Shards) {
+				return false, fmt.Errorf("node %s: data directory %s holds shards %v of %d, but this configuration places the node as %s: "+
+					"its keys would be looked for where they are not; start it with its former regions, nodes and shards_per_node, or give it a new data directory",
+					me.Node, dir, got.Shards, got.ShardCount, me.Placement)
+			}
+		}
+		if got.Placement == "" {
+			return true, nil // recorded before placements were: record this one
 		}
 		if got.Placement != me.Placement {
-			return false, fmt.Errorf("node %s: data directory %s holds the keys of %s, but this configuration places the node as %s: "+
+			return false, fmt.Errorf("node %s: data directory %s was written as %s, but this configuration places the node as %s: "+
 				"its keys would be looked for where they are not (Meridian does not move data between nodes or shards); "+
 				"start it with its former regions, nodes and shards_per_node, or give it a new data directory",
 				me.Node, dir, got.Placement, me.Placement)

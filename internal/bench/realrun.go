@@ -130,12 +130,14 @@ wait:
 				spec.Progress(min(f, 1))
 			}
 			if time.Now().After(drainBy) {
-				res.Consistency = "some clients were still running when the drain period ended"
+				if _, ok := spec.Workload.(Verifier); ok {
+					res.Consistency = notDrained
+				}
 				break wait
 			}
 		}
 	}
-	if v, ok := spec.Workload.(Verifier); ok {
+	if v, ok := spec.Workload.(Verifier); ok && res.Consistency != notDrained {
 		db, closeFn, err := open(tp.DataNodes(0)[0])
 		if err != nil {
 			res.Consistency = err.Error()

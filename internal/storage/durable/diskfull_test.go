@@ -60,6 +60,9 @@ func TestPebbleReportsFailingFlushes(t *testing.T) {
 	if err := p.Failing(100 * time.Millisecond); !strings.Contains(err.Error(), "no space left on device") {
 		t.Errorf("failing store: %v, want the disk's error", err)
 	}
+	if err := p.Failing(100 * time.Millisecond); !strings.Contains(err.Error(), "flushes failing") {
+		t.Errorf("failing store: %v, want it to say its flushes fail", err)
+	}
 	// Space again: the flushes succeed, the stalled writer goes on, and the store is healthy.
 	full.Store(false)
 	stop.Store(true)
@@ -75,9 +78,9 @@ func TestPebbleReportsFailingFlushes(t *testing.T) {
 	}
 }
 
-// A spell of background errors is continuous: errors with long quiet between them (a failed
-// compaction is retried after 30 s), or one after a long idle, never make a store failing,
-// while errors every few seconds for longer than the limit do, until a success.
+// A spell of failed flushes is continuous: failures with long quiet between them, or one after
+// a long idle, never make a store failing, while failures every few seconds for longer than
+// the limit do, until a flush succeeds.
 func TestBackgroundHealthSpells(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
@@ -88,15 +91,15 @@ func TestBackgroundHealthSpells(t *testing.T) {
 	}
 
 	var idle backgroundHealth
-	idle.failed(disk, at(0))
-	idle.failed(disk, at(time.Hour))
+	idle.flushed(disk, at(0))
+	idle.flushed(disk, at(time.Hour))
 	if failingAt(&idle, time.Hour) {
 		t.Error("an error after an hour of quiet made the store failing")
 	}
 
 	var sparse backgroundHealth
 	for d := time.Duration(0); d <= 5*time.Minute; d += 30 * time.Second {
-		sparse.failed(disk, at(d))
+		sparse.flushed(disk, at(d))
 		if failingAt(&sparse, d) {
 			t.Fatalf("errors 30 s apart made the store failing at %v", d)
 		}
@@ -104,7 +107,7 @@ func TestBackgroundHealthSpells(t *testing.T) {
 
 	var full backgroundHealth
 	for d := time.Duration(0); d <= 12*time.Second; d += time.Second {
-		full.failed(disk, at(d))
+		full.flushed(disk, at(d))
 	}
 	if !failingAt(&full, 12*time.Second) {
 		t.Error("errors every second for 12 s did not make the store failing")
@@ -112,9 +115,46 @@ func TestBackgroundHealthSpells(t *testing.T) {
 	if failingAt(&full, 30*time.Second) {
 		t.Error("still failing after 18 s without an error")
 	}
-	full.failed(disk, at(31*time.Second))
-	full.succeeded()
+	full.flushed(disk, at(31*time.Second))
+	full.flushed(nil, at(31*time.Second))
 	if failingAt(&full, 31*time.Second) {
 		t.Error("failing after a success")
+	}
+}
+
+// A store whose compactions keep failing while its flushes succeed (a nearly full disk with
+// room for a flush but not for a compaction's output) still takes commits, and is not failing:
+// Pebble retries a failed L0 compaction at once, and counting every background error stopped
+// such a node after 10 s with all its commits succeeding (review).
+func TestPebbleCompactionFailuresAloneAreNotFailing(t *testing.T) {
+	var flushing, compactionsFail atomic.Bool
+	noRoomToCompact := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if compactionsFail.Load() && !flushing.Load() && strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpCreate {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	var p *Pebble
+	p, err := openPebble(t.TempDir(), func(o *pebble.Options) {
+		o.FS = errorfs.Wrap(vfs.Default, noRoomToCompact)
+		o.MemTableSize = 256 << 10
+		o.L0CompactionThreshold = 2
+		o.EventListener.FlushBegin = func(pebble.FlushInfo) { flushing.Store(true) }
+		flushEnd := o.EventListener.FlushEnd
+		o.EventListener.FlushEnd = func(info pebble.FlushInfo) { flushing.Store(false); flushEnd(info) }
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	compactionsFail.Store(true)
+	val := make([]byte, 4<<10)
+	for i := range 2000 { // about 8 MiB: many flushes, and L0 past its compaction threshold
+		if err := p.Apply([]node.Write{{Key: []byte(fmt.Sprintf("k%08d", i%300)), Value: val}}); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if err := p.Failing(0); err != nil {
+		t.Errorf("flushes succeed and only compactions fail, yet: %v", err)
 	}
 }

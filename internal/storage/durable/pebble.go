@@ -29,43 +29,48 @@ type Pebble struct {
 	health backgroundHealth
 }
 
-// backgroundHealth follows Pebble's background work (flushes, compactions). Pebble retries a
-// failed flush without end: with the disk full, a node's memtables filled, every commit waited
-// behind them, and the node spun its CPU answering nothing while it looked alive.
+// backgroundHealth follows Pebble's flushes. Pebble retries a failed flush at once and without
+// end: with the disk full, a node's memtables filled, every commit waited behind them, and the
+// node spun its CPU answering nothing while it looked alive. Only flushes count: a compaction
+// may keep failing (Pebble retries a failed L0 compaction at once too) on a disk with room for
+// flushes, and such a store still takes commits.
 type backgroundHealth struct {
 	mu    sync.Mutex
-	since time.Time // when the current spell of errors began; zero: none
-	at    time.Time // the latest error
+	since time.Time // when the current spell of failed flushes began; zero: none
+	at    time.Time // the latest failed flush
 	err   error
-	// logged is when an error was last logged.
+	// logged is when a background error was last logged.
 	logged time.Time
 }
 
-// A spell of background errors is one with no success and no quiet longer than spellGap
-// between its errors: a compaction that fails is retried only after 30 s (Pebble marks its
-// span), and one such error after an hour of quiet is not an hour of failing.
+// A spell of failed flushes is one with no successful flush and no quiet longer than spellGap
+// between its failures: one failure after an hour of quiet is not an hour of failing.
 const spellGap = 5 * time.Second
 
-// failed records a background error at now, and reports whether to log it: the first of a
-// spell, then one every ten seconds (Pebble retries a failing flush many times a second).
-func (h *backgroundHealth) failed(err error, now time.Time) (log bool) {
+// flushed records the end of a flush at now.
+func (h *backgroundHealth) flushed(err error, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if err == nil {
+		h.since = time.Time{}
+		return
+	}
 	if h.since.IsZero() || now.Sub(h.at) > spellGap {
 		h.since = now
 	}
 	h.at, h.err = now, err
-	if now.Sub(h.logged) >= 10*time.Second {
-		h.logged = now
-		return true
-	}
-	return false
 }
 
-func (h *backgroundHealth) succeeded() {
+// shouldLog reports whether to log a background error at now: one every ten seconds, as
+// Pebble retries a failing flush or compaction many times a second.
+func (h *backgroundHealth) shouldLog(now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.since = time.Time{}
+	if now.Sub(h.logged) < 10*time.Second {
+		return false
+	}
+	h.logged = now
+	return true
 }
 
 // failing reports the spell of errors under way at now if it has lasted longer than after.
@@ -78,15 +83,15 @@ func (h *backgroundHealth) failing(after time.Duration, now time.Time) (time.Dur
 	return now.Sub(h.since), h.err
 }
 
-// Failing reports an error when Pebble's background work has been failing, in one spell of
-// errors with no success, for longer than after: a store that cannot flush cannot take
+// Failing reports an error when Pebble's flushes have been failing, in one spell of failures
+// with no success, for longer than after: a store that cannot flush cannot take
 // commits, and the runtime stops the node (fail-stop) rather than leave it hanging.
 func (p *Pebble) Failing(after time.Duration) error {
 	d, err := p.health.failing(after, time.Now())
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("durable: %s: background writes failing for %v: %w", p.dir, d.Round(time.Second), err)
+	return fmt.Errorf("durable: %s: flushes failing for %v: %w", p.dir, d.Round(time.Second), err)
 }
 
 // formatKey marks a directory as a Meridian store; its value names the layout version. The key
@@ -121,19 +126,16 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 			slog.Error("pebble: on-disk corruption", "path", info.Path, "err", info.Details)
 		},
 		BackgroundError: func(err error) {
-			if p.health.failed(err, time.Now()) {
+			if p.health.shouldLog(time.Now()) {
 				slog.Error("pebble: background error", "dir", dir, "err", err.Error())
 			}
 		},
 		FlushEnd: func(info pebble.FlushInfo) {
-			if info.Err == nil {
-				p.health.succeeded()
+			err := info.Err
+			if err != nil && err.Error() == "pebble: empty table" { // a flush that had nothing to write
+				err = nil
 			}
-		},
-		CompactionEnd: func(info pebble.CompactionInfo) {
-			if info.Err == nil {
-				p.health.succeeded()
-			}
+			p.health.flushed(err, time.Now())
 		},
 	}
 	if tune != nil {
