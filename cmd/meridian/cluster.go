@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -373,18 +374,28 @@ func checkNoOrphans(cfg *mrt.Config) error {
 	if err != nil {
 		return nil // nothing there yet
 	}
-	used := map[string]bool{}
+	// Compared as files, not paths: a node's data_dir may reach its directory another way
+	// (through a symbolic link).
+	var used []os.FileInfo
 	for _, n := range cfg.Nodes {
-		used[filepath.Clean(n.DataDir)] = true
+		if fi, err := os.Stat(n.DataDir); err == nil {
+			used = append(used, fi)
+		}
 	}
 	for _, e := range ents {
 		dir := filepath.Join(cfg.DataDir, e.Name())
-		if !e.IsDir() || used[dir] {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || slices.ContainsFunc(used, func(u os.FileInfo) bool { return os.SameFile(u, fi) }) {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(dir, identityFile))
 		var id nodeIdentity
-		if err != nil || json.Unmarshal(data, &id) != nil || id.Cluster != cfg.Name || id.Placement == noKeys {
+		if err != nil || json.Unmarshal(data, &id) != nil || id.Cluster != cfg.Name {
+			continue
+		}
+		// Only a store known to hold keys: an oracle's holds none, and an identity from before
+		// placements were recorded may be either.
+		if id.Placement == noKeys || id.Placement == "" && len(id.Shards) == 0 {
 			continue
 		}
 		return fmt.Errorf("%s holds the data of node %s of cluster %s, which this configuration does not have (renamed, or given another data_dir?): "+

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	mrt "github.com/meridiandb/meridian/internal/runtime"
+	"github.com/meridiandb/meridian/internal/topo"
 )
 
 // stopAtCleanup stops the cluster on data when the test ends, and kills any server of it
@@ -300,4 +304,76 @@ func TestRenamedDataNodeRefused(t *testing.T) {
 	out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", filepath.Join(dir, "renamed.toml"), "--data-dir", data)
 	wantRefused(t, data, before, "holds the data of node sh-1 of cluster k2-3region, which this configuration does not have", out, errs, code)
 	mustStartCluster(t, filepath.Join(dir, "oracle-renamed.toml"), data)
+}
+
+// checkNoOrphans refuses only a store of this cluster's that holds keys and that no configured
+// node uses: a node's own directory reached through a symbolic link is its own, and an oracle's
+// store, or one whose identity predates placements, holds no keys it can tell of (review).
+func TestCheckNoOrphans(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	cfg, err := (&clusterFlags{config: freeClusterConfig(t, dir), dataDir: data}).locate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := func(node, placement string) string {
+		b, _ := json.Marshal(nodeIdentity{Cluster: cfg.Name, Node: node, Protocol: cfg.Protocol.Name(), Placement: placement})
+		return string(b)
+	}
+	for _, n := range cfg.Nodes {
+		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, n.DataDir, map[string]string{identityFile: identity(n.Name, identityOf(cfg, n).Placement)})
+	}
+	if err := checkNoOrphans(cfg); err != nil {
+		t.Fatalf("every store in use: %v", err)
+	}
+	// sh-1 reaches its directory through a link to the data directory.
+	if err := os.Symlink(data, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Nodes[0].DataDir = filepath.Join(dir, "link", filepath.Base(cfg.Nodes[0].DataDir))
+	if err := checkNoOrphans(cfg); err != nil {
+		t.Errorf("a node's directory reached through a link: %v", err)
+	}
+	for _, c := range []struct {
+		name, identity string
+		refused        bool
+	}{
+		{"old-oracle", identity("old-oracle", noKeys), false},
+		{"unplaced", identity("unplaced", ""), false},
+		{"legacy-oracle", `{"cluster":"` + cfg.Name + `","node":"legacy-oracle","protocol":"k2","shard_count":12}`, false},
+		{"legacy-data", `{"cluster":"` + cfg.Name + `","node":"legacy-data","protocol":"k2","shards":[1,4],"shard_count":12}`, true},
+		{"renamed", identity("renamed", "region SH (#0), data node 1 of 1 there; of 12 shards, replica 1 of shard 0"), true},
+	} {
+		d := filepath.Join(data, c.name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, d, map[string]string{identityFile: c.identity})
+		err := checkNoOrphans(cfg)
+		if got := err != nil && strings.Contains(err.Error(), "node "+c.name+" of cluster"); got != c.refused {
+			t.Errorf("%s: %v, want refused %v", c.name, err, c.refused)
+		}
+		if err := os.RemoveAll(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An oracle's identity of the kind every node once recorded (a shard count, no shards)
+	// is its own, not a data node's.
+	var oracle mrt.NodeConfig
+	for _, n := range cfg.Nodes {
+		if n.Roles&topo.RoleData == 0 {
+			oracle = n
+		}
+	}
+	d := filepath.Join(dir, "oracle-store")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, d, map[string]string{identityFile: `{"cluster":"` + cfg.Name + `","node":"` + oracle.Name + `","protocol":"k2","shard_count":12}`, "CURRENT": "x"})
+	if _, err := claimNodeDir(d, identityOf(cfg, oracle)); err != nil {
+		t.Errorf("an oracle's identity recording a shard count and no shards: %v", err)
+	}
 }

@@ -292,7 +292,9 @@ func claimNodeDir(dir string, me nodeIdentity) (mark bool, err error) {
 		if got.owner() != me.owner() {
 			return false, refuse("holds %s, not %s", got.owner(), me.owner())
 		}
-		if got.Placement == "" && got.ShardCount > 0 && me.Placement != "" {
+		// Identities of a while recorded every node's shards and their count, oracles' too (no
+		// shards): an oracle is held only to holding none.
+		if got.Placement == "" && got.ShardCount > 0 && (len(got.Shards) > 0 || me.Placement != noKeys) {
 			if got.ShardCount != me.ShardCount || !slices.Equal(got.Shards, me.Shards) {
 				return false, fmt.Errorf("node %s: data directory %s holds shards %v of %d, but this configuration places the node as %s: "+
 					"its keys would be looked for where they are not; start it with its former regions, nodes and shards_per_node, or give it a new data directory",

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -86,7 +87,7 @@ func TestBackgroundHealthSpells(t *testing.T) {
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	disk := errors.New("no space left on device")
 	failingAt := func(h *backgroundHealth, d time.Duration) bool {
-		_, err := h.failing(10*time.Second, at(d))
+		_, _, err := h.failing(10*time.Second, at(d))
 		return err != nil
 	}
 
@@ -119,6 +120,26 @@ func TestBackgroundHealthSpells(t *testing.T) {
 	full.flushed(nil, at(31*time.Second))
 	if failingAt(&full, 31*time.Second) {
 		t.Error("failing after a success")
+	}
+
+	// Writes stalled while compactions keep failing: no flush runs, and the stall is the sign.
+	var stalled backgroundHealth
+	stalled.stall(true, at(0))
+	for d := time.Duration(0); d <= 12*time.Second; d += time.Second {
+		stalled.backgroundError(disk, at(d))
+	}
+	if !failingAt(&stalled, 12*time.Second) {
+		t.Error("writes stalled for 12 s with compactions failing, and not failing")
+	}
+	stalled.stall(false, at(12*time.Second))
+	if failingAt(&stalled, 12*time.Second) {
+		t.Error("failing after the stall ended")
+	}
+	// A long stall with no errors is load that compactions are working off.
+	var busy backgroundHealth
+	busy.stall(true, at(0))
+	if failingAt(&busy, time.Minute) {
+		t.Error("a stall without errors made the store failing")
 	}
 }
 
@@ -156,5 +177,62 @@ func TestPebbleCompactionFailuresAloneAreNotFailing(t *testing.T) {
 	}
 	if err := p.Failing(0); err != nil {
 		t.Errorf("flushes succeed and only compactions fail, yet: %v", err)
+	}
+}
+
+// A store whose compactions all fail while its flushes succeed stalls once L0 reaches its
+// limit: Pebble then holds every write until a compaction succeeds, no flush runs, and only the
+// stall, with the errors still coming, tells that the store is failing (review: watching
+// flushes alone left such a node hung and healthy by its own account).
+func TestPebbleStalledByFailingCompactionsIsFailing(t *testing.T) {
+	var compacting sync.Map // paths of tables compactions are writing
+	var fail atomic.Bool
+	injector := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if _, ok := compacting.Load(op.Path); ok && fail.Load() && (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileSync) {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	p, err := openPebble(t.TempDir(), func(o *pebble.Options) {
+		o.FS = errorfs.Wrap(vfs.Default, injector)
+		o.MemTableSize = 256 << 10
+		o.EventListener.TableCreated = func(info pebble.TableCreateInfo) {
+			if info.Reason == "compacting" {
+				compacting.Store(info.Path, true)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	var stop atomic.Bool
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		val := make([]byte, 4<<10)
+		for i := 0; !stop.Load(); i++ {
+			// Overlapping keys: each flush adds an L0 sublevel.
+			if p.Apply([]node.Write{{Key: []byte(fmt.Sprintf("k%08d", i%300)), Value: val}}) != nil {
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for p.Failing(500*time.Millisecond) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("compactions failing for 60 s, and the stalled store not reported failing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.Failing(500 * time.Millisecond); !strings.Contains(err.Error(), "writes stalled") {
+		t.Errorf("failing store: %v, want it to say its writes are stalled", err)
+	}
+	// Room again: compactions succeed, the stall ends, the writer goes on.
+	fail.Store(false)
+	stop.Store(true)
+	<-wrote
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -29,22 +29,28 @@ type Pebble struct {
 	health backgroundHealth
 }
 
-// backgroundHealth follows Pebble's flushes. Pebble retries a failed flush at once and without
-// end: with the disk full, a node's memtables filled, every commit waited behind them, and the
-// node spun its CPU answering nothing while it looked alive. Only flushes count: a compaction
-// may keep failing (Pebble retries a failed L0 compaction at once too) on a disk with room for
-// flushes, and such a store still takes commits.
+// backgroundHealth follows Pebble's flushes and write stalls. Pebble retries a failed flush at
+// once and without end: with the disk full, a node's memtables filled, every commit waited
+// behind them, and the node spun its CPU answering nothing while it looked alive. A compaction
+// may keep failing too (Pebble retries a failed L0 compaction at once) on a disk with room for
+// flushes; such a store takes commits, and is healthy, until L0 grows to its limit and Pebble
+// stops writes until a compaction succeeds, which then never happens.
 type backgroundHealth struct {
 	mu    sync.Mutex
 	since time.Time // when the current spell of failed flushes began; zero: none
 	at    time.Time // the latest failed flush
 	err   error
+	// stalledSince is when the write stall under way began (zero: none); bgErr and bgErrAt
+	// are the latest background error (flush or compaction) and when it came.
+	stalledSince time.Time
+	bgErr        error
+	bgErrAt      time.Time
 	// logged is when a background error was last logged.
 	logged time.Time
 }
 
-// A spell of failed flushes is one with no successful flush and no quiet longer than spellGap
-// between its failures: one failure after an hour of quiet is not an hour of failing.
+// A spell of failures is one with no quiet longer than spellGap between its errors: one
+// failure after an hour of quiet is not an hour of failing.
 const spellGap = 5 * time.Second
 
 // flushed records the end of a flush at now.
@@ -61,11 +67,12 @@ func (h *backgroundHealth) flushed(err error, now time.Time) {
 	h.at, h.err = now, err
 }
 
-// shouldLog reports whether to log a background error at now: one every ten seconds, as
-// Pebble retries a failing flush or compaction many times a second.
-func (h *backgroundHealth) shouldLog(now time.Time) bool {
+// backgroundError records a failed flush or compaction at now, and reports whether to log
+// it: one every ten seconds, as Pebble retries a failing one many times a second.
+func (h *backgroundHealth) backgroundError(err error, now time.Time) (log bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.bgErr, h.bgErrAt = err, now
 	if now.Sub(h.logged) < 10*time.Second {
 		return false
 	}
@@ -73,25 +80,43 @@ func (h *backgroundHealth) shouldLog(now time.Time) bool {
 	return true
 }
 
-// failing reports the spell of errors under way at now if it has lasted longer than after.
-func (h *backgroundHealth) failing(after time.Duration, now time.Time) (time.Duration, error) {
+// stall records the start (on) or end of a write stall at now.
+func (h *backgroundHealth) stall(on bool, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.since.IsZero() || now.Sub(h.at) > spellGap || now.Sub(h.since) < after {
-		return 0, nil
+	switch {
+	case !on:
+		h.stalledSince = time.Time{}
+	case h.stalledSince.IsZero():
+		h.stalledSince = now
 	}
-	return now.Sub(h.since), h.err
+}
+
+// failing reports, at now, a spell of failed flushes that has lasted longer than after, or a
+// write stall that has, with background errors still coming (a stall that compactions are
+// working off is load, not failure).
+func (h *backgroundHealth) failing(after time.Duration, now time.Time) (string, time.Duration, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.since.IsZero() && now.Sub(h.at) <= spellGap && now.Sub(h.since) >= after {
+		return "flushes failing", now.Sub(h.since), h.err
+	}
+	if !h.stalledSince.IsZero() && now.Sub(h.stalledSince) >= after && h.bgErr != nil && now.Sub(h.bgErrAt) <= spellGap {
+		return "writes stalled, background work failing,", now.Sub(h.stalledSince), h.bgErr
+	}
+	return "", 0, nil
 }
 
 // Failing reports an error when Pebble's flushes have been failing, in one spell of failures
-// with no success, for longer than after: a store that cannot flush cannot take
+// with no success, for longer than after, or its writes have been stalled that long while its
+// background work keeps failing: a store that cannot flush cannot take
 // commits, and the runtime stops the node (fail-stop) rather than leave it hanging.
 func (p *Pebble) Failing(after time.Duration) error {
-	d, err := p.health.failing(after, time.Now())
+	what, d, err := p.health.failing(after, time.Now())
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("durable: %s: flushes failing for %v: %w", p.dir, d.Round(time.Second), err)
+	return fmt.Errorf("durable: %s: %s for %v: %w", p.dir, what, d.Round(time.Second), err)
 }
 
 // formatKey marks a directory as a Meridian store; its value names the layout version. The key
@@ -126,7 +151,7 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 			slog.Error("pebble: on-disk corruption", "path", info.Path, "err", info.Details)
 		},
 		BackgroundError: func(err error) {
-			if p.health.shouldLog(time.Now()) {
+			if p.health.backgroundError(err, time.Now()) {
 				slog.Error("pebble: background error", "dir", dir, "err", err.Error())
 			}
 		},
@@ -137,6 +162,8 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 			}
 			p.health.flushed(err, time.Now())
 		},
+		WriteStallBegin: func(pebble.WriteStallBeginInfo) { p.health.stall(true, time.Now()) },
+		WriteStallEnd:   func() { p.health.stall(false, time.Now()) },
 	}
 	if tune != nil {
 		tune(opts)
