@@ -38,6 +38,19 @@ func stopLeavesNoServer(t *testing.T, data string, args ...string) {
 	}
 }
 
+// runningCluster starts a cluster of the default configuration on free ports in a temporary
+// directory, stopped when the test ends, and returns the directory, the configuration's path
+// and the data directory.
+func runningCluster(t *testing.T) (dir, config, data string) {
+	t.Helper()
+	dir = t.TempDir()
+	config = freeClusterConfig(t, dir)
+	data = filepath.Join(dir, "data")
+	stopAtCleanup(t, data)
+	mustStartCluster(t, config, data)
+	return dir, config, data
+}
+
 // mustStartCluster starts the cluster of config on data, or fails the test.
 func mustStartCluster(t *testing.T, config, data string) {
 	t.Helper()
@@ -52,11 +65,7 @@ func mustStartCluster(t *testing.T, config, data string) {
 // showed the cluster whole. And status and stop, given the data directory, need no
 // configuration: one broken since the start kept the running cluster from being stopped.
 func TestClusterConfigurationChangesWhileRunning(t *testing.T) {
-	dir := t.TempDir()
-	config := freeClusterConfig(t, dir)
-	data := filepath.Join(dir, "data")
-	stopAtCleanup(t, data)
-	mustStartCluster(t, config, data)
+	dir, config, data := runningCluster(t)
 	text, err := os.ReadFile(config)
 	if err != nil {
 		t.Fatal(err)
@@ -267,11 +276,7 @@ func TestNodeMovedToAnotherRegionRefused(t *testing.T) {
 // earlier run's values as writes nobody made, and the checker judged a healthy cluster
 // invalid (61 anomalies in the review's run).
 func TestBenchRefusesAUsedNamespace(t *testing.T) {
-	dir := t.TempDir()
-	config := freeClusterConfig(t, dir)
-	data := filepath.Join(dir, "data")
-	stopAtCleanup(t, data)
-	mustStartCluster(t, config, data)
+	_, config, _ := runningCluster(t)
 	bench := []string{"bench", "--config", config, "--duration", "500ms", "--warmup", "0s", "--clients", "2", "--keys", "8", "--namespace", "once"}
 	if out, errs, code := runFor(t, 60*time.Second, bench...); code != 0 || !strings.Contains(out, "valid") {
 		t.Fatalf("first bench in the namespace: exit %d, stderr %q\n%s", code, errs, out)
@@ -286,11 +291,7 @@ func TestBenchRefusesAUsedNamespace(t *testing.T) {
 // the start is refused while its old store lies in the data directory: started, its keys
 // answered not found (review). An oracle renamed leaves no keys behind and is let go.
 func TestRenamedDataNodeRefused(t *testing.T) {
-	dir := t.TempDir()
-	config := freeClusterConfig(t, dir)
-	data := filepath.Join(dir, "data")
-	stopAtCleanup(t, data)
-	mustStartCluster(t, config, data)
+	dir, config, data := runningCluster(t)
 	stopLeavesNoServer(t, data)
 	text, err := os.ReadFile(config)
 	if err != nil {

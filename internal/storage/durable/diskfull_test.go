@@ -40,34 +40,15 @@ func TestPebbleReportsFailingFlushes(t *testing.T) {
 	}
 	full.Store(true)
 	// Enough writes to need flushes; they stall once the memtables are full.
-	var stop atomic.Bool
-	wrote := make(chan struct{})
-	go func() {
-		defer close(wrote)
-		val := make([]byte, 4<<10)
-		for i := 0; !stop.Load(); i++ {
-			if p.Apply([]node.Write{{Key: []byte(fmt.Sprintf("k%08d", i)), Value: val}}) != nil {
-				return
-			}
-		}
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for p.Failing(100*time.Millisecond) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("flushes failing for 30 s, and the store not reported failing")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := p.Failing(100 * time.Millisecond); !strings.Contains(err.Error(), "no space left on device") {
-		t.Errorf("failing store: %v, want the disk's error", err)
-	}
-	if err := p.Failing(100 * time.Millisecond); !strings.Contains(err.Error(), "flushes failing") {
-		t.Errorf("failing store: %v, want it to say its flushes fail", err)
+	stop := keepWriting(p, 0)
+	if err := waitFailing(t, p, 100*time.Millisecond, 30*time.Second); !strings.Contains(err.Error(), "flushes failing") ||
+		!strings.Contains(err.Error(), "no space left on device") {
+		t.Errorf("failing store: %v, want it to say its flushes fail for the disk's error", err)
 	}
 	// Space again: the flushes succeed, the stalled writer goes on, and the store is healthy.
 	full.Store(false)
-	stop.Store(true)
-	<-wrote
+	stop()
+	deadline := time.Now().Add(30 * time.Second)
 	for p.Failing(0) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("flushes succeed again, and the store still reported failing")
@@ -206,33 +187,52 @@ func TestPebbleStalledByFailingCompactionsIsFailing(t *testing.T) {
 		t.Fatal(err)
 	}
 	fail.Store(true)
-	var stop atomic.Bool
-	wrote := make(chan struct{})
-	go func() {
-		defer close(wrote)
-		val := make([]byte, 4<<10)
-		for i := 0; !stop.Load(); i++ {
-			// Overlapping keys: each flush adds an L0 sublevel.
-			if p.Apply([]node.Write{{Key: []byte(fmt.Sprintf("k%08d", i%300)), Value: val}}) != nil {
-				return
-			}
-		}
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for p.Failing(500*time.Millisecond) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("compactions failing for 60 s, and the stalled store not reported failing")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := p.Failing(500 * time.Millisecond); !strings.Contains(err.Error(), "writes stalled") {
+	stop := keepWriting(p, 300) // overlapping keys: each flush adds an L0 sublevel
+	if err := waitFailing(t, p, 500*time.Millisecond, 60*time.Second); !strings.Contains(err.Error(), "writes stalled") {
 		t.Errorf("failing store: %v, want it to say its writes are stalled", err)
 	}
 	// Room again: compactions succeed, the stall ends, the writer goes on.
 	fail.Store(false)
-	stop.Store(true)
-	<-wrote
+	stop()
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// keepWriting applies 4 KiB writes to p, to keys cycling through distinct (0: never repeating),
+// until the returned stop is called; stop waits for the writer, which a stalled store holds
+// until it can write again.
+func keepWriting(p *Pebble, distinct int) (stop func()) {
+	var stopping atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		val := make([]byte, 4<<10)
+		for i := 0; !stopping.Load(); i++ {
+			k := i
+			if distinct > 0 {
+				k = i % distinct
+			}
+			if p.Apply([]node.Write{{Key: []byte(fmt.Sprintf("k%08d", k)), Value: val}}) != nil {
+				return
+			}
+		}
+	}()
+	return func() { stopping.Store(true); <-done }
+}
+
+// waitFailing waits up to within for p to report itself failing for after, and returns what
+// it reported.
+func waitFailing(t *testing.T, p *Pebble, after, within time.Duration) error {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if err := p.Failing(after); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store not reported failing within %v", within)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
