@@ -398,6 +398,10 @@ func checkNoOrphans(cfg *mrt.Config) error {
 		if id.Placement == noKeys || id.Placement == "" && len(id.Shards) == 0 {
 			continue
 		}
+		if n, err := cfg.NodeByName(id.Node); err == nil {
+			return fmt.Errorf("%s holds the data of node %s of cluster %s, whose data_dir is now %s: its keys there would answer not found; "+
+				"give it its data_dir back, or move the directory out of %s", dir, id.Node, cfg.Name, n.DataDir, cfg.DataDir)
+		}
 		return fmt.Errorf("%s holds the data of node %s of cluster %s, which this configuration does not have (renamed, or given another data_dir?): "+
 			"its keys would answer not found; give the node its name and data_dir back, or move the directory out of %s", dir, id.Node, cfg.Name, cfg.DataDir)
 	}

@@ -338,6 +338,7 @@ func TestCheckNoOrphans(t *testing.T) {
 	if err := checkNoOrphans(cfg); err != nil {
 		t.Errorf("a node's directory reached through a link: %v", err)
 	}
+
 	for _, c := range []struct {
 		name, identity string
 		refused        bool
@@ -347,6 +348,8 @@ func TestCheckNoOrphans(t *testing.T) {
 		{"legacy-oracle", `{"cluster":"` + cfg.Name + `","node":"legacy-oracle","protocol":"k2","shard_count":12}`, false},
 		{"legacy-data", `{"cluster":"` + cfg.Name + `","node":"legacy-data","protocol":"k2","shards":[1,4],"shard_count":12}`, true},
 		{"renamed", identity("renamed", "region SH (#0), data node 1 of 1 there; of 12 shards, replica 1 of shard 0"), true},
+		// A copy of a configured node's store left behind when its data_dir moved.
+		{"bj-1-old", identity("bj-1", "region BJ (#1), data node 1 of 1 there; of 12 shards, replica 1 of shard 1"), true},
 	} {
 		d := filepath.Join(data, c.name)
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -354,8 +357,11 @@ func TestCheckNoOrphans(t *testing.T) {
 		}
 		writeFiles(t, d, map[string]string{identityFile: c.identity})
 		err := checkNoOrphans(cfg)
-		if got := err != nil && strings.Contains(err.Error(), "node "+c.name+" of cluster"); got != c.refused {
+		if got := err != nil && strings.Contains(err.Error(), d+" holds the data of node"); got != c.refused {
 			t.Errorf("%s: %v, want refused %v", c.name, err, c.refused)
+		}
+		if c.name == "bj-1-old" && (err == nil || !strings.Contains(err.Error(), "whose data_dir is now")) {
+			t.Errorf("a stale copy of a configured node's store: %v, want the message to name the node's data_dir", err)
 		}
 		if err := os.RemoveAll(d); err != nil {
 			t.Fatal(err)

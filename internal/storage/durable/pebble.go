@@ -29,50 +29,70 @@ type Pebble struct {
 	health backgroundHealth
 }
 
-// backgroundHealth follows Pebble's flushes and write stalls. Pebble retries a failed flush at
-// once and without end: with the disk full, a node's memtables filled, every commit waited
-// behind them, and the node spun its CPU answering nothing while it looked alive. A compaction
-// may keep failing too (Pebble retries a failed L0 compaction at once) on a disk with room for
-// flushes; such a store takes commits, and is healthy, until L0 grows to its limit and Pebble
-// stops writes until a compaction succeeds, which then never happens.
+// backgroundHealth follows Pebble's flushes, compactions and write stalls. Pebble retries a
+// failed flush at once and without end: with the disk full, a node's memtables filled, every
+// commit waited behind them, and the node spun its CPU answering nothing while it looked alive.
+// A compaction may keep failing too (Pebble retries a failed L0 compaction at once) on a disk
+// with room for flushes; such a store takes commits, and is healthy, until L0 grows to its
+// limit and Pebble stops writes until a compaction succeeds, which then never happens.
 type backgroundHealth struct {
-	mu    sync.Mutex
-	since time.Time // when the current spell of failed flushes began; zero: none
-	at    time.Time // the latest failed flush
-	err   error
-	// stalledSince is when the write stall under way began (zero: none); bgErr and bgErrAt
-	// are the latest background error (flush or compaction) and when it came.
+	mu          sync.Mutex
+	flushes     spell
+	compactions spell
+	// stalledSince is when the write stall under way began; zero: none.
 	stalledSince time.Time
-	bgErr        error
-	bgErrAt      time.Time
 	// logged is when a background error was last logged.
 	logged time.Time
 }
 
-// A spell of failures is one with no quiet longer than spellGap between its errors: one
-// failure after an hour of quiet is not an hour of failing.
+// A spell is a run of failures of one kind of background work with no success between them
+// and no quiet longer than spellGap: one failure after an hour of quiet is not an hour of
+// failing, nor is one among successes.
+type spell struct {
+	since, at time.Time // the spell's first and latest failure; since zero: none
+	err       error
+}
+
 const spellGap = 5 * time.Second
 
-// flushed records the end of a flush at now.
+// record notes the end, at now, of a piece of the spell's kind of work, failed (err) or not.
+func (s *spell) record(err error, now time.Time) {
+	if err == nil {
+		*s = spell{}
+		return
+	}
+	if s.since.IsZero() || now.Sub(s.at) > spellGap {
+		s.since = now
+	}
+	s.at, s.err = now, err
+}
+
+// lasted is how long the spell under way at now has lasted (0: none).
+func (s *spell) lasted(now time.Time) time.Duration {
+	if s.since.IsZero() || now.Sub(s.at) > spellGap {
+		return 0
+	}
+	return now.Sub(s.since)
+}
+
+// flushed and compacted record the end of a flush or a compaction at now.
 func (h *backgroundHealth) flushed(err error, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err == nil {
-		h.since = time.Time{}
-		return
-	}
-	if h.since.IsZero() || now.Sub(h.at) > spellGap {
-		h.since = now
-	}
-	h.at, h.err = now, err
+	h.flushes.record(err, now)
 }
 
-// backgroundError records a failed flush or compaction at now, and reports whether to log
-// it: one every ten seconds, as Pebble retries a failing one many times a second.
-func (h *backgroundHealth) backgroundError(err error, now time.Time) (log bool) {
+func (h *backgroundHealth) compacted(err error, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.bgErr, h.bgErrAt = err, now
+	h.compactions.record(err, now)
+}
+
+// shouldLog reports whether to log a background error at now: one every ten seconds, as
+// Pebble retries a failing flush or compaction many times a second.
+func (h *backgroundHealth) shouldLog(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if now.Sub(h.logged) < 10*time.Second {
 		return false
 	}
@@ -93,23 +113,25 @@ func (h *backgroundHealth) stall(on bool, now time.Time) {
 }
 
 // failing reports, at now, a spell of failed flushes that has lasted longer than after, or a
-// write stall that has, with background errors still coming (a stall that compactions are
-// working off is load, not failure).
+// write stall that has, through a spell of failed compactions as long (a stall that
+// compactions are working off is load, not failure, whatever else fails meanwhile).
 func (h *backgroundHealth) failing(after time.Duration, now time.Time) (string, time.Duration, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.since.IsZero() && now.Sub(h.at) <= spellGap && now.Sub(h.since) >= after {
-		return "flushes failing", now.Sub(h.since), h.err
+	if d := h.flushes.lasted(now); d > 0 && d >= after {
+		return "flushes failing", d, h.flushes.err
 	}
-	if !h.stalledSince.IsZero() && now.Sub(h.stalledSince) >= after && h.bgErr != nil && now.Sub(h.bgErrAt) <= spellGap {
-		return "writes stalled, background work failing,", now.Sub(h.stalledSince), h.bgErr
+	if !h.stalledSince.IsZero() && now.Sub(h.stalledSince) >= after {
+		if d := h.compactions.lasted(now); d > 0 && d >= after {
+			return "writes stalled, compactions failing,", now.Sub(h.stalledSince), h.compactions.err
+		}
 	}
 	return "", 0, nil
 }
 
 // Failing reports an error when Pebble's flushes have been failing, in one spell of failures
-// with no success, for longer than after, or its writes have been stalled that long while its
-// background work keeps failing: a store that cannot flush cannot take
+// with no success, for longer than after, or its writes have been stalled that long through a
+// spell of failed compactions: a store that cannot flush cannot take
 // commits, and the runtime stops the node (fail-stop) rather than leave it hanging.
 func (p *Pebble) Failing(after time.Duration) error {
 	what, d, err := p.health.failing(after, time.Now())
@@ -151,7 +173,7 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 			slog.Error("pebble: on-disk corruption", "path", info.Path, "err", info.Details)
 		},
 		BackgroundError: func(err error) {
-			if p.health.backgroundError(err, time.Now()) {
+			if p.health.shouldLog(time.Now()) {
 				slog.Error("pebble: background error", "dir", dir, "err", err.Error())
 			}
 		},
@@ -162,6 +184,7 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 			}
 			p.health.flushed(err, time.Now())
 		},
+		CompactionEnd:   func(info pebble.CompactionInfo) { p.health.compacted(info.Err, time.Now()) },
 		WriteStallBegin: func(pebble.WriteStallBeginInfo) { p.health.stall(true, time.Now()) },
 		WriteStallEnd:   func() { p.health.stall(false, time.Now()) },
 	}
