@@ -398,7 +398,9 @@ func checkNoOrphans(cfg *mrt.Config) error {
 		if id.Placement == noKeys || id.Placement == "" && len(id.Shards) == 0 {
 			continue
 		}
-		if n, err := cfg.NodeByName(id.Node); err == nil {
+		// By name exactly: NodeByName also takes a number for a position, and a node may be named "1".
+		if i := slices.IndexFunc(cfg.Nodes, func(n mrt.NodeConfig) bool { return n.Name == id.Node }); i >= 0 {
+			n := cfg.Nodes[i]
 			return fmt.Errorf("%s holds the data of node %s of cluster %s, whose data_dir is now %s: its keys there would answer not found; "+
 				"give it its data_dir back, or move the directory out of %s", dir, id.Node, cfg.Name, n.DataDir, cfg.DataDir)
 		}

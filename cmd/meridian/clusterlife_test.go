@@ -348,6 +348,8 @@ func TestCheckNoOrphans(t *testing.T) {
 		{"legacy-oracle", `{"cluster":"` + cfg.Name + `","node":"legacy-oracle","protocol":"k2","shard_count":12}`, false},
 		{"legacy-data", `{"cluster":"` + cfg.Name + `","node":"legacy-data","protocol":"k2","shards":[1,4],"shard_count":12}`, true},
 		{"renamed", identity("renamed", "region SH (#0), data node 1 of 1 there; of 12 shards, replica 1 of shard 0"), true},
+		// A node once named "1" (a number NodeByName would take for a position) is not bj-1.
+		{"one", identity("1", "region SH (#0), data node 1 of 1 there; of 12 shards, replica 1 of shard 0"), true},
 		// A copy of a configured node's store left behind when its data_dir moved.
 		{"bj-1-old", identity("bj-1", "region BJ (#1), data node 1 of 1 there; of 12 shards, replica 1 of shard 1"), true},
 	} {
@@ -362,6 +364,9 @@ func TestCheckNoOrphans(t *testing.T) {
 		}
 		if c.name == "bj-1-old" && (err == nil || !strings.Contains(err.Error(), "whose data_dir is now")) {
 			t.Errorf("a stale copy of a configured node's store: %v, want the message to name the node's data_dir", err)
+		}
+		if c.name == "one" && (err == nil || !strings.Contains(err.Error(), "which this configuration does not have")) {
+			t.Errorf("a store of a node named 1, which the configuration does not have: %v", err)
 		}
 		if err := os.RemoveAll(d); err != nil {
 			t.Fatal(err)

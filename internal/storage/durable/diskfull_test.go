@@ -103,6 +103,21 @@ func TestBackgroundHealthSpells(t *testing.T) {
 		t.Error("failing after a success")
 	}
 
+	// Attempts that each take 6 s to fail, one after another, are one spell: the time between
+	// failures is spent failing, not quiet (review: a dying disk's I/O timeouts, or a
+	// compaction writing until the disk is full, restarted the spell at every failure).
+	var slow backgroundHealth
+	for d := time.Duration(0); d < 18*time.Second; d += 6 * time.Second {
+		slow.flushBegan(at(d))
+		if failingAt(&slow, d+5*time.Second) != (d >= 12*time.Second) {
+			t.Fatalf("flushes failing 6 s each, at %v: failing %v", d+5*time.Second, !(d >= 12*time.Second))
+		}
+		slow.flushed(disk, at(d+6*time.Second))
+	}
+	if !failingAt(&slow, 18*time.Second) {
+		t.Error("flushes failing 6 s each for 18 s, and not failing")
+	}
+
 	// Writes stalled while compactions keep failing: no flush runs, and the stall is the sign.
 	var stalled backgroundHealth
 	stalled.stall(true, at(0))

@@ -46,45 +46,82 @@ type backgroundHealth struct {
 }
 
 // A spell is a run of failures of one kind of background work with no success between them
-// and no quiet longer than spellGap: one failure after an hour of quiet is not an hour of
-// failing, nor is one among successes.
+// and no quiet longer than spellGap, quiet being time with no attempt under way: one failure
+// after an hour of quiet is not an hour of failing, nor is one among successes, but attempts
+// that each take longer than spellGap to fail (a dying disk's I/O timeouts, a compaction that
+// writes until the disk is full) are one spell.
 type spell struct {
-	since, at time.Time // the spell's first and latest failure; since zero: none
+	since, at time.Time // the spell's start and the last time work ended; since zero: none
 	err       error
+	underWay  int // attempts begun and not ended
 }
 
 const spellGap = 5 * time.Second
 
-// record notes the end, at now, of a piece of the spell's kind of work, failed (err) or not.
+// begin notes an attempt beginning at now: after quiet longer than spellGap the spell under
+// way, if any, is over.
+func (s *spell) begin(now time.Time) {
+	if s.underWay == 0 && !s.since.IsZero() && now.Sub(s.at) > spellGap {
+		s.since, s.err = time.Time{}, nil
+	}
+	s.underWay++
+}
+
+// record notes the end, at now, of an attempt, failed (err) or not.
 func (s *spell) record(err error, now time.Time) {
-	if err == nil {
-		*s = spell{}
-		return
+	if s.underWay == 0 { // an end whose beginning was not seen: it began now
+		s.begin(now)
 	}
-	if s.since.IsZero() || now.Sub(s.at) > spellGap {
-		s.since = now
+	s.underWay--
+	s.at = now
+	switch {
+	case err == nil:
+		s.since, s.err = time.Time{}, nil
+	case s.since.IsZero():
+		s.since, s.err = now, err
+	default:
+		s.err = err
 	}
-	s.at, s.err = now, err
 }
 
 // lasted is how long the spell under way at now has lasted (0: none).
 func (s *spell) lasted(now time.Time) time.Duration {
-	if s.since.IsZero() || now.Sub(s.at) > spellGap {
+	if s.since.IsZero() || s.underWay == 0 && now.Sub(s.at) > spellGap {
 		return 0
 	}
 	return now.Sub(s.since)
 }
 
-// flushed and compacted record the end of a flush or a compaction at now.
+// flushBegan, flushed, compactionBegan and compacted record the beginning and end of a flush
+// or a compaction at now.
+func (h *backgroundHealth) flushBegan(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.flushes.begin(now)
+}
+
 func (h *backgroundHealth) flushed(err error, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.flushes.record(err, now)
 }
 
+func (h *backgroundHealth) compactionBegan(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.compactions.begin(now)
+}
+
 func (h *backgroundHealth) compacted(err error, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if errors.Is(err, pebble.ErrCancelledCompaction) { // given up on purpose: neither way
+		if h.compactions.underWay > 0 {
+			h.compactions.underWay--
+		}
+		h.compactions.at = now
+		return
+	}
 	h.compactions.record(err, now)
 }
 
@@ -184,7 +221,11 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 			}
 			p.health.flushed(err, time.Now())
 		},
-		CompactionEnd:   func(info pebble.CompactionInfo) { p.health.compacted(info.Err, time.Now()) },
+		FlushBegin:      func(pebble.FlushInfo) { p.health.flushBegan(time.Now()) },
+		CompactionBegin: func(pebble.CompactionInfo) { p.health.compactionBegan(time.Now()) },
+		CompactionEnd: func(info pebble.CompactionInfo) {
+			p.health.compacted(info.Err, time.Now())
+		},
 		WriteStallBegin: func(pebble.WriteStallBeginInfo) { p.health.stall(true, time.Now()) },
 		WriteStallEnd:   func() { p.health.stall(false, time.Now()) },
 	}
