@@ -51,9 +51,10 @@ type backgroundHealth struct {
 // that each take longer than spellGap to fail (a dying disk's I/O timeouts, a compaction that
 // writes until the disk is full) are one spell.
 type spell struct {
-	since, at time.Time // the spell's start and the last time work ended; since zero: none
-	err       error
-	underWay  int // attempts begun and not ended
+	since, failed time.Time // the spell's first and latest failures; since zero: none
+	at            time.Time // the last time an attempt ended
+	err           error
+	underWay      int // attempts begun and not ended
 }
 
 const spellGap = 5 * time.Second
@@ -78,18 +79,20 @@ func (s *spell) record(err error, now time.Time) {
 	case err == nil:
 		s.since, s.err = time.Time{}, nil
 	case s.since.IsZero():
-		s.since, s.err = now, err
+		s.since, s.failed, s.err = now, now, err
 	default:
-		s.err = err
+		s.failed, s.err = now, err
 	}
 }
 
-// lasted is how long the spell under way at now has lasted (0: none).
+// lasted is how long the spell under way at now has gone on failing: from its first failure to
+// its latest (0: none). An attempt still under way counts for nothing until it fails: after one
+// transient failure, a slow attempt that then succeeds is no spell.
 func (s *spell) lasted(now time.Time) time.Duration {
 	if s.since.IsZero() || s.underWay == 0 && now.Sub(s.at) > spellGap {
 		return 0
 	}
-	return now.Sub(s.since)
+	return s.failed.Sub(s.since)
 }
 
 // flushBegan, flushed, compactionBegan and compacted record the beginning and end of a flush
