@@ -150,6 +150,31 @@ func TestBackgroundHealthSpells(t *testing.T) {
 	if failingAt(&busy, 12*time.Second) {
 		t.Error("a stall with one failed compaction among succeeding ones made the store failing")
 	}
+
+	// A cancelled compaction neither fails nor succeeds: it ends no spell, and after quiet it
+	// revives none.
+	cancelled := fmt.Errorf("job 7: %w", pebble.ErrCancelledCompaction)
+	var mixed backgroundHealth
+	mixed.stall(true, at(0))
+	for d := time.Duration(0); d <= 12*time.Second; d += time.Second {
+		mixed.compactionBegan(at(d))
+		if d == 6*time.Second {
+			mixed.compacted(cancelled, at(d))
+		} else {
+			mixed.compacted(disk, at(d))
+		}
+	}
+	if !failingAt(&mixed, 12*time.Second) {
+		t.Error("a cancelled compaction among failing ones ended the spell")
+	}
+	var revived backgroundHealth
+	revived.stall(true, at(0))
+	revived.compacted(disk, at(0))
+	revived.compacted(cancelled, at(time.Minute))
+	revived.compacted(disk, at(time.Minute+time.Second))
+	if failingAt(&revived, time.Minute+time.Second) {
+		t.Error("a cancelled compaction after a minute of quiet revived the spell before it")
+	}
 }
 
 // A store whose compactions keep failing while its flushes succeed (a nearly full disk with
@@ -169,7 +194,8 @@ func TestPebbleCompactionFailuresAloneAreNotFailing(t *testing.T) {
 		o.FS = errorfs.Wrap(vfs.Default, noRoomToCompact)
 		o.MemTableSize = 256 << 10
 		o.L0CompactionThreshold = 2
-		o.EventListener.FlushBegin = func(pebble.FlushInfo) { flushing.Store(true) }
+		flushBegin := o.EventListener.FlushBegin
+		o.EventListener.FlushBegin = func(info pebble.FlushInfo) { flushing.Store(true); flushBegin(info) }
 		flushEnd := o.EventListener.FlushEnd
 		o.EventListener.FlushEnd = func(info pebble.FlushInfo) { flushing.Store(false); flushEnd(info) }
 	})

@@ -70,7 +70,7 @@ func (s *spell) begin(now time.Time) {
 
 // record notes the end, at now, of an attempt, failed (err) or not.
 func (s *spell) record(err error, now time.Time) {
-	if s.underWay == 0 { // an end whose beginning was not seen: it began now
+	if s.underWay == 0 { // an end whose beginning was not seen (Pebble pairs them): it began now
 		s.begin(now)
 	}
 	s.underWay--
@@ -83,6 +83,16 @@ func (s *spell) record(err error, now time.Time) {
 	default:
 		s.failed, s.err = now, err
 	}
+}
+
+// abandon notes the end, at now, of an attempt given up on purpose: it neither fails nor
+// succeeds.
+func (s *spell) abandon(now time.Time) {
+	if s.underWay == 0 { // as in record
+		s.begin(now)
+	}
+	s.underWay--
+	s.at = now
 }
 
 // lasted is how long the spell under way at now has gone on failing: from its first failure to
@@ -119,10 +129,7 @@ func (h *backgroundHealth) compacted(err error, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if errors.Is(err, pebble.ErrCancelledCompaction) { // given up on purpose: neither way
-		if h.compactions.underWay > 0 {
-			h.compactions.underWay--
-		}
-		h.compactions.at = now
+		h.compactions.abandon(now)
 		return
 	}
 	h.compactions.record(err, now)
