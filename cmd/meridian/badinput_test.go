@@ -78,6 +78,15 @@ func TestBadInputTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	missingDir := filepath.Join(dir, "no-such-dir")
+	// Links to one output: a dangling symbolic link to a history not yet written, and a hard
+	// link to an existing file.
+	if err := os.Symlink("fresh.jsonl", filepath.Join(dir, "fresh-link.prof")); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"kept.jsonl": "kept\n"})
+	if err := os.Link(filepath.Join(dir, "kept.jsonl"), filepath.Join(dir, "kept-hard.prof")); err != nil {
+		t.Fatal(err)
+	}
 	cluster := freeClusterConfig(t, dir)
 	// Cluster configurations a node cannot run safely: the runtime's parser refuses them and
 	// names the line.
@@ -194,6 +203,10 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--history", filepath.Join(missingDir, "h.jsonl")), "--history " + filepath.Join(missingDir, "h.jsonl") + ": no such file or directory", 0},
 		{sim("--history", dir), "is a directory, want a file name", 0},
 		{sim("--history", f("out"), "--memprofile", filepath.Join(dir, ".", "out")), "--history and --memprofile both name", 0},
+		{sim("--history", f("fresh.jsonl"), "--cpuprofile", f("fresh-link.prof")), "--history and --cpuprofile both name", 0},
+		{sim("--workload", "tpcc", "--history", f("tpcc.jsonl")), "--history: the tpcc workload records no reads and writes a checker can judge", 0},
+		{bench("--workload", "ycsbt", "--history", f("ycsbt.jsonl")), "--history: the ycsbt workload records no reads and writes", 0},
+		{sim("--history", f("kept.jsonl"), "--memprofile", f("kept-hard.prof")), "--history and --memprofile both name", 0},
 		{sim("--memprofile", filepath.Join(missingDir, "m.prof")), "--memprofile", 0},
 		{sim("--cpuprofile", filepath.Join(missingDir, "c.prof")), "--cpuprofile", 0},
 		{[]string{"sim", "extra"}, `unknown command "extra" for "meridian sim"`, 0},

@@ -67,6 +67,9 @@ checker's verdict on the recorded history for list-append and rw-register.`,
 			if cmd.Flags().Changed("namespace") && !checkable(wl) {
 				return fmt.Errorf("--namespace does not apply to --workload %s (only to list-append, rw-register)", wl.Name())
 			}
+			if err := checkHistoryFlag(history, wl); err != nil {
+				return err
+			}
 			model, err := modelFor(check, protocol.PromisedModel(cfg.Protocol, cfg.Options), wl)
 			if err != nil {
 				return err

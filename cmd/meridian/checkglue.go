@@ -35,6 +35,15 @@ func modelFor(flag, promised string, wl interface{ Name() string }) (string, err
 	return "", fmt.Errorf("--check %s: the %s workload records no reads and writes a checker can judge (use --workload list-append or rw-register, or --check none)", flag, wl.Name())
 }
 
+// checkHistoryFlag refuses --history for a workload that records no history: the file was
+// written empty, and checking it said "unknown".
+func checkHistoryFlag(path string, wl interface{ Name() string }) error {
+	if path == "" || checkable(wl) {
+		return nil
+	}
+	return fmt.Errorf("--history: the %s workload records no reads and writes a checker can judge, so there is no history to write (use --workload list-append or rw-register)", wl.Name())
+}
+
 // attachCheck checks the run's history against model and stores the report in the result.
 // A run whose workload records no checkable transactions gets the verdict "unknown".
 func attachCheck(r *bench.Result, model string) error {

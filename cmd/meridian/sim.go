@@ -107,6 +107,9 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if err := checkHistoryFlag(c.history, wl); err != nil {
+		return err
+	}
 	model, err := modelFor(c.check, protocol.PromisedModel(cfg.Protocol, cfg.Options), wl)
 	if err != nil {
 		return err

@@ -120,20 +120,26 @@ func checkClusterConfig(source string, opts map[string]string, epsilon time.Dura
 
 // checkDistinctOutputs refuses two output flags naming one file: the later write would
 // silently replace the earlier.
+// Paths are compared resolved, and existing files as files: a symbolic or hard link to the
+// history given as --cpuprofile wrote the profile over it.
 func checkDistinctOutputs(outputs []struct{ flag, path string }) error {
-	seen := map[string]string{}
+	type seenOutput struct {
+		flag, at string
+		st       os.FileInfo // nil: no such file yet
+	}
+	var seen []seenOutput
 	for _, o := range outputs {
 		if o.path == "" {
 			continue
 		}
-		abs, err := filepath.Abs(o.path)
-		if err != nil {
-			abs = o.path
+		this := seenOutput{o.flag, resolvedPath(o.path), nil}
+		this.st, _ = os.Stat(o.path)
+		for _, prev := range seen {
+			if prev.at == this.at || this.st != nil && prev.st != nil && os.SameFile(this.st, prev.st) {
+				return fmt.Errorf("%s and %s both name %s: give each output its own file", prev.flag, o.flag, o.path)
+			}
 		}
-		if prev, dup := seen[abs]; dup {
-			return fmt.Errorf("%s and %s both name %s: give each output its own file", prev, o.flag, o.path)
-		}
-		seen[abs] = o.flag
+		seen = append(seen, this)
 	}
 	return nil
 }
@@ -330,6 +336,22 @@ func resolvedPath(path string) string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return filepath.Clean(path)
+	}
+	// A link to a file not yet written resolves no further than its directory: follow it by
+	// hand, so that it compares equal to the file it will write.
+	for range 40 {
+		fi, err := os.Lstat(abs)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		target, err := os.Readlink(abs)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(abs), target)
+		}
+		abs = filepath.Clean(target)
 	}
 	var tail []string
 	for dir := abs; ; dir = filepath.Dir(dir) {

@@ -129,14 +129,25 @@ func Parse(name, text string, l Layout) (*Topology, error) {
 		return nil, atKey("intra_rtt_ms", "intra_rtt_ms must be 0..%d, got %g", maxRTTms, f.IntraRTTms)
 	}
 	idx := map[string]int{}
+	folded := map[string]string{}
 	names := make([]string, len(f.Regions))
 	for i, r := range f.Regions {
 		if r.Name == "" {
 			return nil, fmt.Errorf("%s: region %d has no name", name, i+1)
 		}
-		if _, dup := idx[r.Name]; dup {
-			return nil, at(r.Name, "region %q defined twice", r.Name)
+		// Flags name regions in any case and between '|' and '@' (--partition SH|BJ@2s/1s),
+		// and nodes after them (sh-1): a name they cannot spell, or two that differ only in
+		// case, were accepted and then mixed up (--crash a-1 crashed region A's node).
+		if !validRegionName(r.Name) {
+			return nil, at(r.Name, "region name %q: use letters, digits, '-', '_' and '.' only", r.Name)
 		}
+		if other, dup := folded[strings.ToLower(r.Name)]; dup {
+			if other == r.Name {
+				return nil, at(r.Name, "region %q defined twice", r.Name)
+			}
+			return nil, at(r.Name, "regions %q and %q differ only in case, and flags take names in any case", other, r.Name)
+		}
+		folded[strings.ToLower(r.Name)] = r.Name
 		idx[r.Name] = i
 		names[i] = r.Name
 	}
@@ -228,4 +239,14 @@ func Resolve(nameOrFile string, l Layout) (*Topology, error) {
 		return LoadFile(nameOrFile, l)
 	}
 	return FromPreset(nameOrFile, l)
+}
+
+// validRegionName reports whether a region name is one the flags and node names can carry.
+func validRegionName(s string) bool {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return s != ""
 }
