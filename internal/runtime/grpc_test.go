@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +104,10 @@ func TestGRPCSessionMetadataChecked(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		if err := s.Send(&meridianpb.Request{Txn: 1, Op: meridianpb.Op_OP_GET, Key: "k", ReadOnly: true}); err != nil {
+		// A stream the server has already refused fails Send with io.EOF; its status comes
+		// from Recv (gRPC's contract). Returning Send's EOF failed this test about once in 20
+		// runs of the suite, whenever the refusal beat the request.
+		if err := s.Send(&meridianpb.Request{Txn: 1, Op: meridianpb.Op_OP_GET, Key: "k", ReadOnly: true}); err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
 		return s.Recv()
