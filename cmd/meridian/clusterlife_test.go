@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,17 +205,7 @@ func TestInterruptedClusterStartIsRecorded(t *testing.T) {
 func TestClusterStartRefusedForAPortLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	config := freeClusterConfig(t, dir)
-	text, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(string(text), `addr = "`)
-	shAddr, _, _ := strings.Cut(rest, `"`)
-	l, err := net.Listen("tcp", shAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	shAddr := holdFirstNodeAddr(t, config)
 	data := filepath.Join(dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		t.Fatal(err)

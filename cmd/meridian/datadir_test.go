@@ -246,23 +246,30 @@ func TestAliveOnlyForTheNodesServer(t *testing.T) {
 	}
 }
 
-// A node whose address is taken is refused before its store is opened: the store was created
-// first, left behind, and the error did not say the node might be running already.
-func TestServerAddressTakenLeavesNoStore(t *testing.T) {
-	dir := t.TempDir()
-	config := freeClusterConfig(t, dir)
+// holdFirstNodeAddr listens, until the test ends, on the address of config's first node (sh-1:
+// the first addr = "…" in the default configuration), and returns it.
+func holdFirstNodeAddr(t *testing.T, config string) string {
+	t.Helper()
 	text, err := os.ReadFile(config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first node's address: the first addr = "…" in the default configuration.
 	_, rest, _ := strings.Cut(string(text), `addr = "`)
 	addr, _, _ := strings.Cut(rest, `"`)
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
+	return addr
+}
+
+// A node whose address is taken is refused before its store is opened: the store was created
+// first, left behind, and the error did not say the node might be running already.
+func TestServerAddressTakenLeavesNoStore(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	holdFirstNodeAddr(t, config)
 	data := filepath.Join(dir, "data")
 	_, errs, code := runFor(t, 20*time.Second, "server", "--config", config, "--node", "sh-1", "--data-dir", data)
 	line := strings.TrimSpace(errs)
