@@ -33,7 +33,9 @@ func newBenchCmd() *cobra.Command {
 		Long: `Run closed-loop clients (one connection each, --clients per region, each talking to a data
 node of its region) against a running cluster for --warmup + --duration of wall-clock time, then
 print throughput, latency and aborts — the same report and JSON as ` + "`meridian sim`" + ` — with the
-checker's verdict on the recorded history for list-append and rw-register.`,
+checker's verdict on the recorded history for list-append and rw-register.
+
+` + runExitStatuses,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkRunTime(warmup, duration); err != nil {

@@ -64,19 +64,36 @@ func checkVerdict(r *bench.Result) (model, verdict string, anomalies int) {
 	return rep.Model, rep.Verdict, len(rep.Anomalies) + rep.Omitted
 }
 
-// failedConsistency is the error, exit status 1, of a run whose printed result shows the
-// consistency it was checked for not held or not established: the checker judged its history
+// runExitStatuses ends the help of the commands that run a workload and check it.
+const runExitStatuses = `Exit status: 0 when the run's history and the workload's own checks hold (or none was asked
+for); 1 when the history is invalid or a workload's check failed or could not run; 2 when the
+checker could not judge the history (nothing committed or read, or its search ran out), as
+meridian check answers "unknown". Bad input and other errors exit 1 too. A run that ends prints
+its result whatever its status.`
+
+// failedConsistency is the error of a run whose printed result shows the consistency it was
+// checked for not held or not established. Exit status 1: the checker judged its history
 // invalid, or the workload's own verification (TPC-C's consistency conditions) failed, could
-// not finish, or could not start because clients were still running when the drain ended. A
-// script running sim or bench learns it from the status, as it does from meridian check.
+// not finish, or could not start because clients were still running when the drain ended.
+// Exit status 2: the checker could not judge the history (nothing committed, nothing read, or
+// a search ran out of its budget), as meridian check answers "unknown". A script running sim or
+// bench learns it from the status, as it does from meridian check.
 func failedConsistency(r *bench.Result) error {
-	if model, verdict, n := checkVerdict(r); verdict == check.Invalid {
+	model, verdict, n := checkVerdict(r)
+	if verdict == check.Invalid {
 		return &exitError{code: 1, err: fmt.Errorf("the history is not %s: %d anomalies", model, n)}
 	}
 	if r.Consistency != "" && r.Consistency != "ok" {
 		// It says what: a violation the workload's check found, or why the check could not
 		// run (clients still running when the drain ended).
 		return &exitError{code: 1, err: fmt.Errorf("consistency: %s", r.Consistency)}
+	}
+	if verdict == check.Unknown {
+		why := "the checker could not decide"
+		if rep, ok := r.Check.(*check.Report); ok && len(rep.Notes) > 0 {
+			why = rep.Notes[len(rep.Notes)-1]
+		}
+		return &exitError{code: 2, err: fmt.Errorf("the history could not be judged %s: %s", model, why)}
 	}
 	return nil
 }

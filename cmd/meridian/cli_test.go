@@ -123,6 +123,19 @@ func TestMutantIsCaught(t *testing.T) {
 	}
 }
 
+// A run whose history the checker cannot judge prints its result and exits 2, as meridian
+// check does for "unknown": it exited 0, and a script took an unchecked run for a checked one.
+// Only appends, so no committed transaction reads anything.
+func TestUnjudgedHistoryExits2(t *testing.T) {
+	out, errs, code := run(t, "sim", "--protocol", "k2", "--workload", "list-append", "--write-ratio", "1", "--warmup", "0s", "--duration", "300ms")
+	if !strings.Contains(out, "unknown") {
+		t.Fatalf("output does not give the verdict unknown:\n%s", out)
+	}
+	if want := "could not be judged strict-serializable: no committed transaction observed a value"; code != 2 || !strings.Contains(errs, want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q: want exit 2 and one line with %q", code, errs, want)
+	}
+}
+
 func TestBadInputOneLineError(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.toml")
 	if err := os.WriteFile(bad, []byte("[[region]]\nname = \"A\"\nrtt_ms = { B = 3 }\n"), 0o644); err != nil {

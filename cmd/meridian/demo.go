@@ -113,8 +113,13 @@ func (c *demoCommand) run(cmd *cobra.Command) error {
 	fmt.Fprintf(out, "\nReport: %s (report.md, results.csv, throughput.png/svg, latency.png/svg). %.1f s wall.\n",
 		filepath.Join(c.out, "report.md"), time.Since(wallStart).Seconds())
 	for _, r := range rows {
-		if r.verdict == "invalid" {
+		if r.verdict == check.Invalid {
 			return &exitError{code: 1, err: fmt.Errorf("%s violated %s", r.protocol, r.model)}
+		}
+	}
+	for _, r := range rows {
+		if r.verdict == check.Unknown {
+			return &exitError{code: 2, err: fmt.Errorf("%s: its history could not be judged %s (the report says why)", r.protocol, r.model)}
 		}
 	}
 	return nil

@@ -59,7 +59,9 @@ arrives after its original by an extra delay drawn from the seed, uniform up to
 talks TCP to a node of its own region, and its messages are only ever cut off with the
 connection (--crash). --partition A|B@AT/FOR cuts regions A and B (names as the topology gives
 them: SH, BJ) from each other AT after the clients start, for FOR: messages between their nodes
-sent meanwhile are lost. The result lists the network faults it ran under.`,
+sent meanwhile are lost. The result lists the network faults it ran under.
+
+` + runExitStatuses,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
