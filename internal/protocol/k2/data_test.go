@@ -28,7 +28,7 @@ func newStartingScriptNode(t *testing.T, opts map[string]string) (*Node, *nodete
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := parseConfig(100*time.Microsecond, opts)
+	c, err := parseConfig(100*time.Microsecond, 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func newGCScript(t *testing.T, broken bool) *gcScript {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := parseConfig(100*time.Microsecond, nil)
+	c, err := parseConfig(100*time.Microsecond, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func (proto) Model() string { return "strict-serializable" }
 
 func (proto) Options() map[string]string {
 	return map[string]string{
-		"ttl":                "K2-TB batch life and span, counted from the request's send (default 500µs; must exceed the oracle round trip)",
+		"ttl":                "K2-TB batch life and span, counted from the request's send (default 500µs, or 2.5 times the round trip inside a region where that is longer; must exceed the oracle round trip)",
 		"step":               "K2-TB TBNanoSecStep, gap between a batch's timestamps (default 10ns)",
 		"epsilon":            "declared TrueTime uncertainty ε of the oracles (default: the runtime's TrueTime half-width, else 100µs)",
 		"max-drift":          "declared maximum clock drift D (default 200e-6)",
@@ -77,7 +77,7 @@ type config struct {
 
 // CheckOptionValues implements protocol.OptionChecker.
 func (proto) CheckOptionValues(m map[string]string) error {
-	c, err := parseConfig(clock.K2TrueTime.Epsilon, m)
+	c, err := parseConfig(clock.K2TrueTime.Epsilon, 0, m)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (proto) CheckOptionValues(m map[string]string) error {
 // send, so a ttl no longer than the request's round trip and the oracle's service time has every
 // batch arrive expired, and no transaction ever starts (the run reports 0 txn/s, not why).
 func (proto) CheckDeployment(m map[string]string, d protocol.DeploymentFacts) error {
-	c, err := parseConfig(clock.K2TrueTime.Epsilon, m)
+	c, err := parseConfig(clock.K2TrueTime.Epsilon, d.IntraRTT, m)
 	if err != nil {
 		return err
 	}
@@ -101,11 +101,20 @@ func (proto) CheckDeployment(m map[string]string, d protocol.DeploymentFacts) er
 	return nil
 }
 
-// parseConfig reads the options; eps is ε where the "epsilon" option does not set it.
-func parseConfig(eps time.Duration, m map[string]string) (config, error) {
+// defaultTTL is K2-TB's batch life where the "ttl" option does not set it: 500µs, or 2.5 times
+// the round trip to the region's oracle where that is longer, the ratio of 500µs to the
+// 0.2 ms of K2's Table 1. A batch lives ttl from the request's send, so a fixed 500µs had every
+// batch arrive expired inside a region whose round trip is 0.7 ms (Wren's data centers).
+func defaultTTL(intraRTT time.Duration) time.Duration {
+	return max(500*time.Microsecond, intraRTT*5/2)
+}
+
+// parseConfig reads the options; eps is ε where the "epsilon" option does not set it, and
+// intraRTT the round trip inside a region (0 if unknown), from which ttl's default follows.
+func parseConfig(eps, intraRTT time.Duration, m map[string]string) (config, error) {
 	o := txnkit.Options{Protocol: "k2", M: m}
 	c := config{
-		ttl:              o.Duration("ttl", 500*time.Microsecond),
+		ttl:              o.Duration("ttl", defaultTTL(intraRTT)),
 		step:             o.Duration("step", 10*time.Nanosecond),
 		epsilon:          o.Duration("epsilon", eps),
 		batching:         o.Bool("ts-batching", true),
@@ -162,7 +171,7 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 	if eps <= 0 {
 		eps = clock.K2TrueTime.Epsilon
 	}
-	c, err := parseConfig(eps, cfg.Options)
+	c, err := parseConfig(eps, env.Topology().IntraRTT, cfg.Options)
 	if err != nil {
 		return nil, err
 	}

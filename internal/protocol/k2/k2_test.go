@@ -9,6 +9,7 @@ import (
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/check"
 	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -173,6 +174,30 @@ func TestBadOptions(t *testing.T) {
 		if err == nil {
 			t.Errorf("options %v accepted", opts)
 		}
+	}
+}
+
+// The batch life's default follows the region's round trip where 500µs would not outlast it
+// (Wren's data centers, 0.7 ms apart inside): with a fixed 500µs a k2 run on wren-3dc was
+// refused. A ttl given that does not outlast the request is still refused.
+func TestDefaultTTLOutlastsTheOracleRequest(t *testing.T) {
+	var p proto
+	for _, c := range []struct {
+		rtt, want time.Duration
+	}{{0, 500 * time.Microsecond}, {200 * time.Microsecond, 500 * time.Microsecond}, {700 * time.Microsecond, 1750 * time.Microsecond}} {
+		if got := defaultTTL(c.rtt); got != c.want {
+			t.Errorf("defaultTTL(%v) = %v, want %v", c.rtt, got, c.want)
+		}
+		facts := protocol.DeploymentFacts{IntraRTT: c.rtt, OracleServiceTime: 5 * time.Microsecond}
+		if err := p.CheckDeployment(nil, facts); err != nil {
+			t.Errorf("default ttl refused at a %v round trip: %v", c.rtt, err)
+		}
+		if err := p.CheckDeployment(map[string]string{"ttl": c.rtt.String()}, facts); err == nil {
+			t.Errorf("ttl %v accepted at a %v round trip", c.rtt, c.rtt)
+		}
+	}
+	if _, err := bench.SimConfig(bench.Deployment{Protocol: "k2", Topology: "wren-3dc", NodesPerRegion: 1, ShardsPerNode: 1, Seed: 1}); err != nil {
+		t.Fatalf("k2 on wren-3dc: %v", err)
 	}
 }
 

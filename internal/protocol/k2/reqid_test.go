@@ -35,7 +35,7 @@ func newReqIDScript(t *testing.T) *reqIDScript {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := parseConfig(100*time.Microsecond, nil)
+	c, err := parseConfig(100*time.Microsecond, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := parseConfig(100*time.Microsecond, nil)
+	c, err := parseConfig(100*time.Microsecond, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

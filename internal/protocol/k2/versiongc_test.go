@@ -169,7 +169,7 @@ func TestVersionGCAfterRestartWithoutWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts, err := parseConfig(100*time.Microsecond, map[string]string{txnkit.GCTTLOption: "200ms"})
+			opts, err := parseConfig(100*time.Microsecond, 0, map[string]string{txnkit.GCTTLOption: "200ms"})
 			if err != nil {
 				t.Fatal(err)
 			}
