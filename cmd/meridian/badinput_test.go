@@ -131,6 +131,7 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--intra-rtt", "1000h"), "--intra-rtt must be 0..100s", 0},
 		{sim("--max-drift", "NaN"), "--max-drift must be 0..0.01", 0},
 		{sim("--truetime-error", "most"), `--truetime-error must be half or full, got "most"`, 0},
+		{sim("--disk", "nvme"), `--disk must be local or shared, got "nvme"`, 0},
 		{sim("--nodes-per-region", "0"), "--nodes-per-region must be 1..1000, got 0", 0},
 		{sim("--shards-per-node", "100000"), "--shards-per-node must be 1..1024, got 100000", 0},
 		{sim("--topology", "uniform:100:5", "--nodes-per-region", "1000", "--shards-per-node", "1024"), "at most 1048576", 0},
@@ -362,7 +363,7 @@ func TestGoodInputStillRuns(t *testing.T) {
 		{"--workload", "ycsbt", "--preset", "fwkv", "--zipf", "0", "--write-ratio", "1"},
 		{"--workload", "ycsbt", "--keys", "1000", "--scan-ratio", "0.5", "--scan-length", "10"},
 		// Nothing commits in 100 ms under 100 s of jitter, which a checker would call unknown.
-		{"--opt", "mutant=", "--cores", "1024", "--jitter", "100s", "--max-drift", "0.01", "--check", "none"},
+		{"--opt", "mutant=", "--cores", "1024", "--jitter", "100s", "--max-drift", "0.01", "--check", "none", "--disk", "shared"},
 		{"--history", filepath.Join(dir, "h.jsonl"), "--check", "none"},
 		{"--workload", "rw-register", "--check", "serializable", "--topology", "single-dc", "--crt-ratio", "0"},
 		{"--topology", filepath.Join(dir, "layout.toml"), "--nodes-per-region", "2", "--shards-per-node", "4"},

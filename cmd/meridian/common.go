@@ -32,6 +32,7 @@ type simFlags struct {
 	oracleService  time.Duration
 	flushLatency   time.Duration
 	cores          int
+	disk           string
 	epsilon        time.Duration
 	maxDrift       float64
 	maxOffset      time.Duration
@@ -54,6 +55,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.oracleService, "oracle-service-time", 0, "CPU time per request on a TrueTime oracle node (0: --service-time)")
 	fs.DurationVar(&f.flushLatency, "flush-latency", d.FlushLatency, "disk flush latency")
 	fs.IntVar(&f.cores, "cores", d.Cores, "cores per node")
+	fs.StringVar(&f.disk, "disk", "local", "what a node persists to: local (one log; persists queued during a flush wait for it and go together in the next) or shared (a storage service of several SSD servers, as K2's shared storage: each persist its own flush, waiting for none)")
 	fs.DurationVar(&f.epsilon, "epsilon", d.Epsilon, "TrueTime uncertainty ε")
 	fs.Float64Var(&f.maxDrift, "max-drift", d.MaxDrift, "maximum clock drift rate (200e-6 = 200 ppm)")
 	fs.DurationVar(&f.maxOffset, "max-offset", d.MaxOffset, "maximum local clock offset")
@@ -90,7 +92,7 @@ func (f *simFlags) config() (sim.Config, error) {
 	}
 	base := sim.DefaultConfig()
 	base.Jitter, base.ServiceTime, base.FlushLatency, base.Cores = f.jitter, f.serviceTime, f.flushLatency, f.cores
-	base.OracleServiceTime = f.oracleService
+	base.OracleServiceTime, base.ParallelFlushes = f.oracleService, f.disk == "shared"
 	base.Epsilon, base.MaxDrift, base.MaxOffset = f.epsilon, f.maxDrift, f.maxOffset
 	base.FullTrueTimeError = f.trueTimeError == "full"
 	cfg, err := bench.SimConfig(bench.Deployment{Protocol: f.protocol, Options: opts, Topology: f.topology,

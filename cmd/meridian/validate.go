@@ -77,6 +77,8 @@ func (f *simFlags) validate() error {
 	switch {
 	case f.cores < 1 || f.cores > 1024:
 		return fmt.Errorf("--cores must be 1..1024, got %d", f.cores)
+	case f.disk != "local" && f.disk != "shared":
+		return fmt.Errorf("--disk must be local or shared, got %q", f.disk)
 	case !(f.maxDrift >= 0 && f.maxDrift <= 0.01): // also rejects NaN
 		return fmt.Errorf("--max-drift must be 0..0.01 (0 to 10000 ppm), got %g", f.maxDrift)
 	case f.nodesPerRegion < 1 || f.nodesPerRegion > topo.MaxNodesPerRegion:

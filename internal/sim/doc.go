@@ -22,7 +22,9 @@
 //     ServiceTime (plus whatever the handler Charges) and queues FIFO for a free core. A
 //     handler's sends leave when its work ends. Without this model throughput has no ceiling.
 //   - Disk: Env.Persist batches are group-committed: a flush takes FlushLatency and carries
-//     every batch queued before it started; later batches wait for the next flush.
+//     every batch queued before it started; later batches wait for the next flush. With
+//     ParallelFlushes (a storage service, as K2's shared storage) each batch is its own flush,
+//     started at once.
 //   - Faults: crash a node (it loses its CPU queue, timers and unflushed writes; its durable state
 //     survives) and restart it (a fresh Handler rebuilt from durable state). A crash also resets
 //     the connections of the node's clients, as a real server's death resets their TCP

@@ -54,8 +54,10 @@ type simNode struct {
 	nextTimer node.TimerID
 
 	diskQueue []pendingPersist
-	inFlight  []pendingPersist
-	flushing  bool
+	// inFlight holds the flushes under way (one, unless ParallelFlushes), oldest first, each
+	// the batches queued when it started. Every flush takes FlushLatency, so they complete in
+	// the order they started.
+	inFlight [][]pendingPersist
 }
 
 func (n *simNode) start() error {
@@ -75,7 +77,7 @@ func (n *simNode) crash() {
 	n.inc++
 	n.queue, n.qhead = nil, 0
 	n.timers = map[node.TimerID]func(){}
-	n.diskQueue, n.inFlight, n.flushing = nil, nil, false
+	n.diskQueue, n.inFlight = nil, nil
 	for i := range n.busyUntil {
 		n.busyUntil[i] = 0
 	}
@@ -236,15 +238,21 @@ func (n *simNode) After(d time.Duration, fn func()) node.TimerID {
 
 func (n *simNode) Persist(batch []node.Write, done func()) {
 	n.diskQueue = append(n.diskQueue, pendingPersist{batch: batch, done: done})
-	if !n.flushing {
+	if n.canFlush() {
 		n.startFlush()
 	}
 }
 
+// canFlush reports whether another flush may start: with ParallelFlushes always, else only
+// when none is under way.
+func (n *simNode) canFlush() bool {
+	return n.sim.cfg.ParallelFlushes || len(n.inFlight) == 0
+}
+
 // startFlush group-commits everything queued so far.
 func (n *simNode) startFlush() {
-	n.inFlight, n.diskQueue = n.diskQueue, nil
-	n.flushing = true
+	n.inFlight = append(n.inFlight, n.diskQueue)
+	n.diskQueue = nil
 	n.sim.stats.Flushes++
 	n.sim.schedule(event{at: n.sim.now + int64(n.sim.cfg.FlushLatency), kind: evFlushDone, to: int32(n.id), inc: n.inc})
 }
@@ -253,16 +261,16 @@ func (n *simNode) flushDone(inc uint32) {
 	if inc != n.inc || n.down {
 		return
 	}
-	for _, p := range n.inFlight {
+	done := n.inFlight[0]
+	n.inFlight[0] = nil
+	n.inFlight = n.inFlight[1:]
+	for _, p := range done {
 		if !n.sim.cfg.DiscardPersisted {
 			// Mem.Apply cannot fail; the durable state now holds the batch and survives a crash.
 			_ = n.disk.Apply(p.batch)
 		}
 		n.sim.stats.PersistedKeys += uint64(len(p.batch))
 	}
-	done := n.inFlight
-	n.inFlight = nil
-	n.flushing = false
 	// One flush completes once: its callbacks run, in issue order, as one piece of work (one
 	// completion to handle), not as one queued item each.
 	var fns []func()
@@ -280,7 +288,7 @@ func (n *simNode) flushDone(inc uint32) {
 	}
 	// The completions may have run already (a free core runs them at once) and persisted,
 	// starting the next flush themselves; starting another here would replace its batches.
-	if !n.flushing && len(n.diskQueue) > 0 {
+	if n.canFlush() && len(n.diskQueue) > 0 {
 		n.startFlush()
 	}
 }

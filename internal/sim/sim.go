@@ -33,6 +33,11 @@ type Config struct {
 	// TTC oracle server at ~60k timestamps per second).
 	OracleServiceTime time.Duration
 	FlushLatency      time.Duration // one disk flush
+	// ParallelFlushes makes each persist its own flush, started at once, so that none waits for
+	// another: writes to a storage service of several SSD servers, as K2's shared storage is.
+	// Off, a node's disk is one log: persists queued while a flush is under way wait for it and
+	// go together in the next (group commit). A flush takes FlushLatency either way.
+	ParallelFlushes bool
 
 	// Clocks.
 	MaxOffset     time.Duration // local oscillators start within ±MaxOffset of true time
