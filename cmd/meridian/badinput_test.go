@@ -78,6 +78,11 @@ func TestBadInputTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	missingDir := filepath.Join(dir, "no-such-dir")
+	// A report path that is a directory: repro wrote the report only after every simulation.
+	reportDirOut := filepath.Join(dir, "repro-out")
+	if err := os.MkdirAll(filepath.Join(reportDirOut, "k2-fig17", "report.md"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// Links to one output: a dangling symbolic link to a history not yet written, and a hard
 	// link to an existing file.
 	if err := os.Symlink("fresh.jsonl", filepath.Join(dir, "fresh-link.prof")); err != nil {
@@ -235,6 +240,7 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"repro", "k2-fig17", "--parallel", "-1"}, "--parallel must be 0..", 0},
 		{[]string{"repro", "k2-fig17", "--parallel", "100000"}, "--parallel must be 0..", 0},
 		{[]string{"repro", "k2-fig17", "--seeds", "0"}, "--seeds must be 1..100, got 0", 0},
+		{[]string{"repro", "k2-fig17", "--out", reportDirOut}, "k2-fig17/report.md is not a regular file", 0},
 		{[]string{"repro", "k2-fig17", "--seeds", "101"}, "--seeds must be 1..100, got 101", 0},
 		{[]string{"repro", "k2-fig17", "--out", f("empty.jsonl")}, "--out: mkdir", 0},
 		// The report went to the working directory.

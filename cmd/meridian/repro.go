@@ -101,9 +101,20 @@ func (c *reproCommand) run(cmd *cobra.Command, args []string) error {
 	if err := os.MkdirAll(filepath.Join(c.out, e.Name), 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
+	for _, name := range []string{"report.md", "results.csv"} {
+		if fi, err := os.Stat(filepath.Join(c.out, e.Name, name)); err == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("--out: %s is not a regular file, and the report writes it", filepath.Join(c.out, e.Name, name))
+		}
+	}
 	var bar *progressbar.ProgressBar
+	barMax := 0
 	path, err := repro.Execute(e, repro.Options{Scale: sc, Seed: c.seed, Seeds: c.seeds, Out: c.out, Parallel: c.parallel,
 		Progress: func(done, total int) {
+			// An extension round raises the total; the bar of the rounds before it has
+			// finished (and cleared), so a new one counts on from where it stopped.
+			if bar == nil || total != barMax {
+				bar, barMax = nil, total
+			}
 			if bar == nil {
 				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr),
 					progressbar.OptionSetDescription(e.Name), progressbar.OptionShowCount(),

@@ -219,14 +219,47 @@ func init() {
 			t := &report.Table{Columns: []string{"step", "YCSB-T txn/s", "× baseline", "TPC-C txn/s", "× baseline", "YCSB-T abort %", "TPC-C abort %"}}
 			_, by := seriesOf(runs)
 			y, tc := by["YCSB-T"], by["TPC-C"]
+			// Each column as a function of a step's two runs (the step's and the baseline's),
+			// so that the CSV can give its range over the seeds: a ratio's range is that of
+			// each seed's own ratio.
+			cols := []func(yi, y0, ci, c0 *bench.Result) float64{
+				func(yi, _, _, _ *bench.Result) float64 { return yi.Throughput },
+				func(yi, y0, _, _ *bench.Result) float64 { return ratio0(yi.Throughput, y0.Throughput) },
+				func(_, _, ci, _ *bench.Result) float64 { return ci.Throughput },
+				func(_, _, ci, c0 *bench.Result) float64 { return ratio0(ci.Throughput, c0.Throughput) },
+				func(yi, _, _, _ *bench.Result) float64 { return 100 * yi.AbortRate },
+				func(_, _, ci, _ *bench.Result) float64 { return 100 * ci.AbortRate },
+			}
+			csv := &report.Table{Columns: []string{"step"}}
+			seeds := len(y[0].PerSeed)
+			for _, c := range t.Columns[1:] {
+				csv.Columns = append(csv.Columns, c)
+				if seeds > 1 {
+					csv.Columns = append(csv.Columns, c+" min", c+" max")
+				}
+			}
 			var bars []report.Bar
 			for i, l := range labels {
-				t.Add(l, y[i].Result.Throughput, ratio(y[i].Result.Throughput, y[0].Result.Throughput),
-					tc[i].Result.Throughput, ratio(tc[i].Result.Throughput, tc[0].Result.Throughput),
-					abortRate(y[i]), abortRate(tc[i]))
+				row, csvRow := []any{l}, []any{l}
+				for j, col := range cols {
+					v := col(y[i].Result, y[0].Result, tc[i].Result, tc[0].Result)
+					row, csvRow = append(row, v), append(csvRow, v)
+					if j == 1 || j == 3 { // the table shows a ratio as the paper does
+						row[len(row)-1] = fmt.Sprintf("%.2f×", v)
+					}
+					if seeds > 1 {
+						var vs []float64
+						for k := range seeds {
+							vs = append(vs, col(y[i].PerSeed[k], y[0].PerSeed[k], tc[i].PerSeed[k], tc[0].PerSeed[k]))
+						}
+						csvRow = append(csvRow, slices.Min(vs), slices.Max(vs))
+					}
+				}
+				t.Add(row...)
+				csv.Add(csvRow...)
 				bars = append(bars, report.Bar{Label: l, Value: ratio0(y[i].Result.Throughput, y[0].Result.Throughput)})
 			}
-			if err := t.WriteCSV(filepath.Join(dir, "results.csv")); err != nil {
+			if err := csv.WriteCSV(filepath.Join(dir, "results.csv")); err != nil {
 				return "", err
 			}
 			if err := report.BarChart(filepath.Join(dir, "breakdown"), report.Chart{Title: "K2 factor breakdown, YCSB-T Zipf 0.8", YLabel: "throughput / baseline"}, bars); err != nil {
@@ -276,22 +309,39 @@ func init() {
 			return runs
 		},
 		Report: func(runs []*Run, dir string) (string, error) {
-			t := &report.Table{Columns: []string{"type", "source", "layout", "clients/region", "NewOrders", "Get Ts", "Read Phase", "PushWS Phase", "Write Phase", "Commit Phase", "Total"}}
-			t.Add("Stock in Local Region", "paper", "", "", "", "0.008", "0.052", "0.018", "0.552", "0.526", "1.156")
-			t.Add("Stock in Remote Region", "paper", "", "", "", "0.008", "76.312", "0.025", "43.207", "0.530", "120.057")
-			for _, kind := range []struct{ name, label string }{{"Stock in Local Region", "new-order/local-stock"}, {"Stock in Remote Region", "new-order/remote-stock"}} {
-				for _, r := range runs {
-					var ph []float64
-					total := 0.0
-					for _, name := range []string{"get-ts", "read", "pushws", "write", "commit"} {
-						v := distP90(r, "txn."+name+"/"+kind.label)
-						ph = append(ph, v)
-						total += v
+			phases := []string{"get-ts", "read", "pushws", "write", "commit"}
+			t, csv := rangedTables(runs, []string{"type", "source", "layout", "clients/region"}, []string{"NewOrders", "Get Ts", "Read Phase", "PushWS Phase", "Write Phase", "Commit Phase", "Total"})
+			for _, tb := range []*report.Table{t, csv} {
+				paper := func(vals ...string) []any {
+					row := []any{}
+					for i, v := range vals {
+						row = append(row, v)
+						if i >= 4 && len(tb.Columns) > len(t.Columns) {
+							row = append(row, "", "") // the paper gives no range
+						}
 					}
-					t.Add(kind.name, "ours", r.Series, r.X, distCount(r, "txn.read/"+kind.label), ph[0], ph[1], ph[2], ph[3], ph[4], total)
+					return row
+				}
+				tb.Add(paper("Stock in Local Region", "paper", "", "", "", "0.008", "0.052", "0.018", "0.552", "0.526", "1.156")...)
+				tb.Add(paper("Stock in Remote Region", "paper", "", "", "", "0.008", "76.312", "0.025", "43.207", "0.530", "120.057")...)
+			}
+			for _, kind := range []struct{ name, label string }{{"Stock in Local Region", "new-order/local-stock"}, {"Stock in Remote Region", "new-order/remote-stock"}} {
+				gets := []func(*Run) float64{func(r *Run) float64 { return float64(distCount(r, "txn.read/"+kind.label)) }}
+				for _, ph := range phases {
+					gets = append(gets, func(r *Run) float64 { return distP90(r, "txn."+ph+"/"+kind.label) })
+				}
+				gets = append(gets, func(r *Run) float64 {
+					total := 0.0
+					for _, ph := range phases {
+						total += distP90(r, "txn."+ph+"/"+kind.label)
+					}
+					return total
+				})
+				for _, r := range runs {
+					addRanged(t, csv, r, []any{kind.name, "ours", r.Series, int(r.X)}, gets)
 				}
 			}
-			if err := t.WriteCSV(filepath.Join(dir, "results.csv")); err != nil {
+			if err := csv.WriteCSV(filepath.Join(dir, "results.csv")); err != nil {
 				return "", err
 			}
 			return t.Markdown() + "\nAll values in ms, p90 over committed New-Orders of each kind; NewOrders is how many committed.\n" + consistencyLine(runs) + whyTable2, nil
@@ -542,7 +592,6 @@ func atMostPaperLoad(r *Run) bool {
 func peakEdges(runs []*Run) string {
 	order, by := seriesOf(runs)
 	var atLow, atHigh []string
-	var low, high float64
 	for _, s := range order {
 		rs := by[s]
 		if len(rs) < 2 {
@@ -560,19 +609,20 @@ func peakEdges(runs []*Run) string {
 				best = r
 			}
 		}
+		// Each series names its own edge: extension rounds sweep series to different loads.
 		switch best {
 		case lo:
-			atLow, low = append(atLow, s), lo.X
+			atLow = append(atLow, fmt.Sprintf("%s (%g clients per region)", s, lo.X))
 		case hi:
-			atHigh, high = append(atHigh, s), hi.X
+			atHigh = append(atHigh, fmt.Sprintf("%s (%g clients per region)", s, hi.X))
 		}
 	}
 	var b strings.Builder
 	if len(atLow) > 0 {
-		fmt.Fprintf(&b, "\nPeaking at the lowest load swept (%g clients per region), so fewer clients might do better still and their peaks here are lower bounds: %s.\n", low, strings.Join(atLow, ", "))
+		fmt.Fprintf(&b, "\nPeaking at the lowest load swept, so fewer clients might do better still and their peaks here are lower bounds: %s.\n", strings.Join(atLow, ", "))
 	}
 	if len(atHigh) > 0 {
-		fmt.Fprintf(&b, "\nPeaking at the highest load swept (%g clients per region), so more clients might do better still and their peaks here are lower bounds: %s.\n", high, strings.Join(atHigh, ", "))
+		fmt.Fprintf(&b, "\nPeaking at the highest load swept, so more clients might do better still and their peaks here are lower bounds: %s.\n", strings.Join(atHigh, ", "))
 	}
 	return b.String()
 }
@@ -729,7 +779,12 @@ multi-versioning barely moves TPC-C: its aborts come from read-modify-writes of 
 write below the read watermark), which multi-versioning does not prevent, and our TPC-C peak is
 reached by those aborts, not by blocked readers. Multiple intents per key matter more on YCSB-T
 (they remove the aborts of a second writer) and asynchronous finalization removes one round of
-messages from the commit path.
+messages from the commit path. On TPC-C, "+multi-intent" gives the same trace as "+MV reads":
+every TPC-C write inserts a new key or rewrites a row its transaction read, and with
+synchronous finalization none of them met another transaction's undecided intent, so one
+intent per key refused nothing (` + "`meridian sim --protocol k2 --workload tpcc --warehouses 10 --tpcc-items 100000 --clients 20 --warmup 500ms --duration 2s --opt async-finalize=off`" + `,
+with and without ` + "`--opt mv-writes=off`" + `: trace digest 9e28d02cea38d97d both, every abort a
+write below a read watermark; with asynchronous finalization the two differ).
 `
 	whyFig16 = `
 **Why ours differs.** (1) Commit wait. K2 counts it from the start timestamp, 2(TTL + ε)(1 + D):
@@ -812,27 +867,32 @@ func shapeChecks(runs []*Run, best string) string {
 	order, by := seriesOf(runs)
 	ref := by[best]
 	var b strings.Builder
-	dl := 0
+	dl := 0.0
 	for _, r := range ref {
-		dl += int(counter(r, "deadlocks"))
+		dl += counter(r, "deadlocks")
 	}
-	fmt.Fprintf(&b, "\nShape: %s had %d deadlocks in all. Against each baseline, the points where %s had the higher throughput and the lower abort rate:\n\n", best, dl, best)
+	fmt.Fprintf(&b, "\nShape: %s had %g deadlocks in all. Against each baseline, the points where %s had the higher throughput and the lower abort rate:\n\n", best, dl, best)
 	t := &report.Table{Columns: []string{"baseline", "higher throughput", "lower abort rate"}}
 	for _, s := range order {
 		if s == best {
 			continue
 		}
-		rs := by[s]
+		// Points are compared at the same X; one a series lacks is not counted.
+		atX := map[float64]*Run{}
+		for _, r := range by[s] {
+			atX[r.X] = r
+		}
 		var tputOK, abortOK, n int
-		for i, r := range ref {
-			if i >= len(rs) {
-				break
+		for _, r := range ref {
+			o := atX[r.X]
+			if o == nil {
+				continue
 			}
 			n++
-			if r.Result.Throughput > rs[i].Result.Throughput {
+			if r.Result.Throughput > o.Result.Throughput {
 				tputOK++
 			}
-			if r.Result.AbortRate < rs[i].Result.AbortRate {
+			if r.Result.AbortRate < o.Result.AbortRate {
 				abortOK++
 			}
 		}

@@ -3,8 +3,10 @@ package repro
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/protocol"
 )
 
 // A series whose curve peaks at either end of the sweep is named, and one that peaks inside it
@@ -22,10 +24,10 @@ func TestPeakEdges(t *testing.T) {
 	runs = append(runs, curve("inside", 1, 9, 5)...)
 	runs = append(runs, curve("rising", 1, 5, 9)...)
 	got := peakEdges(runs)
-	if !strings.Contains(got, "lowest load swept (5 clients per region)") || !strings.Contains(got, "lower bounds: falling.") {
+	if !strings.Contains(got, "lowest load swept, so fewer clients might do better still and their peaks here are lower bounds: falling (5 clients per region).") {
 		t.Errorf("the series peaking at the lowest load is not named:\n%s", got)
 	}
-	if !strings.Contains(got, "highest load swept (15 clients per region)") || !strings.Contains(got, "lower bounds: rising.") {
+	if !strings.Contains(got, "highest load swept, so more clients might do better still and their peaks here are lower bounds: rising (15 clients per region).") {
 		t.Errorf("the series peaking at the highest load is not named:\n%s", got)
 	}
 	if strings.Contains(got, "inside") {
@@ -33,6 +35,48 @@ func TestPeakEdges(t *testing.T) {
 	}
 	if got := peakEdges(curve("inside", 1, 9, 5)); got != "" {
 		t.Errorf("nothing at an edge, yet: %q", got)
+	}
+	// Series swept to different loads each name their own edge (the report named the last
+	// series' load for all of them).
+	shifted := curve("shifted", 9, 5, 1)
+	for _, r := range shifted {
+		r.X *= 2
+	}
+	got = peakEdges(append(curve("falling", 9, 5, 1), shifted...))
+	if !strings.Contains(got, "falling (5 clients per region), shifted (10 clients per region).") {
+		t.Errorf("each series' own lowest load is not named:\n%s", got)
+	}
+}
+
+// A baseline is compared with the named series at the same X: pairing points by position
+// credited K2 with a point the baseline lacked and compared the rest at different loads.
+func TestShapeChecksPairPointsByX(t *testing.T) {
+	pt := func(series string, x, tput, abort float64) *Run {
+		return &Run{Series: series, X: x, Result: &bench.Result{Summary: bench.Summary{Throughput: tput, AbortRate: abort}}}
+	}
+	runs := []*Run{
+		pt("K2", 0.5, 100, 0.1), pt("K2", 0.6, 90, 0.2),
+		pt("base", 0.6, 95, 0.1), // no point at 0.5, and higher throughput and fewer aborts at 0.6
+	}
+	if got := shapeChecks(runs, "K2"); !strings.Contains(got, "| base | 0 of 1 | 0 of 1 |") {
+		t.Errorf("want K2 ahead at 0 of the 1 shared point:\n%s", got)
+	}
+}
+
+// Over several seeds a counter is the mean of each seed's count, not the averaged result's
+// count rounded to an integer: deadlocks of 0, 0 and 1 in a 2 s window are 5 per 30 s, not 0.
+func TestCounterMeanOverSeeds(t *testing.T) {
+	withDeadlocks := func(n int64) *bench.Result {
+		return &bench.Result{ProtocolMetrics: &protocol.Snapshot{Counters: map[string]int64{"deadlocks": n}}}
+	}
+	seeds := []*bench.Result{withDeadlocks(0), withDeadlocks(0), withDeadlocks(1)}
+	mean, err := bench.MeanResult(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Run{Result: mean, PerSeed: seeds, Spec: bench.Spec{Duration: 2 * time.Second}}
+	if got := per30s(r, counter(r, "deadlocks")); got != 5 {
+		t.Errorf("deadlocks per 30 s = %g, want 5", got)
 	}
 }
 

@@ -121,7 +121,8 @@ type Options struct {
 	Seeds    int
 	Out      string // directory; the experiment writes into Out/<name>
 	Parallel int    // simulations at once (0: number of CPUs)
-	// Progress is called after each run with (done, total).
+	// Progress is called after each run with (done, total), counted over every round: an
+	// extension round raises total by the runs it adds.
 	Progress func(done, total int)
 }
 
@@ -142,9 +143,16 @@ func Execute(e *Experiment, o Options) (string, error) {
 			o.Parallel = 1
 		}
 	}
+	// Rounds count on from the runs before them, so that progress covers the extensions too
+	// (at paper scale they hold the longest runs).
+	doneBefore, planned, report := 0, len(all), o.Progress
+	if report != nil {
+		o.Progress = func(done, _ int) { report(doneBefore+done, planned) }
+	}
 	if err := runAll(e, all, o); err != nil {
 		return "", err
 	}
+	doneBefore += len(all)
 	runs, err := meanOverSeeds(plans)
 	if err != nil {
 		return "", err
@@ -159,9 +167,11 @@ func Execute(e *Experiment, o Options) (string, error) {
 		if len(more) == 0 {
 			break
 		}
+		planned += len(more)
 		if err := runAll(e, more, o); err != nil {
 			return "", err
 		}
+		doneBefore += len(more)
 		if runs, err = meanOverSeeds(plans); err != nil {
 			return "", err
 		}
@@ -182,7 +192,7 @@ func Execute(e *Experiment, o Options) (string, error) {
 	}
 	seedsText, seedsFlag := fmt.Sprintf("seed %d", o.Seed), ""
 	if seeds > 1 {
-		seedsText = fmt.Sprintf("seeds %d–%d: every number is the mean of the %d runs of its point, and the CSV adds each column's lowest and highest (a seed drives the simulator and the clients' random choices; the initial database is the same for every seed)", o.Seed, o.Seed+uint64(seeds)-1, seeds)
+		seedsText = fmt.Sprintf("seeds %d–%d: every number is the mean of the %d runs of its point (an abort rate pools their attempts: all aborted over all attempted), and the CSV adds each column's lowest and highest (a seed drives the simulator and the clients' random choices; the initial database is the same for every seed)", o.Seed, o.Seed+uint64(seeds)-1, seeds)
 		seedsFlag = fmt.Sprintf(" --seeds %d", seeds)
 	}
 	if rev := buildRevision(); rev != "" {
@@ -328,29 +338,15 @@ type metric struct {
 // and highest value over the seeds.
 func sweepReport(runs []*Run, dir, xName, xAxis, title string, metrics []metric) (string, error) {
 	names, by := seriesOf(runs)
-	seeded := len(runs) > 0 && len(runs[0].PerSeed) > 1
-	tbl := &report.Table{Columns: []string{"series", xName}}
-	csv := &report.Table{Columns: []string{"series", xName}}
+	var cols []string
+	var gets []func(*Run) float64
 	for _, m := range metrics {
-		tbl.Columns = append(tbl.Columns, m.column)
-		csv.Columns = append(csv.Columns, m.column)
-		if seeded {
-			csv.Columns = append(csv.Columns, m.column+" min", m.column+" max")
-		}
+		cols, gets = append(cols, m.column), append(gets, m.get)
 	}
+	tbl, csv := rangedTables(runs, []string{"series", xName}, cols)
 	for _, n := range names {
 		for _, r := range by[n] {
-			row, csvRow := []any{n, r.X}, []any{n, r.X}
-			for _, m := range metrics {
-				row = append(row, m.get(r))
-				csvRow = append(csvRow, m.get(r))
-				if seeded {
-					vs := overSeeds(r, m.get)
-					csvRow = append(csvRow, slices.Min(vs), slices.Max(vs))
-				}
-			}
-			tbl.Add(row...)
-			csv.Add(csvRow...)
+			addRanged(tbl, csv, r, []any{n, r.X}, gets)
 		}
 	}
 	if err := csv.WriteCSV(filepath.Join(dir, "results.csv")); err != nil {
@@ -375,6 +371,39 @@ func sweepReport(runs []*Run, dir, xName, xAxis, title string, metrics []metric)
 	return tbl.Markdown() + "\n" + b.String(), nil
 }
 
+// rangedTables starts a report's markdown table and its CSV: both have the fixed columns and
+// then cols; with several seeds the CSV follows each of cols with its lowest and highest.
+func rangedTables(runs []*Run, fixed, cols []string) (tbl, csv *report.Table) {
+	tbl = &report.Table{Columns: slices.Clone(fixed)}
+	csv = &report.Table{Columns: slices.Clone(fixed)}
+	seeded := len(runs) > 0 && len(runs[0].PerSeed) > 1
+	for _, c := range cols {
+		tbl.Columns = append(tbl.Columns, c)
+		csv.Columns = append(csv.Columns, c)
+		if seeded {
+			csv.Columns = append(csv.Columns, c+" min", c+" max")
+		}
+	}
+	return tbl, csv
+}
+
+// addRanged adds r's row to tables made by rangedTables: the fixed values, then each of gets
+// on r (the mean over seeds), in the CSV followed by its lowest and highest over the seeds.
+func addRanged(tbl, csv *report.Table, r *Run, fixed []any, gets []func(*Run) float64) {
+	row, csvRow := slices.Clone(fixed), slices.Clone(fixed)
+	seeded := len(csv.Columns) > len(tbl.Columns)
+	for _, get := range gets {
+		row = append(row, get(r))
+		csvRow = append(csvRow, get(r))
+		if seeded {
+			vs := overSeeds(r, get)
+			csvRow = append(csvRow, slices.Min(vs), slices.Max(vs))
+		}
+	}
+	tbl.Add(row...)
+	csv.Add(csvRow...)
+}
+
 // overSeeds evaluates get on each seed's result of r (on r's own when it ran with one seed).
 func overSeeds(r *Run, get func(*Run) float64) []float64 {
 	if len(r.PerSeed) == 0 {
@@ -397,8 +426,18 @@ func meanLatency(r *Run) float64 {
 }
 func abortRate(r *Run) float64 { return 100 * r.Result.AbortRate }
 
-// counter returns a protocol metrics counter, 0 if absent.
+// counter returns a protocol metrics counter, 0 if absent. Over several seeds it is the mean
+// of each seed's count: the averaged result rounds counters to integers, which a scaled count
+// (deadlocks per 30 s from a 2 s window) would multiply into an error of several.
 func counter(r *Run, name string) float64 {
+	if len(r.PerSeed) > 1 {
+		vs := overSeeds(r, func(c *Run) float64 { return counter(c, name) })
+		sum := 0.0
+		for _, v := range vs {
+			sum += v
+		}
+		return sum / float64(len(vs))
+	}
 	if r.Result.ProtocolMetrics == nil {
 		return 0
 	}

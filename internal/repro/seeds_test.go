@@ -37,9 +37,21 @@ func TestExecuteAveragesSeeds(t *testing.T) {
 		},
 	}
 	out := t.TempDir()
-	path, err := Execute(e, Options{Scale: tiny, Seed: 5, Seeds: 3, Out: out, Parallel: 1})
+	var progress [][2]int
+	path, err := Execute(e, Options{Scale: tiny, Seed: 5, Seeds: 3, Out: out, Parallel: 1,
+		Progress: func(done, total int) { progress = append(progress, [2]int{done, total}) }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Progress counts on through the extension rounds: it counted each round from zero
+	// against that round's own total, and the bar of the first round finished early.
+	for i, p := range progress {
+		if p[0] != i+1 || p[0] > p[1] || (i > 0 && p[1] < progress[i-1][1]) {
+			t.Fatalf("progress %v: want done to count 1, 2, ... up to a total that never falls", progress)
+		}
+	}
+	if last := progress[len(progress)-1]; last[0] != last[1] || last[1] <= 6 {
+		t.Errorf("progress ends at %v: want every run done, more than the first round's 6", last)
 	}
 	body, err := os.ReadFile(path)
 	if err != nil {
