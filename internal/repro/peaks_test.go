@@ -175,3 +175,22 @@ func TestLockTimeoutRatiosWithinPaperLoad(t *testing.T) {
 		t.Errorf("want 4.00× over the sweep, 2.00× up to the paper's load, then 2.00× and 5.00× load by load:\n%s", body)
 	}
 }
+
+// A point whose seeds' p90 NewOrder are of both kinds (local and remote) is named; one whose
+// seeds agree is not.
+func TestSplitP90sNamed(t *testing.T) {
+	pt := func(series string, x float64, p90s ...float64) *Run {
+		r := &Run{Series: series, X: x}
+		for _, v := range p90s {
+			r.PerSeed = append(r.PerSeed, &bench.Result{Summary: bench.Summary{PerType: map[string]bench.TypeStats{"new-order": {Latency: bench.Latency{P90: v}}}}})
+		}
+		return r
+	}
+	got := splitP90s([]*Run{pt("MVTO-HLC", 2, 2.0, 2.0, 85.1), pt("K2-MVTO", 2, 2.7, 2.7, 2.7), pt("K2-MVTO", 5, 81, 86, 89)})
+	if !strings.Contains(got, "MVTO-HLC at 2 (2.0–85.1 ms)") || strings.Contains(got, "K2-MVTO") {
+		t.Errorf("want only MVTO-HLC at 2 named:\n%s", got)
+	}
+	if got := splitP90s([]*Run{pt("K2-MVTO", 2, 2.7, 2.7, 2.7)}); got != "" {
+		t.Errorf("seeds that agree are named: %q", got)
+	}
+}
