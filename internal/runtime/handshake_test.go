@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -54,6 +55,16 @@ func TestHandshakeRefusesAnotherConfiguration(t *testing.T) {
 	}{
 		{"same configuration", cfg.DialOptions(), ""},
 		{"name only", []client.DialOption{client.WithCluster(cfg.Name)}, ""},
+		// client.Dial without WithCluster names no cluster, and gRPC serves a session that
+		// names none: over TCP it was refused with `this is cluster "k2-3region", not ""`.
+		{"nothing", nil, ""},
+		{"protocol without a name", []client.DialOption{client.WithProtocol("k2")}, ""},
+		{"another protocol without a name", []client.DialOption{client.WithProtocol("crdb")},
+			"node sh-1 runs protocol k2 but the client's configuration has crdb"},
+		{"another cluster", []client.DialOption{client.WithCluster("elsewhere")},
+			fmt.Sprintf(`this is cluster %q, not "elsewhere"`, cfg.Name)},
+		{"another cluster, same configuration", append(cfg.DialOptions(), client.WithCluster("elsewhere")),
+			fmt.Sprintf(`this is cluster %q, not "elsewhere"`, cfg.Name)},
 		{"name and protocol", []client.DialOption{client.WithCluster(cfg.Name), client.WithProtocol("k2")}, ""},
 		{"another timeout", variant(t, cfg, replace(`timeout = "10s"`, `timeout = "3s"`)).DialOptions(), ""},
 		{"another data directory", variant(t, cfg, replace(`data_dir = "meridian-data"`, `data_dir = "elsewhere"`)).DialOptions(), ""},
@@ -105,6 +116,9 @@ func TestHandshakeRefusesAnotherNode(t *testing.T) {
 		{"another protocol", frame.Hello{From: 1, Cluster: cfg.Name, Protocol: "spanner", Setup: cfg.Setup()}},
 		{"no protocol", frame.Hello{From: 1, Cluster: cfg.Name, Setup: cfg.Setup()}},
 		{"no settings", frame.Hello{From: 1, Cluster: cfg.Name, Protocol: "k2"}},
+		// Only a client may leave the cluster out; a node always names its own.
+		{"no cluster", frame.Hello{From: 1, Protocol: "k2", Setup: cfg.Setup()}},
+		{"another cluster", frame.Hello{From: 1, Cluster: "elsewhere", Protocol: "k2", Setup: cfg.Setup()}},
 		{"other settings", frame.Hello{From: 1, Cluster: cfg.Name, Protocol: "k2", Setup: other.Setup()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

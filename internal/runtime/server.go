@@ -427,7 +427,10 @@ func (s *Server) serveConn(c net.Conn) {
 	differs := s.helloDiffers(hello)
 	var cl *link
 	switch {
-	case hello.Cluster != s.cfg.Name:
+	// A client that names no cluster accepts any, as over gRPC (sessionDiffers) and as one that
+	// names no protocol: client.WithCluster is a check the caller opts into. A node always names
+	// its cluster, so a peer that does not is refused.
+	case hello.Cluster != s.cfg.Name && (hello.Cluster != "" || !hello.Client):
 		s.log.Error("connection from another cluster refused", "remote", c.RemoteAddr().String(), "cluster", hello.Cluster)
 		if hello.Client {
 			_ = frame.WriteMsg(c, 0, &frame.Welcome{Node: s.id, Error: fmt.Sprintf("this is cluster %q, not %q", s.cfg.Name, hello.Cluster)})
