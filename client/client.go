@@ -25,8 +25,50 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/meridiandb/meridian/internal/runtime/frame"
 	"github.com/meridiandb/meridian/internal/ts"
 	"github.com/meridiandb/meridian/internal/wire"
+)
+
+// The wire protocol's types and limits the API uses, under names an application can refer to
+// (their package is internal to this module, so an application could neither name nor build
+// them: Batch could not be called, nor a Transport written).
+type (
+	// KV is a row: a key and its value.
+	KV = wire.KV
+	// Op is an operation of a request; Batch takes OpGet, OpPut and OpDelete.
+	Op = wire.Op
+	// BatchOp is one operation of Batch.
+	BatchOp = wire.BatchOp
+	// BatchResult is one operation's answer from Batch (a read's value and whether it was found).
+	BatchResult = wire.BatchResult
+	// Request and Reply are what a Transport carries.
+	Request = wire.ClientRequest
+	Reply   = wire.ClientReply
+	// Timestamp is a commit timestamp (Txn.CommitTS).
+	Timestamp = ts.Timestamp
+	// Setting is one of the settings nodes check of each other at a handshake (WithSetup).
+	Setting = frame.Setting
+)
+
+// Operations of a Batch.
+const (
+	OpGet    = wire.OpGet
+	OpPut    = wire.OpPut
+	OpDelete = wire.OpDelete
+)
+
+// Limits on what a transaction may send at once; the coordinator enforces them.
+const (
+	// MaxTxnWriteBytes bounds a transaction's writes (see Put), each written key counting its
+	// value's and key's bytes and TxnWriteOverheadBytes.
+	MaxTxnWriteBytes      = wire.MaxTxnWriteBytes
+	TxnWriteOverheadBytes = wire.TxnWriteOverheadBytes
+	// MaxScanBytes bounds a scan's answer, and what one batch request may carry.
+	MaxScanBytes = wire.MaxScanBytes
+	// MaxBatchOps bounds the operations of one batch request; GetMany, PutMany and Batch split
+	// larger ones.
+	MaxBatchOps = wire.MaxBatchOps
 )
 
 // Limits on what a client may store; the coordinator enforces the same limits. Keys must also
@@ -44,7 +86,13 @@ var (
 	ErrNotFound    = errors.New("meridian: key not found")
 	ErrBadArgument = errors.New("meridian: bad argument")
 	ErrUnavailable = errors.New("meridian: unavailable")
-	ErrTxnDone     = errors.New("meridian: transaction already finished")
+	// ErrTxnDone is the error of a call on a transaction that has ended; it also wraps how it
+	// ended (an AbortError or UnknownError) when it did not end by the caller's Commit or Abort.
+	ErrTxnDone = errors.New("meridian: transaction already finished")
+	// ErrTxnTooLarge is the refusal of a write that would take its transaction past
+	// MaxTxnWriteBytes (it also wraps ErrBadArgument). The write is not applied; the
+	// transaction goes on.
+	ErrTxnTooLarge = errors.New("meridian: transaction writes too large")
 )
 
 // AbortError reports that the transaction aborted and may be retried.
@@ -52,7 +100,19 @@ type AbortError struct {
 	Cause string // protocol's reason, e.g. "read-watermark", "wound-wait", "uncertainty"
 }
 
-func (e *AbortError) Error() string { return "meridian: transaction aborted: " + e.Cause }
+// causeHints explain the abort causes whose name does not say what the client can do about them.
+var causeHints = map[string]string{
+	// A coordinator forgets a transaction it aborted for silence (its idle-timeout option, 5 s
+	// by default) or lost in a restart, and then answers it with this.
+	"unknown-transaction": "the coordinator no longer knows this transaction: it aborted it after the client sent nothing for its idle timeout (5s by default), or restarted",
+}
+
+func (e *AbortError) Error() string {
+	if hint, ok := causeHints[e.Cause]; ok {
+		return "meridian: transaction aborted: " + e.Cause + " (" + hint + ")"
+	}
+	return "meridian: transaction aborted: " + e.Cause
+}
 
 // UnknownError reports that the outcome of a commit is unknown: it may or may not have applied.
 type UnknownError struct{ Detail string }
@@ -79,7 +139,7 @@ type Transport interface {
 	// RoundTrip sends req and blocks until its reply (or a transport error, which the client
 	// reports as ErrUnavailable before commit and as an unknown outcome at commit, under their
 	// "meridian:" prefix: a transport's errors carry none of their own).
-	RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error)
+	RoundTrip(req *Request) (*Reply, error)
 	// Sleep blocks for d (virtual time in the simulator).
 	Sleep(d time.Duration)
 	// Now is the time used for latencies and histories, in nanoseconds.
@@ -134,8 +194,13 @@ type Txn struct {
 	// lost is the error of a request that may or may not have reached the coordinator (its
 	// connection failed). The transaction can then only be aborted: a commit sent after it
 	// could succeed without that request's write (the coordinator never saw it).
-	lost     error
-	CommitTS ts.Timestamp // set after a successful commit, when the protocol reports one
+	lost error
+	// ended is how the transaction ended when not by the caller: the abort or unknown outcome
+	// a request was answered with. A later call reports it (with ErrTxnDone), so that a caller
+	// that missed the error learns it; a later Commit returns it as is.
+	ended     error
+	committed bool
+	CommitTS  Timestamp // set after a successful commit, when the protocol reports one
 }
 
 // Begin starts a transaction. Nothing is sent until the first operation.
@@ -146,7 +211,9 @@ func (db *DB) Begin(opts TxnOptions) *Txn {
 // ID is the transaction's per-client id. It is assigned at the first request (or the first
 // call of ID): coordinators refuse a first request numbered at or below a transaction of the
 // endpoint that has already ended (a late network copy), so ids must grow in the order
-// transactions start talking, not in the order they were begun.
+// transactions start talking, not in the order they were begun. Calling ID before the first
+// request therefore fixes the id early: if another transaction of the DB is numbered and ends
+// first, this one's first request is refused (aborted, unknown-transaction).
 func (tx *Txn) ID() uint64 {
 	if tx.id == 0 {
 		tx.id = tx.db.nextTxn.Add(1)
@@ -183,10 +250,18 @@ func (tx *Txn) lostError() error {
 	return fmt.Errorf("%w: an earlier request of this transaction was lost in transit (%v), so what it did is unknown: the transaction can only be aborted", ErrUnavailable, tx.lost)
 }
 
+// finished is the error of a call on an ended transaction.
+func (tx *Txn) finished() error {
+	if tx.ended != nil {
+		return fmt.Errorf("%w: %w", ErrTxnDone, tx.ended)
+	}
+	return ErrTxnDone
+}
+
 // check validates one operation before anything is sent.
 func (tx *Txn) check(op wire.Op, key string, value []byte) error {
 	if tx.done {
-		return ErrTxnDone
+		return tx.finished()
 	}
 	if tx.lost != nil && op != wire.OpAbort {
 		return tx.lostError()
@@ -229,8 +304,7 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 	rep, err := tx.db.t.RoundTrip(req)
 	if err != nil {
 		if req.Op == wire.OpCommit {
-			tx.done = true
-			return nil, &UnknownError{Detail: err.Error()}
+			return nil, tx.end(&UnknownError{Detail: err.Error()})
 		}
 		tx.lost = err
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -239,24 +313,30 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 	case wire.CodeOK:
 		return rep, nil
 	case wire.CodeAborted:
-		tx.done = true
-		return nil, &AbortError{Cause: rep.Cause}
+		return nil, tx.end(&AbortError{Cause: rep.Cause})
 	case wire.CodeBadArgument:
+		if strings.HasSuffix(rep.Error, wire.TxnWritesTooLarge) {
+			return nil, fmt.Errorf("%w: %w: %s", ErrBadArgument, ErrTxnTooLarge, rep.Error)
+		}
 		return nil, fmt.Errorf("%w: %s", ErrBadArgument, rep.Error)
 	case wire.CodeUnknown:
-		tx.done = true
-		return nil, &UnknownError{Detail: rep.Error}
+		return nil, tx.end(&UnknownError{Detail: rep.Error})
 	case wire.CodeUnavailable:
 		return nil, fmt.Errorf("%w: %s", ErrUnavailable, rep.Error)
 	default:
 		// A code this client does not know (a newer server's): for a commit, the outcome is
 		// not known to be "not committed", so it must not be reported as a failure.
 		if req.Op == wire.OpCommit {
-			tx.done = true
-			return nil, &UnknownError{Detail: fmt.Sprintf("commit answered with code %d: %s", rep.Code, rep.Error)}
+			return nil, tx.end(&UnknownError{Detail: fmt.Sprintf("commit answered with code %d: %s", rep.Code, rep.Error)})
 		}
 		return nil, fmt.Errorf("%w: code %d: %s", ErrUnavailable, rep.Code, rep.Error)
 	}
+}
+
+// end records that a request's answer ended the transaction, and returns err.
+func (tx *Txn) end(err error) error {
+	tx.done, tx.ended = true, err
+	return err
 }
 
 // Read is the outcome of one read of GetMany.
@@ -266,8 +346,9 @@ type Read struct {
 }
 
 // GetMany reads keys, which must be distinct. The coordinator may read them concurrently: one
-// round trip to it, and one to each data node in parallel, instead of one per key. The reads are
-// part of the transaction exactly as if made by Get in some order.
+// round trip to it, and one to each data node in parallel, instead of one per key (one per
+// MaxBatchOps keys, or per MaxScanBytes of keys and values). The reads are part of the
+// transaction exactly as if made by Get in some order.
 func (tx *Txn) GetMany(keys []string) ([]Read, error) {
 	ops := make([]wire.BatchOp, len(keys))
 	for i, k := range keys {
@@ -285,7 +366,7 @@ func (tx *Txn) GetMany(keys []string) ([]Read, error) {
 }
 
 // PutMany writes rows, whose keys must be distinct, as one batch (see GetMany).
-func (tx *Txn) PutMany(rows []wire.KV) error {
+func (tx *Txn) PutMany(rows []KV) error {
 	ops := make([]wire.BatchOp, len(rows))
 	for i, r := range rows {
 		v := r.Value
@@ -298,18 +379,19 @@ func (tx *Txn) PutMany(rows []wire.KV) error {
 	return err
 }
 
-// Batch runs reads, writes and deletes of distinct keys (wire.OpGet, OpPut, OpDelete) that the
+// Batch runs reads, writes and deletes of distinct keys (OpGet, OpPut, OpDelete) that the
 // caller does not order among themselves, as one request the coordinator may run concurrently;
 // reads' results come back in request order (see GetMany).
-func (tx *Txn) Batch(ops []wire.BatchOp) ([]wire.BatchResult, error) { return tx.batch(ops) }
+func (tx *Txn) Batch(ops []BatchOp) ([]BatchResult, error) { return tx.batch(ops) }
 
 // SetBatching turns batches on (the default) or off: off, GetMany, PutMany and Batch send their
 // operations one at a time, for comparison.
 func (db *DB) SetBatching(on bool) { db.noBatch = !on }
 
-// batch sends ops as one OpBatch request, or one at a time to a protocol that does not run
-// batches (learned from its first refusal and remembered by the DB) and when the answer would
-// be too large for one (wire.BatchAnswerTooLarge).
+// batch sends ops as OpBatch requests, each of at most MaxBatchOps operations and MaxScanBytes
+// (1,025 reads had gone one at a time, a thousand times slower than 1,024), or one at a time to
+// a protocol that does not run batches (learned from its first refusal and remembered by the
+// DB) and when a request's answer would be too large for one (wire.BatchAnswerTooLarge).
 func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {
 	if len(ops) == 0 {
 		return nil, nil
@@ -333,7 +415,22 @@ func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {
 		}
 		seen[op.Key] = true
 	}
-	if !tx.db.noBatch && len(ops) > 1 && len(ops) <= wire.MaxBatchOps && batchFits(ops) {
+	out := make([]wire.BatchResult, 0, len(ops))
+	for len(ops) > 0 {
+		n := batchPrefix(ops)
+		res, err := tx.batchChunk(ops[:n])
+		if err != nil {
+			return nil, err
+		}
+		out, ops = append(out, res...), ops[n:]
+	}
+	return out, nil
+}
+
+// batchChunk sends ops, validated and within one request's bounds, as one OpBatch request or
+// one at a time.
+func (tx *Txn) batchChunk(ops []wire.BatchOp) ([]wire.BatchResult, error) {
+	if !tx.db.noBatch && len(ops) > 1 {
 		rep, err := tx.send(&wire.ClientRequest{Op: wire.OpBatch, Batch: ops})
 		switch {
 		case err == nil && len(rep.Results) == len(ops):
@@ -365,19 +462,20 @@ func (tx *Txn) batch(ops []wire.BatchOp) ([]wire.BatchResult, error) {
 	return out, nil
 }
 
-// batchFits reports whether ops may travel as one OpBatch request. A node closes a connection
-// that sends it a frame over wire.MaxFrameBytes (20 puts of 1 MiB failed as "connection lost"),
-// and a coordinator forwards a batch's operations to data nodes inside messages of its own, so
-// a batch is held to the bound a scan's answer has for the same reason (wire.MaxScanBytes);
-// a larger one goes one operation at a time, each within the per-value limit.
-func batchFits(ops []wire.BatchOp) bool {
-	n := 0
-	for _, op := range ops {
-		if n += len(op.Key) + len(op.Value) + 8; n > wire.MaxScanBytes {
-			return false
+// batchPrefix is how many of ops, at least one, may travel as one OpBatch request: at most
+// wire.MaxBatchOps, and within wire.MaxScanBytes. A node closes a connection that sends it a
+// frame over wire.MaxFrameBytes (20 puts of 1 MiB failed as "connection lost"), and a
+// coordinator forwards a batch's operations to data nodes inside messages of its own, so a
+// batch is held to the bound a scan's answer has for the same reason. One operation always
+// fits (a key and a value within their limits).
+func batchPrefix(ops []wire.BatchOp) int {
+	size := 0
+	for i, op := range ops {
+		if size += len(op.Key) + len(op.Value) + 8; i == wire.MaxBatchOps || (size > wire.MaxScanBytes && i > 0) {
+			return i
 		}
 	}
-	return true
+	return len(ops)
 }
 
 // Get reads key. It returns ErrNotFound if the key has no visible value.
@@ -394,13 +492,13 @@ func (tx *Txn) Get(key string) ([]byte, error) {
 
 // Put writes value at key.
 //
-// A transaction's writes are held to wire.MaxTxnWriteBytes (8 MiB), each written key counted
-// once, at its latest value, plus wire.TxnWriteOverheadBytes, because its commit carries them
-// between nodes in messages that must fit a frame. A write that would take the transaction past
-// it fails with ErrBadArgument (wire.TxnWritesTooLarge) and is not applied; the transaction goes
-// on, and may commit what it has written or abort. The same holds for PutMany and Batch, refused
-// whole, except one too large for a single request (over wire.MaxScanBytes), which is sent an
-// operation at a time: the rows before the refused one then stay written.
+// A transaction's writes are held to MaxTxnWriteBytes (8 MiB), each written key counted once,
+// at its latest value, plus TxnWriteOverheadBytes, because its commit carries them between
+// nodes in messages that must fit a frame. A write that would take the transaction past it
+// fails with ErrTxnTooLarge (and ErrBadArgument) and is not applied; the transaction goes on,
+// and may commit what it has written or abort. The same holds for PutMany and Batch, each
+// request of which is refused whole; one that needs several requests (over MaxBatchOps
+// operations or MaxScanBytes) keeps the requests before the refused one written.
 func (tx *Txn) Put(key string, value []byte) error {
 	if value == nil {
 		value = []byte{}
@@ -416,9 +514,9 @@ func (tx *Txn) Delete(key string) error {
 }
 
 // Scan returns up to limit rows with start ≤ key < end, in key order (limit 0: no limit).
-// A scan whose answer would exceed wire.MaxScanBytes, or one a protocol does not serve (spanner
+// A scan whose answer would exceed MaxScanBytes, or one a protocol does not serve (spanner
 // in a read-write transaction), fails with ErrBadArgument.
-func (tx *Txn) Scan(start, end string, limit int) ([]wire.KV, error) {
+func (tx *Txn) Scan(start, end string, limit int) ([]KV, error) {
 	rep, err := tx.call(wire.OpScan, start, end, limit, nil)
 	if err != nil {
 		return nil, err
@@ -427,12 +525,22 @@ func (tx *Txn) Scan(start, end string, limit int) ([]wire.KV, error) {
 }
 
 // Commit commits the transaction. A read-only transaction that sent nothing commits locally.
+// Called again after it succeeded, it returns nil; on a transaction that a request's answer
+// ended, it returns that answer's error (an AbortError or UnknownError), so that a caller that
+// missed it learns how the transaction ended; after Abort, ErrTxnDone.
 func (tx *Txn) Commit() error {
 	if err := tx.db.enter(); err != nil {
 		return err
 	}
 	defer tx.db.leave()
+	switch {
+	case tx.committed:
+		return nil
+	case tx.done && tx.ended != nil:
+		return tx.ended
+	}
 	if tx.seq == 0 && !tx.done {
+		tx.committed = true
 		tx.done = true
 		return nil
 	}
@@ -450,7 +558,7 @@ func (tx *Txn) Commit() error {
 	if err != nil {
 		return err
 	}
-	tx.CommitTS = rep.CommitTS
+	tx.committed, tx.CommitTS = true, rep.CommitTS
 	return nil
 }
 
@@ -484,7 +592,7 @@ type RetryPolicy struct {
 
 // RunTxn runs fn in a transaction and commits it, retrying with a fresh transaction (and, for
 // timestamp protocols, a fresh timestamp) while the error is a retryable abort. fn must be safe to
-// re-run. It returns the last error.
+// re-run; it may commit the transaction itself. It returns the last error.
 func RunTxn(db *DB, opts TxnOptions, fn func(tx *Txn) error) error {
 	return RunTxnWith(db, opts, RetryPolicy{}, fn)
 }

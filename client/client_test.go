@@ -219,11 +219,18 @@ func TestTxnIDsGrowWithFirstRequests(t *testing.T) {
 	}
 }
 
-// codeTransport answers every request with one code.
-type codeTransport struct{ code wire.Code }
+// codeTransport answers every request with one code, and err ("x" if empty).
+type codeTransport struct {
+	code wire.Code
+	err  string
+}
 
 func (c codeTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
-	return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: c.code, Error: "x"}, nil
+	msg := c.err
+	if msg == "" {
+		msg = "x"
+	}
+	return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: c.code, Error: msg}, nil
 }
 func (codeTransport) Sleep(time.Duration) {}
 func (codeTransport) Now() int64          { return 0 }
@@ -236,7 +243,7 @@ func TestUnknownCodeAtCommitIsUnknown(t *testing.T) {
 		code    wire.Code
 		unknown bool
 	}{{wire.Code(99), true}, {wire.CodeUnavailable, false}} {
-		tx := Open(codeTransport{c.code}).Begin(TxnOptions{})
+		tx := Open(codeTransport{code: c.code}).Begin(TxnOptions{})
 		tx.seq = 1 // as after a put, so the commit is sent
 		err := tx.Commit()
 		var u *UnknownError
