@@ -42,20 +42,35 @@ type (
 	BatchOp = wire.BatchOp
 	// BatchResult is one operation's answer from Batch (a read's value and whether it was found).
 	BatchResult = wire.BatchResult
-	// Request and Reply are what a Transport carries.
+	// Request and Reply are what a Transport carries; a Reply's Code is its outcome class.
 	Request = wire.ClientRequest
 	Reply   = wire.ClientReply
+	Code    = wire.Code
 	// Timestamp is a commit timestamp (Txn.CommitTS).
 	Timestamp = ts.Timestamp
 	// Setting is one of the settings nodes check of each other at a handshake (WithSetup).
 	Setting = frame.Setting
 )
 
-// Operations of a Batch.
+// Operations of a Batch (and of a Request, with the rest a Transport carries).
 const (
 	OpGet    = wire.OpGet
 	OpPut    = wire.OpPut
 	OpDelete = wire.OpDelete
+	OpCommit = wire.OpCommit
+	OpAbort  = wire.OpAbort
+	OpScan   = wire.OpScan
+	OpBatch  = wire.OpBatch
+)
+
+// Outcome classes of a Reply (Reply.Code): aborted is retryable; unknown means a commit may or
+// may not have applied.
+const (
+	CodeOK          = wire.CodeOK
+	CodeAborted     = wire.CodeAborted
+	CodeBadArgument = wire.CodeBadArgument
+	CodeUnavailable = wire.CodeUnavailable
+	CodeUnknown     = wire.CodeUnknown
 )
 
 // Limits on what a transaction may send at once; the coordinator enforces them.
