@@ -74,12 +74,15 @@ func newKVCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kv",
 		Short: "Read and write a running cluster: get, put, del, scan, and exec for scripted transactions",
+		Long: "Read and write a running cluster: get, put, del, scan, and exec for scripted transactions.\n\n" +
+			kvExitHelp,
 	}
 	f.cf.register(cmd.PersistentFlags(), false)
 	cmd.PersistentFlags().StringVar(&f.region, "region", "", "talk to a data node of this region (default: the first region)")
 	cmd.PersistentFlags().StringVar(&f.node, "node", "", "talk to this data node (name or id)")
 
-	oneTxn := func(cmd *cobra.Command, keys []string, readOnly bool, fn func(tx *client.Txn) error) error {
+	// withDB checks keys, then connects and runs run.
+	withDB := func(cmd *cobra.Command, keys []string, run func(db *client.DB) error) error {
 		for _, k := range keys {
 			if err := checkKey(k); err != nil {
 				return err
@@ -90,33 +93,35 @@ func newKVCmd() *cobra.Command {
 			return err
 		}
 		defer closeFn()
-		return client.RunTxn(db, client.TxnOptions{ReadOnly: readOnly}, fn)
+		return run(db)
 	}
 	cmd.AddCommand(&cobra.Command{
-		Use: "get KEY", Short: "Print a key's value", Args: exactArgs(1),
+		Use: "get KEY", Short: "Print a key's value", Long: "Print a key's value.\n\n" + kvExitHelp, Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var v []byte
-			err := oneTxn(cmd, args, true, func(tx *client.Txn) (err error) { v, err = tx.Get(args[0]); return err })
-			if errors.Is(err, client.ErrNotFound) {
-				return &exitError{code: 1, err: fmt.Errorf("%s: not found", args[0])}
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), string(v))
-			return nil
+			return withDB(cmd, args, func(db *client.DB) error {
+				v, err := kvGet(db, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), string(v))
+				return nil
+			})
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
-		Use: "put KEY VALUE", Short: "Write a key", Args: exactArgs(2),
+		Use: "put KEY VALUE", Short: "Write a key", Long: "Write a key.\n\n" + kvExitHelp, Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return oneTxn(cmd, args[:1], false, func(tx *client.Txn) error { return tx.Put(args[0], []byte(args[1])) })
+			return withDB(cmd, args[:1], func(db *client.DB) error {
+				return kvTxn(db, false, func(tx *client.Txn) error { return tx.Put(args[0], []byte(args[1])) })
+			})
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
-		Use: "del KEY", Short: "Delete a key", Args: exactArgs(1),
+		Use: "del KEY", Short: "Delete a key", Long: "Delete a key (deleting an absent key is not an error).\n\n" + kvExitHelp, Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return oneTxn(cmd, args, false, func(tx *client.Txn) error { return tx.Delete(args[0]) })
+			return withDB(cmd, args, func(db *client.DB) error {
+				return kvTxn(db, false, func(tx *client.Txn) error { return tx.Delete(args[0]) })
+			})
 		},
 	})
 	var (
@@ -128,7 +133,8 @@ func newKVCmd() *cobra.Command {
 		Short: "Print the rows with START ≤ key < END (END omitted: to the end), or those whose key begins with P",
 		Long: "Print the rows with START ≤ key < END (END omitted: to the end), or with --prefix those whose key begins with P.\n" +
 			"A range within one routing prefix (the part of a key before its first '/') lives on one shard and is read\n" +
-			"there alone; any other range is read from every shard's primary, at the cost of the farthest round trip.",
+			"there alone; any other range is read from every shard's primary, at the cost of the farthest round trip.\n" +
+			"A range that holds no key prints nothing and is no error.\n\n" + kvExitHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("prefix") {
 				if len(args) > 0 {
@@ -157,13 +163,15 @@ func newKVCmd() *cobra.Command {
 				}
 			}
 			var rows []kvRow
-			err := oneTxn(cmd, []string{start, end}, true, func(tx *client.Txn) error {
-				got, err := tx.Scan(start, end, limit)
-				rows = rows[:0]
-				for _, r := range got {
-					rows = append(rows, kvRow{r.Key, string(r.Value)})
-				}
-				return err
+			err := withDB(cmd, []string{start, end}, func(db *client.DB) error {
+				return kvTxn(db, true, func(tx *client.Txn) error {
+					got, err := tx.Scan(start, end, limit)
+					rows = rows[:0]
+					for _, r := range got {
+						rows = append(rows, kvRow{r.Key, string(r.Value)})
+					}
+					return err
+				})
 			})
 			if err != nil {
 				return err
@@ -190,7 +198,11 @@ one transaction, and answer one line on stdout:
 append adds an integer to the list at an integer key; r reads the whole list (null if absent).
 With --register, micro-ops are ["w",k,v] and ["r",k,null] on single integers. List keys are
 stored exactly as the list-append workload stores them, so exec and the workload see the same
-lists. Registers have keys of their own: register k and list k are different keys.`,
+lists. Registers have keys of their own: register k and list k are different keys.
+
+Each transaction's outcome is in its answer, not in the exit status: 0 once stdin ends, whatever
+the lines' answers were; 1 if exec could not start (bad flags or configuration, cluster
+unreachable) or could not read stdin or write stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.cf.load()
@@ -215,6 +227,74 @@ lists. Registers have keys of their own: register k and list k are different key
 }
 
 type kvRow struct{ k, v string }
+
+// The exit statuses of kv get, put, del and scan (kvExitHelp), so that a script can tell an
+// absent key from a cluster it cannot reach, and a write that did not apply from one that may
+// have: all exited 1.
+const (
+	kvExitError    = 1 // main's status for any error without an exitError
+	kvExitNotFound = 2
+	kvExitUnknown  = 3
+)
+
+const kvExitHelp = `Exit status of get, put, del and scan:
+  0  done
+  1  error: bad input, cluster unreachable, transaction aborted; a put or del did not apply
+  2  not found: get of a key that has no value
+  3  outcome unknown: the commit was sent but its outcome is not known, so a put or del may
+     or may not have applied (read the key before writing it again); get and scan print nothing
+exec answers each transaction on a line of its own; see meridian kv exec --help.`
+
+// kvTxn runs fn as one transaction on db, retrying aborts, and gives its failure kv's exit
+// status: a commit whose outcome is unknown is not a failed one.
+func kvTxn(db *client.DB, readOnly bool, fn func(tx *client.Txn) error) error {
+	err := client.RunTxn(db, client.TxnOptions{ReadOnly: readOnly}, fn)
+	if code := kvExitCode(err); code > kvExitError {
+		return &exitError{code: code, err: err}
+	}
+	return err
+}
+
+// kvExitCode is the exit status kv gives err, the error of a transaction (kvExitHelp). The
+// client reports an answer lost before the commit as unavailable (the transaction is then
+// aborted: nothing applied) and one lost at the commit as unknown.
+func kvExitCode(err error) int {
+	var u *client.UnknownError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		return kvExitUnknown
+	case errors.Is(err, client.ErrNotFound):
+		return kvExitNotFound
+	}
+	return kvExitError
+}
+
+// kvGet reads key in a transaction of its own. An absent key is an answer, not a failure: the
+// transaction commits, so that "not found" is as certain as a value would be, and then exits 2.
+func kvGet(db *client.DB, key string) ([]byte, error) {
+	var (
+		v     []byte
+		found bool
+	)
+	err := kvTxn(db, true, func(tx *client.Txn) error {
+		var err error
+		v, err = tx.Get(key)
+		found = err == nil
+		if errors.Is(err, client.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, &exitError{code: kvExitNotFound, err: fmt.Errorf("%s: not found", key)}
+	}
+	return v, nil
+}
 
 // checkKey refuses a key the wire cannot carry: keys travel as strings, and a node drops a
 // message holding one that is not UTF-8, so the client would wait out its timeout and report

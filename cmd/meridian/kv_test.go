@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/internal/workload/listappend"
 	"github.com/meridiandb/meridian/internal/workload/memdb"
 )
@@ -83,5 +87,122 @@ func TestExecModesDoNotMisreadEachOther(t *testing.T) {
 		if got := exec(s.register, s.line); got != s.want {
 			t.Errorf("step %d (register %v) %s: got %s, want %s", i+1, s.register, s.line, got, s.want)
 		}
+	}
+}
+
+// exitCode is the status main gives err.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return 1
+}
+
+// kv get, put, del and scan tell their outcomes apart by exit status: all failures exited 1,
+// so a script could not tell an absent key from a cluster it could not reach, nor a put that
+// did not apply from one that may have.
+func TestKVExitCode(t *testing.T) {
+	unknown := &client.UnknownError{Detail: "connection closed"}
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{unknown, kvExitUnknown},
+		// A later call on a transaction whose commit is unknown wraps how it ended.
+		{fmt.Errorf("%w: %w", client.ErrTxnDone, unknown), kvExitUnknown},
+		{client.ErrNotFound, kvExitNotFound},
+		{&client.AbortError{Cause: "wound-wait"}, kvExitError},
+		{fmt.Errorf("%w: dial: connection refused", client.ErrUnavailable), kvExitError},
+		{fmt.Errorf("%w: empty key", client.ErrBadArgument), kvExitError},
+		{errors.New("cluster config: open cluster.toml: no such file"), kvExitError},
+	} {
+		if got := kvExitCode(tc.err); got != tc.want {
+			t.Errorf("%v: exit %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+// losingAnswers is a memdb endpoint that loses the answer to every request of one kind after
+// the store has handled it, as a connection that breaks at that moment would.
+type losingAnswers struct {
+	*memdb.Transport
+	op wire.Op
+}
+
+func (l losingAnswers) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	rep, err := l.Transport.RoundTrip(req)
+	if err == nil && req.Op == l.op {
+		return nil, errors.New("connection closed")
+	}
+	return rep, err
+}
+
+// A get of an absent key exits 2 after its transaction commits; a put whose commit answer is
+// lost exits 3, since it applied here and might not have; one whose write answer is lost
+// exits 1, since it was aborted before any commit.
+func TestKVOutcomes(t *testing.T) {
+	store := memdb.New()
+	db := client.Open(store.Transport())
+	if _, err := kvGet(db, "k"); exitCode(err) != kvExitNotFound || err.Error() != "k: not found" {
+		t.Fatalf("get of an absent key: %v (exit %d), want \"k: not found\", exit %d", err, exitCode(err), kvExitNotFound)
+	}
+	put := func(db *client.DB, v string) error {
+		return kvTxn(db, false, func(tx *client.Txn) error { return tx.Put("k", []byte(v)) })
+	}
+	if err := put(db, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := kvGet(db, "k"); err != nil || string(v) != "1" {
+		t.Fatalf("get: %q, %v; want 1", v, err)
+	}
+
+	err := put(client.Open(losingAnswers{store.Transport(), wire.OpCommit}), "2")
+	if exitCode(err) != kvExitUnknown || !strings.Contains(err.Error(), "outcome unknown") {
+		t.Errorf("put whose commit answer is lost: %v (exit %d), want outcome unknown, exit %d", err, exitCode(err), kvExitUnknown)
+	}
+	if v, _ := store.Get("k"); string(v) != "2" {
+		t.Fatalf("the put whose answer was lost holds %q, want it applied (2)", v)
+	}
+
+	err = put(client.Open(losingAnswers{store.Transport(), wire.OpPut}), "3")
+	if exitCode(err) != kvExitError || !errors.Is(err, client.ErrUnavailable) {
+		t.Errorf("put whose write answer is lost: %v (exit %d), want unavailable, exit %d", err, exitCode(err), kvExitError)
+	}
+	if v, _ := store.Get("k"); string(v) != "2" {
+		t.Fatalf("the put aborted before its commit holds %q, want it not applied (2)", v)
+	}
+}
+
+// The exit statuses as a script sees them, against a running cluster and then a stopped one.
+func TestKVExitStatuses(t *testing.T) {
+	_, config, data := runningCluster(t)
+	for _, tc := range []struct {
+		args      []string
+		code      int
+		out, errs string
+	}{
+		{[]string{"put", "k", "v"}, 0, "", ""},
+		{[]string{"get", "k"}, 0, "v\n", ""},
+		{[]string{"get", "absent"}, kvExitNotFound, "", "meridian: absent: not found\n"},
+		{[]string{"scan", "absent", "absent0"}, 0, "", ""},
+		{[]string{"del", "absent"}, 0, "", ""},
+		{[]string{"del", "k"}, 0, "", ""},
+		{[]string{"get", "k"}, kvExitNotFound, "", "meridian: k: not found\n"},
+		{[]string{"put", "\xff", "v"}, kvExitError, "", "meridian: key \"\\xff\" is not valid UTF-8\n"},
+	} {
+		out, errs, code := runFor(t, 30*time.Second, append([]string{"kv", "--config", config}, tc.args...)...)
+		if code != tc.code || out != tc.out || errs != tc.errs {
+			t.Errorf("kv %q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr %q", tc.args, code, out, errs, tc.code, tc.out, tc.errs)
+		}
+	}
+	stopLeavesNoServer(t, data)
+	_, errs, code := runFor(t, 30*time.Second, "kv", "--config", config, "get", "k")
+	if code != kvExitError || !strings.Contains(errs, "is the cluster running?") {
+		t.Errorf("kv get of a stopped cluster: exit %d, stderr %q; want exit %d, unreachable", code, errs, kvExitError)
 	}
 }
