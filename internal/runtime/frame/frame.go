@@ -119,7 +119,8 @@ func HostOf(id topo.NodeID) (topo.NodeID, bool) {
 
 // Hello opens every connection. A node sets From to its id; a client sets Client and leaves From
 // zero. Cluster must match the server's cluster name, so a client of one local cluster cannot
-// talk to another one that reuses its ports.
+// talk to another one that reuses its ports; a client may leave it empty to skip that check (as
+// over gRPC), a node may not.
 //
 // A name is not enough: two configurations may share it and differ in protocol, options or
 // layout, and a client that reads its results under the wrong protocol checks them against the
