@@ -521,7 +521,7 @@ func lockTimeoutReport(runs []*Run, dir string) (string, error) {
 		t.Add(row...)
 	}
 	return body + fmt.Sprintf("\nK2-MVTO's peak: %.0f txn/s over the sweep, %.0f up to the paper's load. Paper: 9.82× at the peaks. The last columns compare the two at the same number of clients.\n\n", k2Peak, k2PaperLoadPeak) +
-		t.Markdown() + peakEdges(runs) + consistencyLine(runs) + whyLockTimeout, nil
+		t.Markdown() + peakEdges(runs) + splitP90s(runs) + consistencyLine(runs) + whyLockTimeout, nil
 }
 
 // tpccSweepReport reports a TPC-C load sweep: throughput, p90 New-Order latency and abort rate
