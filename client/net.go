@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -14,8 +15,13 @@ import (
 )
 
 // NetTransport is a Transport over TCP to a coordinator node of a real cluster. It is one client
-// endpoint: open one per concurrent client (a DB is single-threaded anyway). A lost connection
-// fails the requests waiting on it; the next request dials again (as a new endpoint).
+// endpoint and serves one DB: open one per DB. The node knows a transaction by the endpoint and
+// the DB's number for it, and every DB numbers its transactions from 1, so two DBs on one
+// transport mix their transactions up at the node (one's request taken as a duplicate of the
+// other's, or as its next request, or aborted as unknown-transaction). A request whose numbers
+// are those of one in flight is refused before it is sent (ErrBadArgument); the others cannot
+// be told from one DB's. A lost connection fails the requests waiting on it; the next request
+// dials again (as a new endpoint).
 type NetTransport struct {
 	addr     string
 	cluster  string
@@ -23,14 +29,39 @@ type NetTransport struct {
 	setup    []frame.Setting
 	timeout  time.Duration
 
+	// ctx is cancelled by Close, to stop a dial or handshake under way (which holds mu) and a
+	// request waiting to send.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// sending is held by the request writing to the connection, so that frames stay whole; a
+	// write holds it no longer than its request's timeout (its write deadline).
+	sending chan struct{}
+
+	// mu guards what follows. Only a dial holds it across network I/O, and Close stops a dial
+	// first: a write blocked on a stalled peer held it, and Close waited on that write.
 	mu      sync.Mutex
 	conn    net.Conn
-	w       *bufio.Writer
 	coord   topo.NodeID
 	self    topo.NodeID
 	waiting map[replyKey]chan *wire.ClientReply
 	closed  bool
 }
+
+// errClosed is the error of a request on a transport its owner closed: no later request will
+// succeed, unlike the transient failures that ErrUnavailable otherwise reports.
+var errClosed = errors.New("transport closed by Close")
+
+// inFlightError refuses a request whose transaction and sequence numbers are those of one
+// already in flight: another DB shares the transport. It is ErrBadArgument, and is returned
+// before anything is sent; its text has no "meridian:", as no error of a Transport does.
+type inFlightError struct{ key replyKey }
+
+func (e *inFlightError) Error() string {
+	return fmt.Sprintf("request %d of transaction %d is already in flight on this transport: a NetTransport serves one DB (each DB numbers its transactions from 1); open one per DB",
+		e.key.seq, e.key.txn)
+}
+
+func (e *inFlightError) Is(target error) bool { return target == ErrBadArgument }
 
 type replyKey struct {
 	txn uint64
@@ -40,8 +71,10 @@ type replyKey struct {
 // DialOption configures Dial.
 type DialOption func(*NetTransport)
 
-// WithRequestTimeout bounds how long RoundTrip waits for a reply (default 10s). A commit that
-// times out has an unknown outcome.
+// WithRequestTimeout bounds a RoundTrip from its call to its reply (default 10s): dialing again
+// if need be, sending, and waiting. A send still blocked then (a stalled node, a black-holed
+// link, its socket buffers full) is cut off, and the connection closed. A commit that times out
+// has an unknown outcome.
 func WithRequestTimeout(d time.Duration) DialOption { return func(t *NetTransport) { t.timeout = d } }
 
 // WithCluster names the cluster the client expects; a node of another cluster refuses it.
@@ -58,16 +91,19 @@ func WithSetup(s []frame.Setting) DialOption { return func(t *NetTransport) { t.
 
 // Dial connects to the data node at addr (host:port of its transport).
 func Dial(addr string, opts ...DialOption) (*NetTransport, error) {
-	t := &NetTransport{addr: addr, timeout: 10 * time.Second, waiting: map[replyKey]chan *wire.ClientReply{}}
+	t := &NetTransport{addr: addr, timeout: 10 * time.Second, waiting: map[replyKey]chan *wire.ClientReply{},
+		sending: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(t)
 	}
 	if t.timeout <= 0 {
 		return nil, fmt.Errorf("meridian: request timeout must be positive, got %v", t.timeout)
 	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.connectLocked(); err != nil {
+	if err := t.connectLocked(time.Now().Add(t.timeout)); err != nil {
+		t.cancel()
 		return nil, fmt.Errorf("meridian: %w", err)
 	}
 	return t, nil
@@ -80,11 +116,14 @@ func (t *NetTransport) Endpoint() int32 {
 	return int32(t.self)
 }
 
-// connectLocked dials and shakes hands. Its errors carry no "meridian:" prefix, as no error of
-// a Transport does: the DB wraps them in its own (ErrUnavailable, UnknownError), and Dial adds
-// one, so that each error says "meridian:" once.
-func (t *NetTransport) connectLocked() error {
-	c, err := net.DialTimeout("tcp", t.addr, t.timeout)
+// connectLocked dials and shakes hands, giving up at deadline or at Close. Its errors carry no
+// "meridian:" prefix, as no error of a Transport does: the DB wraps them in its own
+// (ErrUnavailable, UnknownError), and Dial adds one, so that each error says "meridian:" once.
+func (t *NetTransport) connectLocked(deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(t.ctx, deadline)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", t.addr)
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", t.addr, err)
 	}
@@ -95,11 +134,14 @@ func (t *NetTransport) connectLocked() error {
 		_ = c.Close()
 		return fmt.Errorf("handshake with %s: %w", t.addr, err)
 	}
+	// A peer that stalls mid-handshake is cut off at the deadline; Close cuts it off at once.
+	_ = c.SetDeadline(deadline)
+	stop := context.AfterFunc(t.ctx, func() { _ = c.Close() })
+	defer stop()
 	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: t.cluster, Protocol: t.protocol, Setup: t.setup}); err != nil {
 		return fail(err)
 	}
 	r := bufio.NewReaderSize(c, 64<<10)
-	_ = c.SetReadDeadline(time.Now().Add(t.timeout))
 	// What the peer answered first, to name it if it is not a frame: a web server's "HTTP/1.1"
 	// read as a length said "frame: length out of range: 1213486160 bytes".
 	var head []byte
@@ -125,8 +167,11 @@ func (t *NetTransport) connectLocked() error {
 	if wel.Error != "" {
 		return fail(errors.New(wel.Error))
 	}
-	_ = c.SetReadDeadline(time.Time{})
-	t.conn, t.w, t.coord, t.self = c, bufio.NewWriter(c), wel.Node, wel.Endpoint
+	if !stop() {
+		return fail(errClosed)
+	}
+	_ = c.SetDeadline(time.Time{})
+	t.conn, t.coord, t.self = c, wel.Node, wel.Endpoint
 	go t.read(c, r)
 	return nil
 }
@@ -166,14 +211,29 @@ func (t *NetTransport) read(c net.Conn, r *bufio.Reader) {
 	t.mu.Unlock()
 }
 
-// RoundTrip implements Transport.
+// RoundTrip implements Transport. It returns within the request timeout whatever the peer does.
 func (t *NetTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	// The timer runs from the call, not from the end of the send: a send blocked on a stalled
+	// peer is cut off by the same deadline.
+	deadline := time.Now().Add(t.timeout)
+	timer := time.NewTimer(t.timeout)
+	defer timer.Stop()
+	payload, err := wire.Encode(req)
+	if err != nil {
+		return nil, err
+	}
 	ch := make(chan *wire.ClientReply, 1)
 	key := replyKey{req.Txn, req.Seq}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, errors.New("transport closed")
+		return nil, errClosed
+	}
+	if t.waiting[key] != nil {
+		// A reply is matched by these numbers alone: registering a second waiter took the
+		// first's reply.
+		t.mu.Unlock()
+		return nil, &inFlightError{key}
 	}
 	if t.conn == nil {
 		if req.Seq > 0 {
@@ -182,37 +242,63 @@ func (t *NetTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, er
 			t.mu.Unlock()
 			return nil, fmt.Errorf("connection to %s lost during the transaction", t.addr)
 		}
-		if err := t.connectLocked(); err != nil {
+		if err := t.connectLocked(deadline); err != nil {
 			t.mu.Unlock()
+			if t.ctx.Err() != nil {
+				return nil, errClosed
+			}
 			return nil, err
 		}
 	}
+	c, coord := t.conn, t.coord
 	t.waiting[key] = ch
-	err := frame.WriteMsg(t.w, t.coord, req)
-	if err == nil {
-		err = t.w.Flush()
+	t.mu.Unlock()
+
+	select {
+	case t.sending <- struct{}{}:
+	case <-timer.C:
+		t.forget(key, ch)
+		return nil, fmt.Errorf("no send to %s within %v: another request's send held the connection", t.addr, t.timeout)
+	case <-t.ctx.Done():
+		t.forget(key, ch)
+		return nil, errClosed
 	}
+	_ = c.SetWriteDeadline(deadline)
+	err = frame.Write(c, coord, payload)
+	<-t.sending
 	if err != nil {
-		delete(t.waiting, key)
-		_ = t.conn.Close()
-		t.mu.Unlock()
+		t.forget(key, ch)
+		// Part of the frame may have gone: the stream is out of step, and the reader fails the
+		// requests waiting on it once the connection is closed.
+		_ = c.Close()
+		if t.ctx.Err() != nil {
+			return nil, fmt.Errorf("send to %s: %w", t.addr, errClosed)
+		}
 		return nil, fmt.Errorf("send to %s: %w", t.addr, err)
 	}
-	t.mu.Unlock()
-	timer := time.NewTimer(t.timeout)
-	defer timer.Stop()
 	select {
 	case rep, ok := <-ch:
 		if !ok {
+			if t.ctx.Err() != nil {
+				return nil, fmt.Errorf("connection to %s: %w", t.addr, errClosed)
+			}
 			return nil, fmt.Errorf("connection to %s lost", t.addr)
 		}
 		return rep, nil
 	case <-timer.C:
-		t.mu.Lock()
-		delete(t.waiting, key)
-		t.mu.Unlock()
+		t.forget(key, ch)
 		return nil, fmt.Errorf("no reply from %s within %v", t.addr, t.timeout)
 	}
+}
+
+// forget drops the request waiting on ch for key, unless the reader or Close already did (and
+// another request may have taken key since).
+func (t *NetTransport) forget(key replyKey, ch chan *wire.ClientReply) {
+	t.mu.Lock()
+	if t.waiting[key] == ch {
+		delete(t.waiting, key)
+	}
+	t.mu.Unlock()
 }
 
 // Sleep implements Transport.
@@ -226,9 +312,11 @@ var processStart = time.Now()
 // Now implements Transport: nanoseconds on a monotonic clock anchored at the wall clock.
 func (t *NetTransport) Now() int64 { return processStart.UnixNano() + int64(time.Since(processStart)) }
 
-// Close closes the connection; requests waiting for a reply fail at once (as when the
-// connection is lost: a commit among them has an unknown outcome), and later requests fail.
+// Close closes the connection; requests waiting for a reply or blocked sending fail at once (as
+// when the connection is lost: a commit among them has an unknown outcome), and later requests
+// fail. It never waits on the network.
 func (t *NetTransport) Close() error {
+	t.cancel() // a dial under way holds mu until it fails
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
