@@ -172,10 +172,16 @@ type DB struct {
 	// take the same transaction id, and a reply would be matched to the wrong request.
 	busy    atomic.Bool
 	noBatch bool // the protocol refused an OpBatch: send batches' operations one at a time
+	// shared is set when the transport already served another DB (one that says so: see
+	// Open); every call then fails, since the two DBs' transaction numbers would collide.
+	shared bool
 }
 
 // enter claims db for one call of a transaction's method; leave releases it.
 func (db *DB) enter() error {
+	if db.shared {
+		return fmt.Errorf("%w: this DB's transport already serves another DB, and their transaction numbers would collide: dial one transport per DB", ErrBadArgument)
+	}
 	if !db.busy.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: DB used by two goroutines at once: open one DB, on its own transport, per goroutine", ErrBadArgument)
 	}
@@ -184,8 +190,15 @@ func (db *DB) enter() error {
 
 func (db *DB) leave() { db.busy.Store(false) }
 
-// Open returns a DB that sends requests through t.
-func Open(t Transport) *DB { return &DB{t: t} }
+// Open returns a DB that sends requests through t. A transport serves one DB: a NetTransport
+// given to a second Open makes that DB's every call fail (ErrBadArgument).
+func Open(t Transport) *DB {
+	db := &DB{t: t}
+	if c, ok := t.(interface{ claimForDB() bool }); ok && !c.claimForDB() {
+		db.shared = true
+	}
+	return db
+}
 
 // Transport returns the DB's transport.
 func (db *DB) Transport() Transport { return db.t }
@@ -318,6 +331,13 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 	tx.seq++
 	rep, err := tx.db.t.RoundTrip(req)
 	if err != nil {
+		if errors.Is(err, ErrBadArgument) {
+			// The transport refused the request before sending it (NetTransport: its numbers
+			// are already in flight), so the number was not used and nothing happened: not an
+			// unknown outcome, nor a request lost in transit.
+			tx.seq--
+			return nil, fmt.Errorf("%w: %v", ErrBadArgument, err)
+		}
 		if req.Op == wire.OpCommit {
 			return nil, tx.end(&UnknownError{Detail: err.Error()})
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/runtime/frame"
@@ -45,7 +46,14 @@ type NetTransport struct {
 	self    topo.NodeID
 	waiting map[replyKey]chan *wire.ClientReply
 	closed  bool
+
+	// opened is set by the first Open of a DB on the transport: every DB numbers its
+	// transactions from 1, so a second DB's requests would be taken for the first's.
+	opened atomic.Bool
 }
+
+// claimForDB implements the claim Open makes: true for the first DB only.
+func (t *NetTransport) claimForDB() bool { return t.opened.CompareAndSwap(false, true) }
 
 // errClosed is the error of a request on a transport its owner closed: no later request will
 // succeed, unlike the transient failures that ErrUnavailable otherwise reports.

@@ -305,6 +305,10 @@ func TestSharedTransportRefusesSameNumbers(t *testing.T) {
 	defer tr.Close()
 	c := <-node
 	db1, db2 := Open(tr), Open(tr)
+	// The second DB on the transport is refused at every call, before anything is sent.
+	if _, err := db2.Begin(TxnOptions{}).Get("b"); !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), "already serves another DB") {
+		t.Fatalf("a second DB's get: %v, want ErrBadArgument saying the transport serves another DB", err)
+	}
 	first := make(chan error, 1)
 	var firstValue []byte
 	go func() {
@@ -315,10 +319,14 @@ func TestSharedTransportRefusesSameNumbers(t *testing.T) {
 	if req := <-got; req.Txn != 1 || req.Key != "a" {
 		t.Fatalf("the node got %+v, want db1's get of a as transaction 1", req)
 	}
+	// A request with the numbers of one in flight (as from a DB of a transport that does not
+	// tell Open it is taken) is refused without being sent.
 	var err2 error
-	within(t, "db2's get while db1's is in flight", func() { _, err2 = db2.Begin(TxnOptions{}).Get("b") })
+	within(t, "a request with db1's numbers while db1's is in flight", func() {
+		_, err2 = tr.RoundTrip(&wire.ClientRequest{Op: wire.OpGet, Txn: 1, Seq: 0, Key: "b"})
+	})
 	if !errors.Is(err2, ErrBadArgument) || !strings.Contains(err2.Error(), "serves one DB") {
-		t.Fatalf("db2's get with db1's numbers in flight: %v, want ErrBadArgument saying a transport serves one DB", err2)
+		t.Fatalf("a request with db1's numbers in flight: %v, want ErrBadArgument saying a transport serves one DB", err2)
 	}
 	if err := frame.WriteMsg(c, 0, &wire.ClientReply{Txn: 1, Seq: 0, Code: wire.CodeOK, Found: true, Value: []byte("A")}); err != nil {
 		t.Fatal(err)
