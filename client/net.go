@@ -86,6 +86,7 @@ type DialOption func(*NetTransport)
 func WithRequestTimeout(d time.Duration) DialOption { return func(t *NetTransport) { t.timeout = d } }
 
 // WithCluster names the cluster the client expects; a node of another cluster refuses it.
+// Without it any cluster is accepted.
 func WithCluster(name string) DialOption { return func(t *NetTransport) { t.cluster = name } }
 
 // WithProtocol names the protocol the client expects the cluster to run; a node that runs
