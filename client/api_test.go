@@ -267,3 +267,71 @@ func TestTransportRefusalIsNotUnknown(t *testing.T) {
 		t.Errorf("put the transport refused: %v, lost %v, seq %d; want ErrBadArgument, nothing lost, the number unused", err, tx.lost, tx.seq)
 	}
 }
+
+// refuseOnce refuses the first request of the given op without sending it, then answers OK.
+type refuseOnce struct {
+	op   Op
+	done bool
+	sent []Op
+}
+
+func (r *refuseOnce) RoundTrip(req *Request) (*Reply, error) {
+	if req.Op == r.op && !r.done {
+		r.done = true
+		return nil, fmt.Errorf("%w: refused before sending", ErrBadArgument)
+	}
+	r.sent = append(r.sent, req.Op)
+	code := wire.CodeOK
+	if req.Op == wire.OpAbort {
+		code = wire.CodeAborted // the coordinator had already dropped it
+	}
+	return &Reply{Txn: req.Txn, Seq: req.Seq, Code: code, Cause: "unknown-transaction"}, nil
+}
+func (*refuseOnce) Sleep(time.Duration) {}
+func (*refuseOnce) Now() int64          { return 0 }
+
+// A Commit or Abort the transport refused without sending leaves the transaction open, so that
+// it can still be ended (it was marked done, and the coordinator kept it until its idle
+// timeout); and after the caller's Abort, Commit says ErrTxnDone even if the abort was answered
+// "aborted" (it returned a retryable abort, and RunTxn re-ran a body that had aborted).
+func TestCallerEndsTheTransaction(t *testing.T) {
+	r := &refuseOnce{op: OpCommit}
+	tx := Open(r).Begin(TxnOptions{})
+	if err := tx.Put("k", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); !errors.Is(err, ErrBadArgument) {
+		t.Fatalf("refused commit: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Errorf("commit again after the refusal: %v, want it sent and committed", err)
+	}
+	if fmt.Sprint(r.sent) != fmt.Sprint([]Op{OpPut, OpCommit}) {
+		t.Errorf("sent %v, want put and commit", r.sent)
+	}
+
+	r = &refuseOnce{op: OpAbort}
+	tx = Open(r).Begin(TxnOptions{})
+	_ = tx.Put("k", nil)
+	if err := tx.Abort(); !errors.Is(err, ErrBadArgument) {
+		t.Fatalf("refused abort: %v", err)
+	}
+	if err := tx.Abort(); err != nil {
+		t.Errorf("abort again: %v", err)
+	}
+	if fmt.Sprint(r.sent) != fmt.Sprint([]Op{OpPut, OpAbort}) {
+		t.Errorf("sent %v, want put and abort", r.sent)
+	}
+	if err := tx.Commit(); err != ErrTxnDone {
+		t.Errorf("commit after the caller's abort: %v, want ErrTxnDone", err)
+	}
+	runs := 0
+	_ = RunTxn(Open(&refuseOnce{}), TxnOptions{}, func(tx *Txn) error {
+		runs++
+		_ = tx.Put("k", nil)
+		return tx.Abort()
+	})
+	if runs != 1 {
+		t.Errorf("RunTxn ran a body that aborted itself %d times, want once", runs)
+	}
+}

@@ -153,7 +153,9 @@ func AbortCause(err error) string {
 type Transport interface {
 	// RoundTrip sends req and blocks until its reply (or a transport error, which the client
 	// reports as ErrUnavailable before commit and as an unknown outcome at commit, under their
-	// "meridian:" prefix: a transport's errors carry none of their own).
+	// "meridian:" prefix: a transport's errors carry none of their own). An error that wraps
+	// ErrBadArgument says the transport refused req without sending any of it: the client
+	// reuses its sequence number and the transaction goes on as if it had not been made.
 	RoundTrip(req *Request) (*Reply, error)
 	// Sleep blocks for d (virtual time in the simulator).
 	Sleep(d time.Duration)
@@ -336,7 +338,7 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 			// are already in flight), so the number was not used and nothing happened: not an
 			// unknown outcome, nor a request lost in transit.
 			tx.seq--
-			return nil, fmt.Errorf("%w: %v", ErrBadArgument, err)
+			return nil, fmt.Errorf("%w: %w", ErrBadArgument, notSent{err})
 		}
 		if req.Op == wire.OpCommit {
 			return nil, tx.end(&UnknownError{Detail: err.Error()})
@@ -366,6 +368,17 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 		}
 		return nil, fmt.Errorf("%w: code %d: %s", ErrUnavailable, rep.Code, rep.Error)
 	}
+}
+
+// notSent marks a request the transport refused without sending it: a Commit or Abort refused
+// so leaves the transaction open (it can still be aborted), since the coordinator holds it.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+
+func isNotSent(err error) bool {
+	var n notSent
+	return errors.As(err, &n)
 }
 
 // end records that a request's answer ended the transaction, and returns err.
@@ -585,10 +598,12 @@ func (tx *Txn) Commit() error {
 		// bench driver) would leave it holding its locks at the coordinator until the idle
 		// timeout.
 		_, _ = tx.callHeld(wire.OpAbort, "", "", 0, nil)
-		tx.done = true
-		return tx.lostError()
+		return tx.end(tx.lostError())
 	}
 	rep, err := tx.callHeld(wire.OpCommit, "", "", 0, nil)
+	if isNotSent(err) {
+		return err
+	}
 	tx.done = true
 	if err != nil {
 		return err
@@ -611,7 +626,12 @@ func (tx *Txn) Abort() error {
 		return nil
 	}
 	_, err := tx.callHeld(wire.OpAbort, "", "", 0, nil)
-	tx.done = true
+	if isNotSent(err) {
+		return err
+	}
+	// The caller ended it: an abort answered "aborted" (the coordinator had already dropped
+	// the transaction) is not an end to report to a later Commit, which says ErrTxnDone.
+	tx.done, tx.ended = true, nil
 	if err != nil && !IsRetryable(err) {
 		return err
 	}

@@ -274,12 +274,15 @@ func (t *NetTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, er
 	}
 	_ = c.SetWriteDeadline(deadline)
 	err = frame.Write(c, coord, payload)
+	if err != nil {
+		// Part of the frame may have gone: the stream is out of step, so it is closed before
+		// the send slot is given up (another request's frame would follow the partial one), and
+		// the reader fails the requests waiting on it.
+		_ = c.Close()
+	}
 	<-t.sending
 	if err != nil {
 		t.forget(key, ch)
-		// Part of the frame may have gone: the stream is out of step, and the reader fails the
-		// requests waiting on it once the connection is closed.
-		_ = c.Close()
 		if t.ctx.Err() != nil {
 			return nil, fmt.Errorf("send to %s: %w", t.addr, errClosed)
 		}

@@ -14,7 +14,7 @@ import (
 // batch is not: 20 puts of 1 MiB in one OP_BATCH from a gRPC client were taken, and their
 // forwarding to data nodes exceeded what a frame between nodes holds (wire.MaxFrameBytes). A
 // batch whose keys and values exceed wire.MaxScanBytes is a bad argument, with a one-line
-// error; the largest batch the Go client sends as one request (client.batchFits, the same
+// error; the largest batch the Go client sends as one request (client.batchPrefix, the same
 // measure) passes.
 func TestValidateBoundsBatchSize(t *testing.T) {
 	puts := func(n, valueBytes int) []wire.BatchOp {

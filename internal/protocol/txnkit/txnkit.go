@@ -101,8 +101,8 @@ func validateBatch(req *wire.ClientRequest) string {
 		seen[op.Key] = true
 		// A coordinator forwards a batch's operations inside messages of its own, and a node
 		// reading a frame over wire.MaxFrameBytes drops the link: a batch is held to the bound
-		// of a scan's answer, measured as the Go client measures it (client.batchFits), which
-		// sends a larger one an operation at a time and so is never refused here.
+		// of a scan's answer, measured as the Go client measures it (client.batchPrefix), which
+		// splits a larger one into requests that each fit and so is never refused here.
 		if size += len(op.Key) + len(op.Value) + 8; size > wire.MaxScanBytes {
 			return fmt.Sprintf("batch keys and values larger than %d MiB: send fewer operations at once", wire.MaxScanBytes>>20)
 		}
