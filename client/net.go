@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/meridiandb/meridian/internal/runtime/frame"
@@ -147,8 +149,16 @@ func (t *NetTransport) connectLocked(deadline time.Time) error {
 	_ = c.SetDeadline(deadline)
 	stop := context.AfterFunc(t.ctx, func() { _ = c.Close() })
 	defer stop()
+	// A node that is starting or stopping accepts and closes before it welcomes; a bare "EOF"
+	// said nothing a user could act on.
+	hungUp := func(err error) error {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+			return fmt.Errorf("the node closed the connection before welcoming it (is it starting or stopping?): %w", err)
+		}
+		return err
+	}
 	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: t.cluster, Protocol: t.protocol, Setup: t.setup}); err != nil {
-		return fail(err)
+		return fail(hungUp(err))
 	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	// What the peer answered first, to name it if it is not a frame: a web server's "HTTP/1.1"
@@ -163,7 +173,7 @@ func (t *NetTransport) connectLocked(deadline time.Time) error {
 		return fail(fmt.Errorf("the peer is not a Meridian node (it answered %q)", head))
 	}
 	if err != nil {
-		return fail(err)
+		return fail(hungUp(err))
 	}
 	m, err := wire.Decode(payload)
 	if err != nil {

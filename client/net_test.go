@@ -357,3 +357,26 @@ func TestUseAfterClose(t *testing.T) {
 		t.Fatalf("get after Close: %v, want %q (ErrUnavailable)", err, want)
 	}
 }
+
+// A node that accepts and closes before welcoming (starting or stopping) is named as such: the
+// error said only "handshake with ...: EOF".
+func TestHandshakeClosedSaysWhy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	_, err = Dial(ln.Addr().String(), WithRequestTimeout(10*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "closed the connection before welcoming") {
+		t.Fatalf("dial of a node that hangs up: %v, want it to say the node closed the connection", err)
+	}
+}
