@@ -320,3 +320,20 @@ func TestBatchMessages(t *testing.T) {
 func TestSkewSweep(t *testing.T) {
 	prototest.SkewSweep(t, "k2", nil, nil, model, 3)
 }
+
+// K2-TB's claim is the share of timestamps served without waiting: with one oracle request per
+// transaction every timestamp waits, and with batching under load some do and most do not. The
+// count survives the coordinator's counting misses instead of marking every queued transaction
+// at each one.
+func TestTimestampsWaitedCounted(t *testing.T) {
+	for _, batching := range []string{"off", "on"} {
+		res := prototest.Run(t, prototest.Case{Protocol: "k2", Seed: 1, Duration: 500 * time.Millisecond, Clients: 40,
+			Options: map[string]string{"ts-batching": batching}, Workload: prototest.YCSBT(0.5, nil)})
+		c := res.ProtocolMetrics.Counters
+		taken, waited := c["ts.taken"], c["ts.waited"]
+		t.Logf("ts-batching=%s: %d timestamps taken, %d waited for", batching, taken, waited)
+		if taken == 0 || (batching == "off" && waited != taken) || (batching == "on" && !(0 < waited && waited < taken)) {
+			t.Errorf("ts-batching=%s: %d timestamps taken, %d waited for", batching, taken, waited)
+		}
+	}
+}

@@ -117,6 +117,7 @@ func (n *Node) probeLost(t *ctxn) {
 		slices.Sort(ops)
 		id := n.newReqID()
 		n.lossProbes[id] = lossProbe{to: to, ops: ops, sentLocal: now}
+		n.lossProbeOrder = append(n.lossProbeOrder, id)
 		n.m.Add("probe.loss", 1)
 		n.env.Send(to, &OpsProbe{ReqID: id, Ops: ops})
 	}
@@ -126,10 +127,15 @@ func (n *Node) probeLost(t *ctxn) {
 // expireLossProbes forgets probes unanswered for op-timeout (the probe or its answer was lost:
 // their operations are probed again, or aborted at op-timeout).
 func (n *Node) expireLossProbes(now int64) {
-	for id, p := range n.lossProbes {
-		if now-p.sentLocal >= int64(n.cfg.opTimeout) {
+	for len(n.lossProbeOrder) > 0 {
+		id := n.lossProbeOrder[0]
+		if p, ok := n.lossProbes[id]; ok {
+			if now-p.sentLocal < int64(n.cfg.opTimeout) {
+				return // the oldest still out is not due, nor is any sent after it
+			}
 			delete(n.lossProbes, id)
 		}
+		n.lossProbeOrder = n.lossProbeOrder[1:]
 	}
 }
 
