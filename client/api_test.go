@@ -241,28 +241,18 @@ func TestRefusalsAnApplicationCanTellApart(t *testing.T) {
 	}
 }
 
-// refusingTransport refuses every request before sending it, as NetTransport refuses one whose
-// numbers are in flight.
-type refusingTransport struct{}
-
-func (refusingTransport) RoundTrip(*Request) (*Reply, error) {
-	return nil, fmt.Errorf("%w: refused before sending", ErrBadArgument)
-}
-func (refusingTransport) Sleep(time.Duration) {}
-func (refusingTransport) Now() int64          { return 0 }
-
 // A request the transport refused before sending it used no number and changed nothing: a
 // commit refused so was reported as an unknown outcome, and an earlier refused request left the
 // transaction able only to abort, as if lost in transit.
 func TestTransportRefusalIsNotUnknown(t *testing.T) {
-	tx := Open(refusingTransport{}).Begin(TxnOptions{})
+	tx := Open(&refuseOnce{op: OpCommit}).Begin(TxnOptions{})
 	tx.seq = 1 // as after a put, so the commit is sent
 	err := tx.Commit()
 	var u *UnknownError
 	if errors.As(err, &u) || !errors.Is(err, ErrBadArgument) {
 		t.Errorf("commit the transport refused: %v, want ErrBadArgument and no unknown outcome", err)
 	}
-	tx = Open(refusingTransport{}).Begin(TxnOptions{})
+	tx = Open(&refuseOnce{op: OpPut}).Begin(TxnOptions{})
 	if err := tx.Put("k", nil); !errors.Is(err, ErrBadArgument) || tx.lost != nil || tx.seq != 0 {
 		t.Errorf("put the transport refused: %v, lost %v, seq %d; want ErrBadArgument, nothing lost, the number unused", err, tx.lost, tx.seq)
 	}
