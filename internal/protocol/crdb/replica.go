@@ -354,6 +354,15 @@ func (n *Node) onOps(from topo.NodeID, req *OpsReq) {
 	if count == 0 {
 		return
 	}
+	// The sub-requests are evaluated one after another, each waiting on memory for its key:
+	// look them all up first, so that those waits overlap (Store.Prefetch, as K2's data node).
+	for _, op := range ops {
+		if op.Read != nil {
+			n.store.Prefetch(op.Read.Key)
+		} else {
+			n.store.Prefetch(op.Write.Key)
+		}
+	}
 	resp := &OpsResp{Ops: make([]SubResp, count)}
 	left := count + 1 // one more, held until every sub-request has been evaluated
 	answered := func() {
