@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -323,5 +324,62 @@ func TestCallerEndsTheTransaction(t *testing.T) {
 	})
 	if runs != 1 {
 		t.Errorf("RunTxn ran a body that aborted itself %d times, want once", runs)
+	}
+}
+
+// ctxTransport answers every request at once but a commit, which it holds until the request's
+// context is done.
+type ctxTransport struct{ sent []Op }
+
+func (c *ctxTransport) RoundTrip(req *Request) (*Reply, error) {
+	return c.RoundTripContext(context.Background(), req)
+}
+
+func (c *ctxTransport) RoundTripContext(ctx context.Context, req *Request) (*Reply, error) {
+	c.sent = append(c.sent, req.Op)
+	if req.Op == wire.OpCommit {
+		<-ctx.Done()
+		return nil, fmt.Errorf("no reply: %w", ctx.Err())
+	}
+	return &Reply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeOK}, nil
+}
+func (*ctxTransport) Sleep(time.Duration) {}
+func (*ctxTransport) Now() int64          { return 0 }
+
+// A transaction bound to a context: once it is done nothing more is sent but an abort, a commit
+// cut off is an unknown outcome that says why, and RunTxnContext makes no attempt.
+func TestTransactionContext(t *testing.T) {
+	c := &ctxTransport{}
+	db := Open(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	tx := db.BeginContext(ctx, TxnOptions{})
+	if err := tx.Put("k", nil); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := tx.Put("j", nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("put after cancel: %v, want context.Canceled", err)
+	}
+	if err := tx.Abort(); err != nil {
+		t.Errorf("abort after cancel: %v", err)
+	}
+	if fmt.Sprint(c.sent) != fmt.Sprint([]Op{OpPut, OpAbort}) {
+		t.Errorf("sent %v, want the first put and the abort", c.sent)
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	tx = db.BeginContext(ctx, TxnOptions{})
+	_ = tx.Put("k", nil)
+	err := tx.Commit()
+	var u *UnknownError
+	if !errors.As(err, &u) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("commit cut off by its context: %v, want an unknown outcome wrapping the deadline", err)
+	}
+
+	ran := false
+	err = RunTxnContext(ctx, db, TxnOptions{}, RetryPolicy{}, func(*Txn) error { ran = true; return nil })
+	if ran || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("RunTxnContext with its context done: ran %v, %v; want no attempt and the deadline", ran, err)
 	}
 }

@@ -17,6 +17,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -130,9 +131,14 @@ func (e *AbortError) Error() string {
 }
 
 // UnknownError reports that the outcome of a commit is unknown: it may or may not have applied.
-type UnknownError struct{ Detail string }
+type UnknownError struct {
+	Detail string
+	Err    error // the transport's error, if that is why (e.g. wrapping context.Canceled)
+}
 
 func (e *UnknownError) Error() string { return "meridian: outcome unknown: " + e.Detail }
+
+func (e *UnknownError) Unwrap() error { return e.Err }
 
 // IsRetryable reports whether err is an abort that a retry may get past.
 func IsRetryable(err error) bool {
@@ -161,6 +167,16 @@ type Transport interface {
 	Sleep(d time.Duration)
 	// Now is the time used for latencies and histories, in nanoseconds.
 	Now() int64
+}
+
+// ContextTransport is a Transport whose round trips a context can cut short (NetTransport is
+// one). A transaction begun with BeginContext sends through it; with another Transport its
+// context is only checked before each request.
+type ContextTransport interface {
+	Transport
+	// RoundTripContext is RoundTrip that returns, with an error wrapping ctx.Err(), once ctx
+	// is done; the request may or may not have reached the coordinator by then.
+	RoundTripContext(ctx context.Context, req *Request) (*Reply, error)
 }
 
 // DB is a handle on a Meridian cluster for one client endpoint. It is not safe for concurrent
@@ -217,6 +233,7 @@ type TxnOptions struct {
 // Txn is one transaction. Its methods must be called from one goroutine.
 type Txn struct {
 	db   *DB
+	ctx  context.Context // nil: not bound to a context (Begin)
 	id   uint64
 	opts TxnOptions
 	seq  uint32
@@ -236,6 +253,16 @@ type Txn struct {
 // Begin starts a transaction. Nothing is sent until the first operation.
 func (db *DB) Begin(opts TxnOptions) *Txn {
 	return &Txn{db: db, opts: opts}
+}
+
+// BeginContext starts a transaction bound to ctx: once ctx is done, a request not yet sent fails
+// at once with ctx's error (the transaction stays open until Abort), and one under way returns
+// it as soon as the transport can tell (a ContextTransport) — as a request lost in transit
+// before commit (only Abort is left) and as an unknown outcome at commit, since the coordinator
+// may have received it. Abort is sent whatever ctx says, so that the coordinator lets the
+// transaction go.
+func (db *DB) BeginContext(ctx context.Context, opts TxnOptions) *Txn {
+	return &Txn{db: db, ctx: ctx, opts: opts}
 }
 
 // ID is the transaction's per-client id. It is assigned at the first request (or the first
@@ -326,12 +353,25 @@ func (tx *Txn) check(op wire.Op, key string, value []byte) error {
 // send stamps req with the transaction's ids and options, sends it and maps the reply's code
 // to the client's errors.
 func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	ctx := tx.ctx
+	if req.Op == wire.OpAbort {
+		ctx = nil // an abort goes out whatever the context says
+	}
+	if ctx != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("meridian: request not sent: %w", ctx.Err())
+	}
 	req.Txn, req.Seq, req.ReadOnly, req.Attempt = tx.ID(), tx.seq, tx.opts.ReadOnly, tx.opts.Attempt
 	if tx.seq == 0 {
 		req.Label = tx.opts.Label
 	}
 	tx.seq++
-	rep, err := tx.db.t.RoundTrip(req)
+	var rep *Reply
+	var err error
+	if ct, ok := tx.db.t.(ContextTransport); ok && ctx != nil {
+		rep, err = ct.RoundTripContext(ctx, req)
+	} else {
+		rep, err = tx.db.t.RoundTrip(req)
+	}
 	if err != nil {
 		if errors.Is(err, ErrBadArgument) {
 			// The transport refused the request before sending it (NetTransport: its numbers
@@ -341,7 +381,7 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 			return nil, fmt.Errorf("%w: %w", ErrBadArgument, notSent{err})
 		}
 		if req.Op == wire.OpCommit {
-			return nil, tx.end(&UnknownError{Detail: err.Error()})
+			return nil, tx.end(&UnknownError{Detail: err.Error(), Err: err})
 		}
 		tx.lost = err
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -652,8 +692,19 @@ func RunTxn(db *DB, opts TxnOptions, fn func(tx *Txn) error) error {
 	return RunTxnWith(db, opts, RetryPolicy{}, fn)
 }
 
+// RunTxnContext is RunTxnWith whose transactions are bound to ctx (BeginContext): it makes no
+// attempt after ctx is done and returns ctx's error then (a backoff already begun, at most
+// p.MaxBackoff, runs out first).
+func RunTxnContext(ctx context.Context, db *DB, opts TxnOptions, p RetryPolicy, fn func(tx *Txn) error) error {
+	return runTxn(ctx, db, opts, p, fn)
+}
+
 // RunTxnWith is RunTxn with an explicit retry policy.
 func RunTxnWith(db *DB, opts TxnOptions, p RetryPolicy, fn func(tx *Txn) error) error {
+	return runTxn(nil, db, opts, p, fn)
+}
+
+func runTxn(ctx context.Context, db *DB, opts TxnOptions, p RetryPolicy, fn func(tx *Txn) error) error {
 	if p.MaxAttempts <= 0 {
 		p.MaxAttempts = 10
 	}
@@ -666,9 +717,15 @@ func RunTxnWith(db *DB, opts TxnOptions, p RetryPolicy, fn func(tx *Txn) error) 
 	backoff := p.BaseBackoff
 	var err error
 	for attempt := 0; attempt < p.MaxAttempts; attempt++ {
+		if ctx != nil && ctx.Err() != nil {
+			if err == nil {
+				return fmt.Errorf("meridian: no attempt made: %w", ctx.Err())
+			}
+			return fmt.Errorf("meridian: gave up after %d attempts: %w; the last: %w", attempt, ctx.Err(), err)
+		}
 		o := opts
 		o.Attempt = uint32(attempt)
-		tx := db.Begin(o)
+		tx := &Txn{db: db, ctx: ctx, opts: o}
 		err = fn(tx)
 		if err == nil {
 			err = tx.Commit()

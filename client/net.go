@@ -232,10 +232,27 @@ func (t *NetTransport) read(c net.Conn, r *bufio.Reader) {
 
 // RoundTrip implements Transport. It returns within the request timeout whatever the peer does.
 func (t *NetTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	return t.RoundTripContext(context.Background(), req)
+}
+
+// RoundTripContext implements ContextTransport: RoundTrip that also returns once ctx is done
+// (or its deadline, if sooner than the request timeout, passes), with an error wrapping
+// ctx.Err(). A send that ctx cuts off closes the connection, as any failed send does.
+func (t *NetTransport) RoundTripContext(ctx context.Context, req *wire.ClientRequest) (*wire.ClientReply, error) {
 	// The timer runs from the call, not from the end of the send: a send blocked on a stalled
 	// peer is cut off by the same deadline.
 	deadline := time.Now().Add(t.timeout)
-	timer := time.NewTimer(t.timeout)
+	ctxDeadline := false // the deadline is ctx's: when the timer fires, ctx may not yet know
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, ctxDeadline = d, true
+	}
+	ctxErr := func() error {
+		if err := ctx.Err(); err != nil || !ctxDeadline {
+			return err
+		}
+		return context.DeadlineExceeded
+	}
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	payload, err := wire.Encode(req)
 	if err != nil {
@@ -277,13 +294,22 @@ func (t *NetTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, er
 	case t.sending <- struct{}{}:
 	case <-timer.C:
 		t.forget(key, ch)
+		if err := ctxErr(); err != nil {
+			return nil, fmt.Errorf("no send to %s: %w", t.addr, err)
+		}
 		return nil, fmt.Errorf("no send to %s within %v: another request's send held the connection", t.addr, t.timeout)
 	case <-t.ctx.Done():
 		t.forget(key, ch)
 		return nil, errClosed
+	case <-ctx.Done():
+		t.forget(key, ch)
+		return nil, fmt.Errorf("no send to %s: %w", t.addr, ctx.Err())
 	}
 	_ = c.SetWriteDeadline(deadline)
+	// ctx cuts a blocked write off through its deadline.
+	stopCut := context.AfterFunc(ctx, func() { _ = c.SetWriteDeadline(time.Unix(1, 0)) })
 	err = frame.Write(c, coord, payload)
+	stopCut()
 	if err != nil {
 		// Part of the frame may have gone: the stream is out of step, so it is closed before
 		// the send slot is given up (another request's frame would follow the partial one), and
@@ -295,6 +321,9 @@ func (t *NetTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, er
 		t.forget(key, ch)
 		if t.ctx.Err() != nil {
 			return nil, fmt.Errorf("send to %s: %w", t.addr, errClosed)
+		}
+		if err := ctxErr(); err != nil {
+			return nil, fmt.Errorf("send to %s cut off: %w", t.addr, err)
 		}
 		return nil, fmt.Errorf("send to %s: %w", t.addr, err)
 	}
@@ -309,7 +338,13 @@ func (t *NetTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, er
 		return rep, nil
 	case <-timer.C:
 		t.forget(key, ch)
+		if err := ctxErr(); err != nil {
+			return nil, fmt.Errorf("no reply from %s: %w", t.addr, err)
+		}
 		return nil, fmt.Errorf("no reply from %s within %v", t.addr, t.timeout)
+	case <-ctx.Done():
+		t.forget(key, ch)
+		return nil, fmt.Errorf("no reply from %s: %w", t.addr, ctx.Err())
 	}
 }
 

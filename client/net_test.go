@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -378,5 +379,39 @@ func TestHandshakeClosedSaysWhy(t *testing.T) {
 	_, err = Dial(ln.Addr().String(), WithRequestTimeout(10*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "closed the connection before welcoming") {
 		t.Fatalf("dial of a node that hangs up: %v, want it to say the node closed the connection", err)
+	}
+}
+
+// A context cuts a round trip short: cancelled while the node holds the request unanswered, or
+// past a deadline sooner than the request timeout, the call returns at once with ctx's error.
+func TestRoundTripContext(t *testing.T) {
+	addr := fakeNode(t, func(_ net.Conn, r *bufio.Reader) {
+		for {
+			if _, _, err := frame.Read(r); err != nil {
+				return
+			}
+		}
+	})
+	tr, err := Dial(addr, WithRequestTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	var rtErr error
+	within(t, "a round trip whose context is cancelled", func() {
+		_, rtErr = tr.RoundTripContext(ctx, &wire.ClientRequest{Op: wire.OpGet, Txn: 1, Key: "a"})
+	})
+	if !errors.Is(rtErr, context.Canceled) {
+		t.Errorf("cancelled: %v, want context.Canceled", rtErr)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	within(t, "a round trip past its context's deadline", func() {
+		_, rtErr = tr.RoundTripContext(ctx, &wire.ClientRequest{Op: wire.OpGet, Txn: 2, Key: "a"})
+	})
+	if !errors.Is(rtErr, context.DeadlineExceeded) {
+		t.Errorf("past the deadline: %v, want context.DeadlineExceeded", rtErr)
 	}
 }
