@@ -287,7 +287,7 @@ func (n *simNode) flushDone(inc uint32) {
 		}})
 	}
 	// The completions may have run already (a free core runs them at once) and persisted,
-	// starting the next flush themselves; starting another here would replace its batches.
+	// starting the next flush themselves; starting another here would run a second flush at once on a disk that runs one.
 	if n.canFlush() && len(n.diskQueue) > 0 {
 		n.startFlush()
 	}

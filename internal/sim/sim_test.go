@@ -263,7 +263,8 @@ func TestFlushModes(t *testing.T) {
 // TestCrashMidRunRestoresExactlyWhatWasPersisted crashes the serial node while clients are
 // writing (with flushes in flight), restarts it, and checks that its state is exactly the durable
 // state at the moment of the crash: nothing acknowledged lost, nothing unflushed resurrected.
-// Both disks: a shared one has several flushes under way at the crash.
+// Both disks (serial holds its lock until the commit is durable, so even a shared disk has one
+// flush under way at the crash; TestFlushModes loses several at once).
 func TestCrashMidRunRestoresExactlyWhatWasPersisted(t *testing.T) {
 	for _, run := range []struct {
 		seed     uint64

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/wire"
@@ -134,5 +135,32 @@ func TestBusyAcrossNumberRenewal(t *testing.T) {
 	}
 	if len(s.n.busy) != 0 {
 		t.Fatalf("busy %d after all answered", len(s.n.busy))
+	}
+}
+
+// Lost-operation probes expire in send order. A probe stamped after now (a wall clock that
+// stepped back) counts as due: it kept every later probe for as long as the step.
+func TestLossProbesExpireInOrder(t *testing.T) {
+	const timeout = int64(time.Second)
+	n := &Node{lossProbes: map[uint64]lossProbe{}}
+	n.cfg.opTimeout = time.Duration(timeout)
+	probe := func(id uint64, at int64) {
+		n.lossProbes[id] = lossProbe{sentLocal: at}
+		n.lossProbeOrder = append(n.lossProbeOrder, id)
+	}
+	probe(1, 0)
+	probe(2, timeout/2)
+	probe(3, timeout)
+	delete(n.lossProbes, 2) // answered
+	n.expireLossProbes(timeout + timeout/2)
+	if _, ok := n.lossProbes[1]; ok || len(n.lossProbes) != 1 || len(n.lossProbeOrder) != 1 {
+		t.Fatalf("after 1.5 s: probes %v, order %v; want only probe 3 left", n.lossProbes, n.lossProbeOrder)
+	}
+	// The clock steps back 60 s; a probe sent before the step must not hold later ones.
+	probe(4, -60*timeout)
+	probe(5, -60*timeout+timeout/2)
+	n.expireLossProbes(-60*timeout + 2*timeout)
+	if len(n.lossProbes) != 0 {
+		t.Errorf("after a step back: probes %v left, want none (3 counts as due, 4 and 5 expired)", n.lossProbes)
 	}
 }

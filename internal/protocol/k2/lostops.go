@@ -130,7 +130,9 @@ func (n *Node) expireLossProbes(now int64) {
 	for len(n.lossProbeOrder) > 0 {
 		id := n.lossProbeOrder[0]
 		if p, ok := n.lossProbes[id]; ok {
-			if now-p.sentLocal < int64(n.cfg.opTimeout) {
+			// A probe stamped after now (the runtime's wall clock stepped back) counts as due:
+			// waiting for the clock to pass it again would keep every later probe too.
+			if age := now - p.sentLocal; age >= 0 && age < int64(n.cfg.opTimeout) {
 				return // the oldest still out is not due, nor is any sent after it
 			}
 			delete(n.lossProbes, id)
