@@ -383,3 +383,33 @@ func TestTransactionContext(t *testing.T) {
 		t.Errorf("RunTxnContext with its context done: ran %v, %v; want no attempt and the deadline", ran, err)
 	}
 }
+
+// A Commit that a done context stops before sending leaves the transaction open, and both a
+// caller's Abort and RunTxnContext then send the abort (the coordinator held it, and its locks,
+// to the idle timeout).
+func TestCommitStoppedByContextAborts(t *testing.T) {
+	c := &ctxTransport{}
+	ctx, cancel := context.WithCancel(context.Background())
+	tx := Open(c).BeginContext(ctx, TxnOptions{})
+	_ = tx.Put("k", nil)
+	cancel()
+	if err := tx.Commit(); !errors.Is(err, context.Canceled) {
+		t.Errorf("commit after cancel: %v, want context.Canceled", err)
+	}
+	_ = tx.Abort()
+	c2 := &ctxTransport{}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	err := RunTxnContext(ctx2, Open(c2), TxnOptions{}, RetryPolicy{}, func(tx *Txn) error {
+		err := tx.Put("k", nil)
+		cancel2()
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("RunTxnContext cancelled before its commit: %v", err)
+	}
+	for _, sent := range [][]Op{c.sent, c2.sent} {
+		if fmt.Sprint(sent) != fmt.Sprint([]Op{OpPut, OpAbort}) {
+			t.Errorf("sent %v, want the put and the abort", sent)
+		}
+	}
+}

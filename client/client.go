@@ -358,7 +358,8 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 		ctx = nil // an abort goes out whatever the context says
 	}
 	if ctx != nil && ctx.Err() != nil {
-		return nil, fmt.Errorf("meridian: request not sent: %w", ctx.Err())
+		// Not sent: a Commit or Abort stopped here leaves the transaction open to Abort.
+		return nil, fmt.Errorf("meridian: request not sent: %w", notSent{ctx.Err()})
 	}
 	req.Txn, req.Seq, req.ReadOnly, req.Attempt = tx.ID(), tx.seq, tx.opts.ReadOnly, tx.opts.Attempt
 	if tx.seq == 0 {
@@ -415,6 +416,8 @@ func (tx *Txn) send(req *wire.ClientRequest) (*wire.ClientReply, error) {
 type notSent struct{ err error }
 
 func (e notSent) Error() string { return e.err.Error() }
+
+func (e notSent) Unwrap() error { return e.err }
 
 func isNotSent(err error) bool {
 	var n notSent
@@ -729,8 +732,9 @@ func runTxn(ctx context.Context, db *DB, opts TxnOptions, p RetryPolicy, fn func
 		err = fn(tx)
 		if err == nil {
 			err = tx.Commit()
-		} else {
-			_ = tx.Abort()
+		}
+		if err != nil {
+			_ = tx.Abort() // nothing once the transaction has ended; a commit not sent leaves it open
 		}
 		if err == nil || !IsRetryable(err) {
 			return err

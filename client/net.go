@@ -113,7 +113,7 @@ func Dial(addr string, opts ...DialOption) (*NetTransport, error) {
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.connectLocked(time.Now().Add(t.timeout)); err != nil {
+	if err := t.connectLocked(context.Background(), time.Now().Add(t.timeout)); err != nil {
 		t.cancel()
 		return nil, fmt.Errorf("meridian: %w", err)
 	}
@@ -127,12 +127,15 @@ func (t *NetTransport) Endpoint() int32 {
 	return int32(t.self)
 }
 
-// connectLocked dials and shakes hands, giving up at deadline or at Close. Its errors carry no
+// connectLocked dials and shakes hands, giving up at deadline, at Close, or once reqCtx (the
+// request's context) is done. Its errors carry no
 // "meridian:" prefix, as no error of a Transport does: the DB wraps them in its own
 // (ErrUnavailable, UnknownError), and Dial adds one, so that each error says "meridian:" once.
-func (t *NetTransport) connectLocked(deadline time.Time) error {
-	ctx, cancel := context.WithDeadline(t.ctx, deadline)
+func (t *NetTransport) connectLocked(reqCtx context.Context, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(reqCtx, deadline)
 	defer cancel()
+	stopOnClose := context.AfterFunc(t.ctx, cancel)
+	defer stopOnClose()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", t.addr)
 	if err != nil {
@@ -143,11 +146,15 @@ func (t *NetTransport) connectLocked(deadline time.Time) error {
 	}
 	fail := func(err error) error {
 		_ = c.Close()
+		if t.ctx.Err() == nil && reqCtx.Err() != nil && !errors.Is(err, reqCtx.Err()) {
+			// The request's context closed the connection under the handshake: say so.
+			return fmt.Errorf("handshake with %s: %w (%v)", t.addr, reqCtx.Err(), err)
+		}
 		return fmt.Errorf("handshake with %s: %w", t.addr, err)
 	}
 	// A peer that stalls mid-handshake is cut off at the deadline; Close cuts it off at once.
 	_ = c.SetDeadline(deadline)
-	stop := context.AfterFunc(t.ctx, func() { _ = c.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	// A node that is starting or stopping accepts and closes before it welcomes; a bare "EOF"
 	// said nothing a user could act on.
@@ -187,7 +194,13 @@ func (t *NetTransport) connectLocked(deadline time.Time) error {
 		return fail(errors.New(wel.Error))
 	}
 	if !stop() {
-		return fail(errClosed)
+		switch {
+		case t.ctx.Err() != nil:
+			return fail(errClosed)
+		case reqCtx.Err() != nil:
+			return fail(reqCtx.Err())
+		}
+		return fail(errors.New("handshake not finished by the request's deadline"))
 	}
 	_ = c.SetDeadline(time.Time{})
 	t.conn, t.coord, t.self = c, wel.Node, wel.Endpoint
@@ -239,6 +252,9 @@ func (t *NetTransport) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, er
 // (or its deadline, if sooner than the request timeout, passes), with an error wrapping
 // ctx.Err(). A send that ctx cuts off closes the connection, as any failed send does.
 func (t *NetTransport) RoundTripContext(ctx context.Context, req *wire.ClientRequest) (*wire.ClientReply, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("no send to %s: %w", t.addr, err)
+	}
 	// The timer runs from the call, not from the end of the send: a send blocked on a stalled
 	// peer is cut off by the same deadline.
 	deadline := time.Now().Add(t.timeout)
@@ -247,7 +263,7 @@ func (t *NetTransport) RoundTripContext(ctx context.Context, req *wire.ClientReq
 		deadline, ctxDeadline = d, true
 	}
 	ctxErr := func() error {
-		if err := ctx.Err(); err != nil || !ctxDeadline {
+		if err := ctx.Err(); err != nil || !ctxDeadline || time.Now().Before(deadline) {
 			return err
 		}
 		return context.DeadlineExceeded
@@ -278,7 +294,7 @@ func (t *NetTransport) RoundTripContext(ctx context.Context, req *wire.ClientReq
 			t.mu.Unlock()
 			return nil, fmt.Errorf("connection to %s lost during the transaction", t.addr)
 		}
-		if err := t.connectLocked(deadline); err != nil {
+		if err := t.connectLocked(ctx, deadline); err != nil {
 			t.mu.Unlock()
 			if t.ctx.Err() != nil {
 				return nil, errClosed
@@ -305,11 +321,24 @@ func (t *NetTransport) RoundTripContext(ctx context.Context, req *wire.ClientReq
 		t.forget(key, ch)
 		return nil, fmt.Errorf("no send to %s: %w", t.addr, ctx.Err())
 	}
+	if err := ctx.Err(); err != nil {
+		// Done as the slot came free (select picks among ready cases at random): send nothing.
+		<-t.sending
+		t.forget(key, ch)
+		return nil, fmt.Errorf("no send to %s: %w", t.addr, err)
+	}
 	_ = c.SetWriteDeadline(deadline)
-	// ctx cuts a blocked write off through its deadline.
-	stopCut := context.AfterFunc(ctx, func() { _ = c.SetWriteDeadline(time.Unix(1, 0)) })
+	// ctx cuts a blocked write off through its deadline. The cut must be over before the slot
+	// is given up, or it could land on the next request's write.
+	cutDone := make(chan struct{})
+	stopCut := context.AfterFunc(ctx, func() {
+		_ = c.SetWriteDeadline(time.Unix(1, 0))
+		close(cutDone)
+	})
 	err = frame.Write(c, coord, payload)
-	stopCut()
+	if !stopCut() {
+		<-cutDone
+	}
 	if err != nil {
 		// Part of the frame may have gone: the stream is out of step, so it is closed before
 		// the send slot is given up (another request's frame would follow the partial one), and

@@ -415,3 +415,73 @@ func TestRoundTripContext(t *testing.T) {
 		t.Errorf("past the deadline: %v, want context.DeadlineExceeded", rtErr)
 	}
 }
+
+// A round trip whose context is already done sends nothing (the send slot and the context were
+// both ready, and the slot won about half the time), and a redial under a cancelled context
+// stops at once instead of at the request timeout.
+func TestDoneContextSendsNothing(t *testing.T) {
+	got := make(chan struct{}, 1000)
+	addr := fakeNode(t, func(_ net.Conn, r *bufio.Reader) {
+		for {
+			if _, _, err := frame.Read(r); err != nil {
+				return
+			}
+			got <- struct{}{}
+		}
+	})
+	tr, err := Dial(addr, WithRequestTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		if _, err := tr.RoundTripContext(done, &wire.ClientRequest{Op: wire.OpGet, Txn: uint64(i + 1), Key: "a"}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("round trip %d with a done context: %v", i, err)
+		}
+	}
+	// One request that is sent, to be sure the node reads what it is given.
+	go func() { _, _ = tr.RoundTrip(&wire.ClientRequest{Op: wire.OpGet, Txn: 1000, Key: "b"}) }()
+	within(t, "the node's read of a request sent without a context", func() { <-got })
+	if n := len(got); n != 0 {
+		t.Errorf("the node got %d more requests: done contexts sent some", n)
+	}
+}
+
+func TestRedialStopsAtCancel(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	tr := &NetTransport{addr: ln.Addr().String(), timeout: time.Hour, waiting: map[replyKey]chan *wire.ClientReply{}, sending: make(chan struct{}, 1)}
+	tr.ctx, tr.cancel = context.WithCancel(context.Background())
+	defer tr.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	var rtErr error
+	within(t, "a redial to a node that never welcomes, cancelled", func() {
+		_, rtErr = tr.RoundTripContext(ctx, &wire.ClientRequest{Op: wire.OpGet, Txn: 1, Key: "a"})
+	})
+	held = append(held, <-accepted)
+	if !errors.Is(rtErr, context.Canceled) {
+		t.Errorf("redial cancelled: %v, want context.Canceled", rtErr)
+	}
+}
