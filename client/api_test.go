@@ -286,33 +286,27 @@ func (*refuseOnce) Now() int64          { return 0 }
 // timeout); and after the caller's Abort, Commit says ErrTxnDone even if the abort was answered
 // "aborted" (it returned a retryable abort, and RunTxn re-ran a body that had aborted).
 func TestCallerEndsTheTransaction(t *testing.T) {
-	r := &refuseOnce{op: OpCommit}
-	tx := Open(r).Begin(TxnOptions{})
-	if err := tx.Put("k", nil); err != nil {
-		t.Fatal(err)
+	var tx *Txn
+	for _, c := range []struct {
+		op  Op
+		end func(*Txn) error
+	}{{OpCommit, (*Txn).Commit}, {OpAbort, (*Txn).Abort}} {
+		r := &refuseOnce{op: c.op}
+		tx = Open(r).Begin(TxnOptions{})
+		if err := tx.Put("k", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.end(tx); !errors.Is(err, ErrBadArgument) {
+			t.Fatalf("refused %v: %v", c.op, err)
+		}
+		if err := c.end(tx); err != nil {
+			t.Errorf("%v again after the refusal: %v, want it sent and answered", c.op, err)
+		}
+		if fmt.Sprint(r.sent) != fmt.Sprint([]Op{OpPut, c.op}) {
+			t.Errorf("sent %v, want put and %v", r.sent, c.op)
+		}
 	}
-	if err := tx.Commit(); !errors.Is(err, ErrBadArgument) {
-		t.Fatalf("refused commit: %v", err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Errorf("commit again after the refusal: %v, want it sent and committed", err)
-	}
-	if fmt.Sprint(r.sent) != fmt.Sprint([]Op{OpPut, OpCommit}) {
-		t.Errorf("sent %v, want put and commit", r.sent)
-	}
-
-	r = &refuseOnce{op: OpAbort}
-	tx = Open(r).Begin(TxnOptions{})
-	_ = tx.Put("k", nil)
-	if err := tx.Abort(); !errors.Is(err, ErrBadArgument) {
-		t.Fatalf("refused abort: %v", err)
-	}
-	if err := tx.Abort(); err != nil {
-		t.Errorf("abort again: %v", err)
-	}
-	if fmt.Sprint(r.sent) != fmt.Sprint([]Op{OpPut, OpAbort}) {
-		t.Errorf("sent %v, want put and abort", r.sent)
-	}
+	// tx is the aborted one.
 	if err := tx.Commit(); err != ErrTxnDone {
 		t.Errorf("commit after the caller's abort: %v, want ErrTxnDone", err)
 	}

@@ -105,14 +105,7 @@ func TestClusterConfigurationChangesWhileRunning(t *testing.T) {
 // names the file by its path, so a node restarted after the edit ran with round trips its
 // peers refused, and cluster start and status said the cluster ran (review).
 func TestClusterTopologyFileEditedWhileRunning(t *testing.T) {
-	dir := t.TempDir()
-	base := freeClusterConfig(t, dir)
-	data := filepath.Join(dir, "data")
-	stopAtCleanup(t, data)
-	text, err := os.ReadFile(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, data, text := editableCluster(t)
 	topoText := "name = \"three\"\nintra_rtt_ms = 0.2\n[[region]]\nname = \"SH\"\nrtt_ms = { BJ = 30, SG = 70 }\n" +
 		"[[region]]\nname = \"BJ\"\nrtt_ms = { SG = 80 }\n[[region]]\nname = \"SG\"\n"
 	writeFiles(t, dir, map[string]string{"topo.toml": topoText,
@@ -236,14 +229,7 @@ func TestClusterStopRefusesStateNamingNoCluster(t *testing.T) {
 func TestNodeMovedToAnotherRegionRefused(t *testing.T) {
 	for _, replication := range []string{"primary", "all-regions"} {
 		t.Run(replication, func(t *testing.T) {
-			dir := t.TempDir()
-			base := freeClusterConfig(t, dir)
-			data := filepath.Join(dir, "data")
-			stopAtCleanup(t, data)
-			text, err := os.ReadFile(base)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir, data, text := editableCluster(t)
 			placed := strings.Replace(string(text), `replication = "primary"`, `replication = "`+replication+`"`, 1)
 			writeFiles(t, dir, map[string]string{"placed.toml": placed})
 			config := filepath.Join(dir, "placed.toml")
@@ -377,4 +363,19 @@ func TestCheckNoOrphans(t *testing.T) {
 	if _, err := claimNodeDir(d, identityOf(cfg, oracle)); err != nil {
 		t.Errorf("an oracle's identity recording a shard count and no shards: %v", err)
 	}
+}
+
+// editableCluster gives a test a directory, the data directory under it (its cluster stopped at
+// cleanup) and the text of a cluster configuration on free ports, for the test to edit.
+func editableCluster(t *testing.T) (dir, data string, text []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	base := freeClusterConfig(t, dir)
+	data = filepath.Join(dir, "data")
+	stopAtCleanup(t, data)
+	text, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, data, text
 }
