@@ -76,6 +76,9 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 				if t.Now() >= w.End {
 					break
 				}
+				if measured {
+					m.Retry()
+				}
 				if txn.Invoke != nil {
 					// A checked transaction is not re-run with the same values: every attempt
 					// is its own history entry, and appended values must be unique per key
@@ -84,9 +87,6 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 					t.Sleep(jittered(backoff, process, attempt))
 					retryAttempt, retryBackoff = attempt+1, min(2*backoff, maxBackoff)
 					break
-				}
-				if measured {
-					m.Retry()
 				}
 				t.Sleep(jittered(backoff, process, attempt))
 				if backoff *= 2; backoff > maxBackoff {

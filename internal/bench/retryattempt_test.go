@@ -65,4 +65,8 @@ func TestCheckedRetryIsARetry(t *testing.T) {
 	if s.Committed == 0 || s.FirstTry != s.Committed-1 {
 		t.Fatalf("committed %d, of them %d on the first try; want all but the retried one", s.Committed, s.FirstTry)
 	}
+	// Retries counted only unchecked transactions' re-runs: 0 here, beside two aborts.
+	if s.Retries != 2 || s.Aborted != 2 {
+		t.Fatalf("%d retries after %d aborts, want 2 and 2", s.Retries, s.Aborted)
+	}
 }
