@@ -31,6 +31,7 @@ type simCommand struct {
 	memProf  string
 	verify   bool
 	crashes  []string
+	skews    []string
 
 	loss, duplicate float64
 	duplicateDelay  time.Duration
@@ -61,6 +62,14 @@ connection (--crash). --partition A|B@AT/FOR cuts regions A and B (names as the 
 them: SH, BJ) from each other AT after the clients start, for FOR: messages between their nodes
 sent meanwhile are lost. The result lists the network faults it ran under.
 
+--clock-skew NODE@AT=BY moves a server's clocks (its TrueTime source and local clock) BY, ahead
+or behind (-5ms), AT after the clients start, for the rest of the run; NODE as for --crash, or
+an oracle: sh-oracle. The simulator's clocks otherwise stay within their ε, offset and drift
+bounds, and a protocol must stay correct there; a skew past the ε a protocol assumes is what
+exposes a mutant that skips a commit wait. To see k2's caught (the same skew within an ε of
+25ms that k2 assumes, by --opt epsilon, leaves k2 itself valid):
+  meridian sim --protocol k2 --workload list-append --clients 6 --opt epsilon=25ms --opt mutant=no-commit-wait --clock-skew sh-oracle@0s=20ms
+
 ` + runExitStatuses,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
@@ -75,6 +84,7 @@ sent meanwhile are lost. The result lists the network faults it ran under.
 	cmd.Flags().BoolVar(&c.json, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions)")
 	cmd.Flags().StringArrayVar(&c.crashes, "crash", nil, "crash data node NODE at virtual time AT (from the clients' start, warm-up included) for FOR, as NODE@AT/FOR, e.g. 0@1s/300ms or sh-1@1s/300ms (repeatable)")
+	cmd.Flags().StringArrayVar(&c.skews, "clock-skew", nil, "move server NODE's clocks BY (ahead, or behind if negative) at virtual time AT (from the clients' start, warm-up included), as NODE@AT=BY, e.g. sh-oracle@0s=20ms or 3@1s=-5ms (repeatable; skews of one node add up)")
 	cmd.Flags().Float64Var(&c.loss, "loss", 0, "probability in [0, 1) that a message between nodes is lost")
 	cmd.Flags().Float64Var(&c.duplicate, "duplicate", 0, "probability in [0, 1) that a message between nodes is delivered twice")
 	cmd.Flags().DurationVar(&c.duplicateDelay, "duplicate-delay", sim.DefaultDuplicateDelay, "with --duplicate: a copy arrives up to this long after its original (uniform, seeded)")
@@ -102,6 +112,10 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		return err
 	}
 	network, err := c.netFaults(cmd, cfg.Topology)
+	if err != nil {
+		return err
+	}
+	skews, err := parseClockSkews(c.skews, cfg.Topology, c.warmup+c.duration)
 	if err != nil {
 		return err
 	}
@@ -151,7 +165,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	var profErr error
 	res, err := bench.SimRun(cfg, bench.Spec{
 		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes, Network: network,
+		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes, Network: network, ClockSkews: skews,
 		Progress: bar.running, AtWindowEnd: func() {
 			if c.memProf != "" {
 				profErr = writeHeapProfile(c.memProf)
@@ -188,6 +202,9 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	printResult(out, res)
 	for _, cr := range res.Crashes {
 		fmt.Fprintf(out, "crash: node %d (%s) at %s for %s\n", cr.Node, cr.Name, cr.At, cr.For)
+	}
+	for _, k := range res.ClockSkews {
+		fmt.Fprintf(out, "clock skew: node %d (%s) at %s by %s\n", k.Node, k.Name, k.At, k.By)
 	}
 	if n := res.Network; n != nil {
 		if n.Loss > 0 {
@@ -238,6 +255,22 @@ func (c *simCommand) netFaults(cmd *cobra.Command, tp *topo.Topology) (bench.Net
 		return f, fmt.Errorf("--partition: %w", err)
 	}
 	return f, nil
+}
+
+// parseClockSkews reads the --clock-skew flags and checks them for a run of runLength.
+func parseClockSkews(texts []string, tp *topo.Topology, runLength time.Duration) ([]bench.ClockSkew, error) {
+	var skews []bench.ClockSkew
+	for _, text := range texts {
+		k, err := bench.ParseClockSkew(tp, text)
+		if err != nil {
+			return nil, fmt.Errorf("--clock-skew %s: %w", text, err)
+		}
+		skews = append(skews, k)
+	}
+	if err := bench.CheckClockSkews(tp, skews, runLength); err != nil {
+		return nil, fmt.Errorf("--clock-skew: %w", err)
+	}
+	return skews, nil
 }
 
 // parseCrashes reads the --crash flags, and checks them as a schedule for a run of runLength

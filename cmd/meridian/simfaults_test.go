@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,6 +41,17 @@ func TestSimFaultBadInput(t *testing.T) {
 		{[]string{"--partition", "SH|BJ@1s/1s", "--partition", "BJ|SH@1.5s/100ms"}, "--partition",
 			"partition SH|BJ at 1.5s for 100ms: the regions are cut until 2s (partition SH|BJ at 1s for 1s)"},
 		{[]string{"--partition", "SH|BJ@2s/500ms", "--partition", "bj|sh@1s/1s"}, "--partition", "must not overlap or touch"},
+		{[]string{"--clock-skew", "sh-oracle@0s"}, "--clock-skew", "no skew: want NODE@AT=BY"},
+		{[]string{"--clock-skew", "0s=20ms"}, "--clock-skew", "want NODE@AT=BY"},
+		{[]string{"--clock-skew", "xx-oracle@0s=1ms"}, "--clock-skew", `no node "xx-oracle" in topology k2-5region: give a node id or a name such as sh-1 or sh-oracle`},
+		{[]string{"--clock-skew", "sh-2@0s=1ms"}, "--clock-skew", `region SH's data nodes are sh-1 to sh-1`},
+		{[]string{"--clock-skew", "99@0s=1ms"}, "--clock-skew", "no node 99 in topology k2-5region"},
+		{[]string{"--clock-skew", "sh-oracle@soon=1ms"}, "--clock-skew", `skew time "soon" is not a duration`},
+		{[]string{"--clock-skew", "sh-oracle@0s=lots"}, "--clock-skew", `skew "lots" is not a duration`},
+		{[]string{"--clock-skew", "sh-oracle@-1s=1ms"}, "--clock-skew", "the skew time must not be negative"},
+		{[]string{"--clock-skew", "sh-oracle@3s=1ms"}, "--clock-skew", "clock skew of sh-oracle at 3s by 1ms: the run ends at 3s"},
+		{[]string{"--clock-skew", "bj-1@1s=0s"}, "--clock-skew", "a skew of zero changes nothing"},
+		{[]string{"--clock-skew", "sh-oracle@0s=-2h"}, "--clock-skew", "a skew must be within ±1h0m0s"},
 	}
 	for _, c := range cases {
 		args := append([]string{"sim", "--protocol", "k2", "--duration", "2s", "--warmup", "1s"}, c.args...)
@@ -123,5 +135,31 @@ func TestSimFaultText(t *testing.T) {
 		if !strings.Contains(out, line) {
 			t.Errorf("report lacks %q:\n%s", line, out)
 		}
+	}
+}
+
+// A clock skew is how a user sees a commit-wait mutant caught: k2 assuming an ε of 25 ms stays
+// strict-serializable with its SH oracle 20 ms ahead, and the same run without commit wait is
+// caught with a real-time anomaly (exit 1). The result names the skew, and a skew changes the
+// trace.
+func TestSimClockSkewCatchesMutant(t *testing.T) {
+	args := []string{"--protocol", "k2", "--workload", "list-append", "--clients", "6", "--duration", "2s", "--seed", "1",
+		"--opt", "epsilon=25ms"}
+	skew := []string{"--clock-skew", "SH-oracle@0s=20ms"}
+	correct := simJSON(t, append(args, skew...)...)
+	if v := correct["check"].(map[string]any)["verdict"]; v != "valid" {
+		t.Errorf("k2 with a skew within its ε: verdict %v, want valid", v)
+	}
+	want := []any{map[string]any{"node": float64(5), "name": "sh-oracle", "at": "0s", "by": "20ms"}}
+	if !reflect.DeepEqual(correct["clock_skews"], want) {
+		t.Errorf("clock skews %v, want %v", correct["clock_skews"], want)
+	}
+	if none := simJSON(t, args...); none["trace_digest"] == correct["trace_digest"] {
+		t.Errorf("the skew left the trace unchanged (digest %v)", none["trace_digest"])
+	}
+	mutant := append(append(slices.Clone(args), skew...), "--opt", "mutant=no-commit-wait")
+	out, errs, code := run(t, append([]string{"sim"}, mutant...)...)
+	if code != 1 || !strings.Contains(out, "strict-serializable: invalid") || !strings.Contains(out, "clock skew: node 5 (sh-oracle) at 0s by 20ms\n") {
+		t.Errorf("k2 without commit wait under the skew: exit %d, want 1 with an invalid verdict and the skew listed:\n%s%s", code, out, errs)
 	}
 }

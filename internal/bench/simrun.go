@@ -39,6 +39,8 @@ type Spec struct {
 	Crashes []Crash
 	// Network are loss, duplication and partitions between nodes (see NetFaults), data too.
 	Network NetFaults
+	// ClockSkews move servers' clocks, timed from the clients' start (see ClockSkew).
+	ClockSkews []ClockSkew
 }
 
 // Validate rejects specs that cannot run.
@@ -128,6 +130,8 @@ type Result struct {
 	Crashes []CrashRecord `json:"crashes,omitempty"`
 	// Network is the network faults the run was given, partitions by time.
 	Network *NetFaultsRecord `json:"network_faults,omitempty"`
+	// ClockSkews are the clock faults the run was given, by time.
+	ClockSkews []ClockSkewRecord `json:"clock_skews,omitempty"`
 
 	VirtualSeconds float64 `json:"virtual_seconds,omitempty"`
 	WallSeconds    float64 `json:"wall_seconds"`
@@ -170,6 +174,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	if err := CheckNetFaults(tp, spec.Network, spec.Warmup+spec.Duration); err != nil {
 		return nil, err
 	}
+	if err := CheckClockSkews(tp, spec.ClockSkews, spec.Warmup+spec.Duration); err != nil {
+		return nil, err
+	}
 	m := NewMetrics()
 	rec := newRecorder(spec)
 	res := &Result{Protocol: cfg.Protocol.Name(), Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
@@ -178,6 +185,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		res.Crashes = append(res.Crashes, c.record(tp))
 	}
 	res.Network = spec.Network.record(tp)
+	for _, k := range sortedClockSkews(spec.ClockSkews) {
+		res.ClockSkews = append(res.ClockSkews, k.record(tp))
+	}
 
 	var (
 		windowMetrics *protocol.Metrics
@@ -205,6 +215,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		})
 		scheduleCrashes(s, tp, spec.Crashes, window, lost, &restartErr)
 		scheduleNetFaults(s, spec.Network, window)
+		scheduleClockSkews(s, spec.ClockSkews, window)
 		if spec.Faults != nil {
 			spec.Faults(s, window)
 		}
