@@ -60,7 +60,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.maxDrift, "max-drift", d.MaxDrift, "maximum clock drift rate (200e-6 = 200 ppm)")
 	fs.DurationVar(&f.maxOffset, "max-offset", d.MaxOffset, "maximum local clock offset")
 	fs.DurationVar(&f.intraRTT, "intra-rtt", 0, "round trip inside a region (0: the topology's)")
-	fs.StringVar(&f.trueTimeError, "truetime-error", "half", "how far TrueTime readings stray within ε: half (each resync within ±ε/2, errors up to ~0.6ε) or full (up to the edge of ε; a harsher test of commit waits, other traces)")
+	fs.StringVar(&f.trueTimeError, "truetime-error", "half", "how far TrueTime readings stray within ε: half (each resync within ±ε/2, errors up to ~0.6ε) or full (up to the edge of ε; a harsher test of commit waits: a trace changes where two nodes' timestamps decide an order)")
 }
 
 func parseOpts(kvs []string) (map[string]string, error) {
