@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridiandb/meridian/configs"
 	mrt "github.com/meridiandb/meridian/internal/runtime"
@@ -39,6 +45,52 @@ func TestClusterDataDirsIgnoredByGit(t *testing.T) {
 	for _, kept := range []string{"configs/k2-3region.toml", "configs/configs.go"} {
 		if exec.Command("git", "-C", root, "check-ignore", "-q", "--no-index", kept).Run() == nil {
 			t.Errorf("%s is ignored by git", kept)
+		}
+	}
+}
+
+// runEnv is runFor with env added to the environment.
+func runEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), 0
+}
+
+// A configuration named by $MERIDIAN_CONFIG that does not load is said to come from there: the
+// error named only a file ("open bogus: no such file or directory") that the command line did
+// not mention.
+func TestConfigFromEnvironmentNamedInErrors(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken.toml")
+	writeFiles(t, dir, map[string]string{"broken.toml": "protocol = \"k2x\"\n"})
+	for _, c := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"bogus", []string{"kv", "get", "a"}, "$MERIDIAN_CONFIG=bogus: cluster config: open bogus: no such file or directory"},
+		{"bogus", []string{"bench", "--duration", "1s"}, "$MERIDIAN_CONFIG=bogus: cluster config: open bogus"},
+		{"bogus", []string{"cluster", "start"}, "$MERIDIAN_CONFIG=bogus: cluster config: open bogus"},
+		{broken, []string{"cluster", "status"}, "$MERIDIAN_CONFIG=" + broken + ": " + broken + ":1: "},
+		// Given on the command line, the file is the user's own words.
+		{"k2-3region", []string{"kv", "get", "a", "--config", "bogus"}, "meridian: cluster config: open bogus"},
+	} {
+		_, errs, code := runEnv(t, []string{"MERIDIAN_CONFIG=" + c.env}, c.args...)
+		if line := strings.TrimSpace(errs); code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, c.want) {
+			t.Errorf("MERIDIAN_CONFIG=%s meridian %s: exit %d, stderr %q, want one line mentioning %q", c.env, strings.Join(c.args, " "), code, errs, c.want)
 		}
 	}
 }

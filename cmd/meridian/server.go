@@ -28,11 +28,13 @@ import (
 type clusterFlags struct {
 	config  string
 	dataDir string
+	flag    *pflag.Flag // --config, which tells whether f.config came from $MERIDIAN_CONFIG
 }
 
 func (f *clusterFlags) register(fs *pflag.FlagSet, withData bool) {
 	fs.StringVar(&f.config, "config", os.Getenv("MERIDIAN_CONFIG"),
 		"cluster configuration: a TOML file or a built-in one ("+strings.Join(configs.Names(), ", ")+"); default: $MERIDIAN_CONFIG, else k2-3region")
+	f.flag = fs.Lookup("config")
 	if withData {
 		fs.StringVar(&f.dataDir, "data-dir", "", "data directory (default: the configuration's data_dir)")
 	}
@@ -46,9 +48,18 @@ func (f *clusterFlags) load() (*mrt.Config, error) {
 		return nil, err
 	}
 	if err := checkClusterConfig(cfg.Source, cfg.Options, cfg.Epsilon, cfg.LatencyScale); err != nil {
-		return nil, err
+		return nil, f.fromEnv(err)
 	}
 	return cfg, nil
+}
+
+// fromEnv says of an error in the configuration that it was named by $MERIDIAN_CONFIG, when it
+// was: a command given no --config otherwise named a file the user never typed there.
+func (f *clusterFlags) fromEnv(err error) error {
+	if f.config == "" || f.flag == nil || f.flag.Changed {
+		return err
+	}
+	return fmt.Errorf("$MERIDIAN_CONFIG=%s: %w (unset it or give --config)", f.config, err)
 }
 
 // locate reads the configuration only to find the cluster's data directory and nodes, which
@@ -57,7 +68,7 @@ func (f *clusterFlags) load() (*mrt.Config, error) {
 func (f *clusterFlags) locate() (*mrt.Config, error) {
 	cfg, err := mrt.Load(f.config)
 	if err != nil {
-		return nil, err
+		return nil, f.fromEnv(err)
 	}
 	if f.dataDir != "" {
 		abs, err := filepath.Abs(f.dataDir)
