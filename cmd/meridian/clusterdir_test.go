@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/configs"
 	mrt "github.com/meridiandb/meridian/internal/runtime"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload"
+	"github.com/meridiandb/meridian/internal/workload/memdb"
+	"github.com/meridiandb/meridian/internal/workload/tpcc"
 )
 
 // The data directories the README's cluster commands create in the source tree are ignored by
@@ -92,5 +98,36 @@ func TestConfigFromEnvironmentNamedInErrors(t *testing.T) {
 		if line := strings.TrimSpace(errs); code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, c.want) {
 			t.Errorf("MERIDIAN_CONFIG=%s meridian %s: exit %d, stderr %q, want one line mentioning %q", c.env, strings.Join(c.args, " "), code, errs, c.want)
 		}
+	}
+}
+
+// A second TPC-C bench on one cluster is refused, and the refusal says how to get the empty
+// cluster it needs: it said only that one was needed.
+func TestTPCCRefusalSaysHowToGetAnEmptyCluster(t *testing.T) {
+	tp, err := topo.FromPreset("k2-3region", topo.DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tpcc.Small(1)
+	cfg.Districts, cfg.CustomersPerDistrict, cfg.Items = 2, 30, 100
+	w, err := tpcc.New(tp, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := client.Open(memdb.New().Transport())
+	if err := w.Load(db); err != nil {
+		t.Fatal(err)
+	}
+	terminal := w.NewClient(0, 0, rand.New(rand.NewPCG(1, 1)))
+	for i := 0; i < 100; i++ { // as a bench run does: new orders beyond the loaded ones
+		tx := terminal.Next()
+		if err := client.RunTxn(db, client.TxnOptions{ReadOnly: tx.ReadOnly}, tx.Run); err != nil && !errors.Is(err, workload.ErrUserAbort) {
+			t.Fatal(err)
+		}
+	}
+	err = w.CheckFresh(db)
+	if want := "TPC-C needs an empty cluster: stop it (meridian cluster stop) and start it with a new --data-dir, or delete its data directory before starting it again"; err == nil ||
+		!strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("CheckFresh after a run: %v, want one line mentioning %q", err, want)
 	}
 }

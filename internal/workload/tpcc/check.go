@@ -261,7 +261,8 @@ func (w *Workload) CheckFresh(db *client.DB) error {
 			return fmt.Errorf("tpcc: checking the database is fresh: %w", err)
 		}
 		if found != "" {
-			return fmt.Errorf("tpcc: the database already holds orders of an earlier run (%q); TPC-C needs an empty cluster", found)
+			return fmt.Errorf("tpcc: the database already holds orders of an earlier run (%q); TPC-C needs an empty cluster: "+
+				"stop it (meridian cluster stop) and start it with a new --data-dir, or delete its data directory before starting it again", found)
 		}
 	}
 	return nil
