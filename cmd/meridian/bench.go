@@ -129,6 +129,7 @@ checker's verdict on the recorded history for list-append and rw-register.
 				return failedConsistency(res)
 			}
 			printResult(cmd.OutOrStdout(), res)
+			printFirstAnomaly(cmd.OutOrStdout(), res, history)
 			return failedConsistency(res)
 		},
 	}

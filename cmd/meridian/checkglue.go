@@ -81,7 +81,7 @@ its result whatever its status.`
 func failedConsistency(r *bench.Result) error {
 	model, verdict, n := checkVerdict(r)
 	if verdict == check.Invalid {
-		return &exitError{code: 1, err: fmt.Errorf("the history is not %s: %d anomalies", model, n)}
+		return &exitError{code: 1, err: fmt.Errorf("the history is not %s: %s", model, counted(n, "anomaly", "anomalies"))}
 	}
 	if r.Consistency != "" && r.Consistency != "ok" {
 		// It says what: a violation the workload's check found, or why the check could not

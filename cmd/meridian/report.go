@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/check"
 )
 
 // printResult prints a run's result for people.
@@ -17,7 +19,12 @@ func printResult(w io.Writer, r *bench.Result) {
 		fmt.Fprintf(tw, "seed / digest\t%d / %s\n", r.Seed, r.TraceDigest)
 		fmt.Fprintf(tw, "time\t%.1f virtual s in %.2f wall s (%d events, %.0f events/s)\n", r.VirtualSeconds, r.WallSeconds, r.Events, r.EventsPerSec)
 	} else {
-		fmt.Fprintf(tw, "time\t%.2f wall s\n", r.WallSeconds)
+		fmt.Fprintf(tw, "time\t%.2f wall s", r.WallSeconds)
+		if r.LoadSeconds >= 1 {
+			// Loading TPC-C takes seconds before any client starts; say where the time went.
+			fmt.Fprintf(tw, " (%.1f s of them loading the database)", r.LoadSeconds)
+		}
+		fmt.Fprintln(tw)
 	}
 	fmt.Fprintf(tw, "throughput\t%.1f txn/s (%d committed, %d aborted attempts, abort rate %.1f%%)\n", r.Throughput, r.Committed, r.Aborted, 100*r.AbortRate)
 	fmt.Fprintf(tw, "latency ms\tp50 %.2f  p90 %.2f  p99 %.2f  mean %.2f\n", r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Mean)
@@ -40,7 +47,40 @@ func printResult(w io.Writer, r *bench.Result) {
 		fmt.Fprintf(tw, "consistency\t%s\n", r.Consistency)
 	}
 	if model, verdict, n := checkVerdict(r); model != "" {
-		fmt.Fprintf(tw, "check\t%s: %s (%d anomalies)\n", model, verdict, n)
+		// The checker judges every transaction the history holds, warm-up and drain included,
+		// so its count is not the window's committed count.
+		rep := r.Check.(*check.Report)
+		fmt.Fprintf(tw, "check\t%s: %s (%s among the history's %d transactions, warm-up and drain included)\n", model, verdict,
+			counted(n, "anomaly", "anomalies"), rep.Counts.OK+rep.Counts.Fail+rep.Counts.Info)
 	}
 	tw.Flush()
+}
+
+// printFirstAnomaly explains the first anomaly of an invalid history, the cycle that shows it,
+// and says how to see the rest: a verdict with only a count leaves the user nowhere to start.
+func printFirstAnomaly(w io.Writer, r *bench.Result, historyPath string) {
+	rep, ok := r.Check.(*check.Report)
+	if !ok || rep == nil || rep.Verdict != check.Invalid || len(rep.Anomalies) == 0 {
+		return
+	}
+	a := rep.Anomalies[0]
+	fmt.Fprintf(w, "\nfirst anomaly: %s\n", a.Type)
+	for _, line := range strings.Split(a.Explanation, "\n") {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	if more := len(rep.Anomalies) + rep.Omitted - 1; more > 0 {
+		how := "run again with --history FILE, then meridian check FILE"
+		if historyPath != "" {
+			how = "meridian check --model " + rep.Model + " " + historyPath
+		}
+		fmt.Fprintf(w, "%s: %s\n", counted(more, "more anomaly", "more anomalies"), how)
+	}
+}
+
+// counted is "1 anomaly", "2 anomalies".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

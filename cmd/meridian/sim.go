@@ -217,6 +217,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 			fmt.Fprintf(out, "partition: %s|%s at %s for %s\n", p.Regions[0], p.Regions[1], p.At, p.For)
 		}
 	}
+	printFirstAnomaly(out, res, c.history)
 	return failedConsistency(res)
 }
 

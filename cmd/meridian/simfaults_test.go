@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/check"
 )
 
 // Every malformed or impossible network fault fails at once, before loading, with one line
@@ -161,5 +164,33 @@ func TestSimClockSkewCatchesMutant(t *testing.T) {
 	out, errs, code := run(t, append([]string{"sim"}, mutant...)...)
 	if code != 1 || !strings.Contains(out, "strict-serializable: invalid") || !strings.Contains(out, "clock skew: node 5 (sh-oracle) at 0s by 20ms\n") {
 		t.Errorf("k2 without commit wait under the skew: exit %d, want 1 with an invalid verdict and the skew listed:\n%s%s", code, out, errs)
+	}
+	// The text result explains the first anomaly, whose cycle has a real-time edge.
+	for _, want := range []string{"\nfirst anomaly: G-single-realtime\n", "(realtime)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("result lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Past the first anomaly, the result says how many more there are and how to list them: with
+// the history the run wrote, or by writing one.
+func TestFirstAnomalyPointsToTheRest(t *testing.T) {
+	rep := &check.Report{Model: "serializable", Verdict: check.Invalid, Omitted: 3,
+		Anomalies: []check.Anomaly{{Type: "G1c", Explanation: "a cycle\nof two"}, {Type: "G2", Explanation: "another"}}}
+	for _, c := range []struct{ history, want string }{
+		{"", "first anomaly: G1c\n  a cycle\n  of two\n4 more anomalies: run again with --history FILE, then meridian check FILE\n"},
+		{"h.jsonl", "first anomaly: G1c\n  a cycle\n  of two\n4 more anomalies: meridian check --model serializable h.jsonl\n"},
+	} {
+		var b strings.Builder
+		printFirstAnomaly(&b, &bench.Result{Check: rep}, c.history)
+		if got := strings.TrimPrefix(b.String(), "\n"); got != c.want {
+			t.Errorf("history %q: printed\n%s\nwant\n%s", c.history, got, c.want)
+		}
+	}
+	var b strings.Builder
+	printFirstAnomaly(&b, &bench.Result{Check: &check.Report{Verdict: check.Valid}}, "")
+	if b.Len() != 0 {
+		t.Errorf("a valid history printed %q", b.String())
 	}
 }
