@@ -72,8 +72,14 @@ func newClusterCmd() *cobra.Command {
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Report each node: running, starting or stopped",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return clusterStatus(cmd, &cf, asJSON) },
+		Long: `Report each node of the cluster started in the data directory: running (its process answers
+on its address), starting (its process runs, its address does not answer yet) or stopped.
+
+Exit status, with --json too: 0 every node is running; 2 some nodes are running, not all;
+3 no node is running; 1 an error (no cluster was started in the data directory, or its state
+cannot be read).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return clusterStatus(cmd, &cf, asJSON) },
 	}
 	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(status)
@@ -582,7 +588,10 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 	}
 	nodes := statusOf(st)
 	if asJSON {
-		return writeJSON(cmd.OutOrStdout(), nodes)
+		if err := writeJSON(cmd.OutOrStdout(), nodes); err != nil {
+			return err
+		}
+		return statusExit(nodes)
 	}
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tID\tROLES\tADDRESS\tPID\tSTATE")
@@ -593,7 +602,34 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Roles, n.Addr, pid, n.State)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return statusExit(nodes)
+}
+
+// Exit statuses of cluster status besides 0 (every node running) and 1 (an error), so that a
+// script can tell whether the cluster is up: status exited 0 with every node stopped.
+const (
+	statusSomeRunning = 2
+	statusNoneRunning = 3
+)
+
+func statusExit(nodes []nodeStatus) error {
+	running := 0
+	for _, n := range nodes {
+		if n.State == "running" {
+			running++
+		}
+	}
+	switch {
+	case running == len(nodes):
+		return nil
+	case running > 0:
+		return &exitError{code: statusSomeRunning}
+	default:
+		return &exitError{code: statusNoneRunning}
+	}
 }
 
 func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,5 +132,58 @@ func TestTPCCRefusalSaysHowToGetAnEmptyCluster(t *testing.T) {
 	if want := "TPC-C needs an empty cluster: stop it (meridian cluster stop) and start it with a new --data-dir, or delete its data directory before starting it again"; err == nil ||
 		!strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("CheckFresh after a run: %v, want one line mentioning %q", err, want)
+	}
+}
+
+// statusOfData runs cluster status on data, as a table and as JSON, and returns its exit status
+// (the same for both, or the test fails) and each node's state.
+func statusOfData(t *testing.T, data string) (int, map[string]string) {
+	t.Helper()
+	out, errs, code := runFor(t, 30*time.Second, "cluster", "status", "--data-dir", data)
+	jsonOut, jsonErrs, jsonCode := runFor(t, 30*time.Second, "cluster", "status", "--json", "--data-dir", data)
+	if code != jsonCode {
+		t.Errorf("cluster status exits %d (stderr %q), with --json %d (stderr %q)", code, errs, jsonCode, jsonErrs)
+	}
+	var nodes []nodeStatus
+	if err := json.Unmarshal([]byte(jsonOut), &nodes); err != nil {
+		t.Fatalf("cluster status --json: %v\n%s", err, jsonOut)
+	}
+	states := map[string]string{}
+	for _, n := range nodes {
+		states[n.Name] = n.State
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(n.Name) + ` .* ` + n.State + `$`).MatchString(out) {
+			t.Errorf("cluster status shows no line for %s %s:\n%s", n.Name, n.State, out)
+		}
+	}
+	return code, states
+}
+
+// cluster status says by its exit status whether the cluster is up: it exited 0 with every node
+// stopped, or one killed, and 1 only when no cluster had been started in the data directory.
+func TestClusterStatusExitStatus(t *testing.T) {
+	_, _, data := runningCluster(t)
+	if code, states := statusOfData(t, data); code != 0 {
+		t.Errorf("every node running: exit %d, want 0 (%v)", code, states)
+	}
+	st, err := readState(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := st.Nodes[1]
+	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for alive(victim.PID, victim.Name, st.Config) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, states := statusOfData(t, data); code != statusSomeRunning || states[victim.Name] != "stopped" {
+		t.Errorf("%s killed: exit %d, want %d (%v)", victim.Name, code, statusSomeRunning, states)
+	}
+	stopLeavesNoServer(t, data)
+	if code, states := statusOfData(t, data); code != statusNoneRunning {
+		t.Errorf("every node stopped: exit %d, want %d (%v)", code, statusNoneRunning, states)
+	}
+	if _, errs, code := runFor(t, 30*time.Second, "cluster", "status", "--data-dir", t.TempDir()); code != 1 || !strings.Contains(errs, "no cluster was started in") {
+		t.Errorf("no cluster started in the data directory: exit %d, stderr %q, want 1", code, errs)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -129,9 +130,12 @@ type nodeStatus struct {
 	State string `json:"state"`
 }
 
+// status is each node's state. Cluster status exits 2 or 3 when not every node runs, and
+// lists every node all the same.
 func (c *cluster) status() []nodeStatus {
 	out, err := c.run(10*time.Second, nil, "cluster", "status", "--json")
-	if err != nil {
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && (ee.ExitCode() == 2 || ee.ExitCode() == 3)) {
 		return nil
 	}
 	var st []nodeStatus
