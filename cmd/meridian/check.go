@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ var checkCmd = &cobra.Command{
 	Short: "Check a recorded history (Elle JSON lines) against a consistency model",
 	Long: "Check a recorded history against a consistency model and explain every anomaly with a cycle.\n\n" +
 		"Models: " + strings.Join(check.Models(), ", ") + ".\n" +
+		"HISTORY - reads it from standard input.\n" +
 		"Exit codes: 0 valid, 1 anomalies found, 2 unknown (not enough information), 3 error.",
 	// A usage error must not exit 1, which here means "anomalies found".
 	Args: func(cmd *cobra.Command, args []string) error {
@@ -45,12 +47,19 @@ func runCheck(cmd *cobra.Command, args []string) error {
 	if !slices.Contains(check.Models(), checkFlags.model) {
 		return &exitError{code: 3, err: fmt.Errorf("--model %q: want one of %s", checkFlags.model, strings.Join(check.Models(), ", "))}
 	}
-	f, err := os.Open(args[0])
-	if err != nil {
-		return &exitError{code: 3, err: err}
+	in := io.Reader(cmd.InOrStdin())
+	if args[0] != "-" {
+		f, err := os.Open(args[0])
+		if err != nil {
+			return &exitError{code: 3, err: err}
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil && st.IsDir() {
+			return &exitError{code: 3, err: fmt.Errorf("%s is a directory, not a history file", args[0])}
+		}
+		in = f
 	}
-	defer f.Close()
-	ops, err := history.Read(f)
+	ops, err := history.Read(in)
 	if err != nil {
 		return &exitError{code: 3, err: fmt.Errorf("%s: %w", args[0], err)}
 	}

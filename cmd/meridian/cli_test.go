@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridiandb/meridian/internal/bench"
 )
@@ -214,5 +215,25 @@ func TestFailedConsistencySaysWhy(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%q: %v, want an error mentioning %q", c.consistency, err, c.want)
 		}
+	}
+}
+
+// meridian check - reads the history from standard input and judges it as from the file.
+func TestCheckReadsStandardInput(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	if _, errs, code := run(t, "sim", "--protocol", "k2", "--workload", "list-append", "--duration", "1s", "--history", path, "--check", "none"); code != 0 {
+		t.Fatalf("sim: exit %d: %s", code, errs)
+	}
+	fromFile, _, code := run(t, "check", path)
+	if code != 0 {
+		t.Fatalf("check %s: exit %d", path, code)
+	}
+	h, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromStdin, errs, code := runForInput(t, time.Minute, string(h), "check", "-")
+	if code != 0 || fromStdin != fromFile {
+		t.Errorf("check -: exit %d, stderr %q, report\n%s\nwant the file's\n%s", code, errs, fromStdin, fromFile)
 	}
 }

@@ -22,9 +22,16 @@ import (
 // instead is killed (exit -1) rather than left to hang the test.
 func runFor(t *testing.T, timeout time.Duration, args ...string) (string, string, int) {
 	t.Helper()
+	return runForInput(t, timeout, "", args...)
+}
+
+// runForInput is runFor with input on the command's standard input.
+func runForInput(t *testing.T, timeout time.Duration, input string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Stdin = strings.NewReader(input)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -108,14 +110,39 @@ func newKVCmd() *cobra.Command {
 			})
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
-		Use: "put KEY VALUE", Short: "Write a key", Long: "Write a key.\n\n" + kvExitHelp, Args: exactArgs(2),
+	var valueFile string
+	put := &cobra.Command{
+		Use:   "put KEY {VALUE | --value-file FILE}",
+		Short: "Write a key",
+		Long: "Write a key. With --value-file the value is FILE's contents, byte for byte, or with '-' standard\n" +
+			"input's (a value too long for a command line, or binary: kv put photo --value-file - < photo.jpg).\n\n" + kvExitHelp,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("value-file") {
+				if len(args) != 1 {
+					return fmt.Errorf("usage: %s (give VALUE or --value-file, not both)", cmd.UseLine())
+				}
+				return nil
+			}
+			return exactArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var value []byte
+			if len(args) == 2 {
+				value = []byte(args[1])
+			} else {
+				v, err := readValue(cmd.InOrStdin(), valueFile)
+				if err != nil {
+					return err
+				}
+				value = v
+			}
 			return withDB(cmd, args[:1], func(db *client.DB) error {
-				return kvTxn(db, false, func(tx *client.Txn) error { return tx.Put(args[0], []byte(args[1])) })
+				return kvTxn(db, false, func(tx *client.Txn) error { return tx.Put(args[0], value) })
 			})
 		},
-	})
+	}
+	put.Flags().StringVar(&valueFile, "value-file", "", "read the value from this file ('-': standard input) instead of the command line")
+	cmd.AddCommand(put)
 	cmd.AddCommand(&cobra.Command{
 		Use: "del KEY", Short: "Delete a key", Long: "Delete a key (deleting an absent key is not an error).\n\n" + kvExitHelp, Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -134,7 +161,9 @@ func newKVCmd() *cobra.Command {
 		Long: "Print the rows with START ≤ key < END (END omitted: to the end), or with --prefix those whose key begins with P.\n" +
 			"A range within one routing prefix (the part of a key before its first '/') lives on one shard and is read\n" +
 			"there alone; any other range is read from every shard's primary, at the cost of the farthest round trip.\n" +
-			"A range that holds no key prints nothing and is no error.\n\n" + kvExitHelp,
+			"A range that holds no key prints nothing and is no error. Each row is one line, key and value separated by\n" +
+			"a tab; a key or value holding a tab, a line break, a leading quote or anything but printable UTF-8 is\n" +
+			"printed as a quoted Go string (\"a\\tb\"), so that every row stays one line.\n\n" + kvExitHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("prefix") {
 				if len(args) > 0 {
@@ -177,7 +206,7 @@ func newKVCmd() *cobra.Command {
 				return err
 			}
 			for _, r := range rows {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", r.k, r.v)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", scanField(r.k), scanField(r.v))
 			}
 			return nil
 		},
@@ -525,4 +554,43 @@ func contains(s []int64, x int64) bool {
 		}
 	}
 	return false
+}
+
+// scanField is a key or value as kv scan prints it: as it is when that cannot break the
+// one-row-per-line, tab-separated output, else quoted (strconv.Quote), which a reader tells
+// apart by its leading quote.
+func scanField(s string) string {
+	if s != "" && s[0] == '"' {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if r == '\t' || r == utf8.RuneError || !unicode.IsPrint(r) && r != ' ' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// readValue reads a put's value from path, or from stdin for "-", refusing one longer than a
+// value may be before anything is sent.
+func readValue(stdin io.Reader, path string) ([]byte, error) {
+	what, in := "standard input", stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("--value-file: %w", err)
+		}
+		defer f.Close()
+		what, in = path, f
+	}
+	// One byte more than a value may hold tells a value that is too long from one that fits,
+	// without reading an unbounded stream.
+	v, err := io.ReadAll(io.LimitReader(in, client.MaxValueBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the value from %s: %w", what, err)
+	}
+	if len(v) > client.MaxValueBytes {
+		return nil, fmt.Errorf("the value in %s is longer than %d bytes", what, client.MaxValueBytes)
+	}
+	return v, nil
 }

@@ -181,21 +181,32 @@ func TestKVOutcomes(t *testing.T) {
 // The exit statuses as a script sees them, against a running cluster and then a stopped one.
 func TestKVExitStatuses(t *testing.T) {
 	_, config, data := runningCluster(t)
+	big := strings.Repeat("x", client.MaxValueBytes)
 	for _, tc := range []struct {
 		args      []string
 		code      int
 		out, errs string
+		in        string
 	}{
-		{[]string{"put", "k", "v"}, 0, "", ""},
-		{[]string{"get", "k"}, 0, "v\n", ""},
-		{[]string{"get", "absent"}, kvExitNotFound, "", "meridian: absent: not found\n"},
-		{[]string{"scan", "absent", "absent0"}, 0, "", ""},
-		{[]string{"del", "absent"}, 0, "", ""},
-		{[]string{"del", "k"}, 0, "", ""},
-		{[]string{"get", "k"}, kvExitNotFound, "", "meridian: k: not found\n"},
-		{[]string{"put", "\xff", "v"}, kvExitError, "", "meridian: key \"\\xff\" is not valid UTF-8\n"},
+		{args: []string{"put", "k", "v"}},
+		// A value on standard input, byte for byte; and a value longer than a command line.
+		{args: []string{"put", "stdin", "--value-file", "-"}, in: "line 1\nline\t2"},
+		{args: []string{"put", "big", "--value-file", "-"}, in: big},
+		{args: []string{"put", "bigger", "--value-file", "-"}, code: kvExitError, in: big + "x", errs: fmt.Sprintf("meridian: the value in standard input is longer than %d bytes\n", client.MaxValueBytes)},
+		{args: []string{"get", "stdin"}, out: "line 1\nline\t2\n"},
+		// Scan rows stay one line each: a value with a tab or a line break is quoted.
+		{args: []string{"scan", "stdin", "stdin0"}, out: "stdin\t\"line 1\\nline\\t2\"\n"},
+		{args: []string{"scan", "big", "big0"}, out: "big\t" + big + "\n"},
+		{args: []string{"put", "k", "v"}},
+		{[]string{"get", "k"}, 0, "v\n", "", ""},
+		{[]string{"get", "absent"}, kvExitNotFound, "", "meridian: absent: not found\n", ""},
+		{[]string{"scan", "absent", "absent0"}, 0, "", "", ""},
+		{[]string{"del", "absent"}, 0, "", "", ""},
+		{[]string{"del", "k"}, 0, "", "", ""},
+		{[]string{"get", "k"}, kvExitNotFound, "", "meridian: k: not found\n", ""},
+		{[]string{"put", "\xff", "v"}, kvExitError, "", "meridian: key \"\\xff\" is not valid UTF-8\n", ""},
 	} {
-		out, errs, code := runFor(t, 30*time.Second, append([]string{"kv", "--config", config}, tc.args...)...)
+		out, errs, code := runForInput(t, 30*time.Second, tc.in, append([]string{"kv", "--config", config}, tc.args...)...)
 		if code != tc.code || out != tc.out || errs != tc.errs {
 			t.Errorf("kv %q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr %q", tc.args, code, out, errs, tc.code, tc.out, tc.errs)
 		}
@@ -204,5 +215,25 @@ func TestKVExitStatuses(t *testing.T) {
 	_, errs, code := runFor(t, 30*time.Second, "kv", "--config", config, "get", "k")
 	if code != kvExitError || !strings.Contains(errs, "is the cluster running?") {
 		t.Errorf("kv get of a stopped cluster: exit %d, stderr %q; want exit %d, unreachable", code, errs, kvExitError)
+	}
+}
+
+// kv scan prints a field as it is unless it could break the one-row-per-line, tab-separated
+// output or be mistaken for a quoted one.
+func TestScanField(t *testing.T) {
+	for in, want := range map[string]string{
+		"":            "",
+		"plain text":  "plain text",
+		"ключ/値":      "ключ/値",
+		"a\tb":        `"a\tb"`,
+		"two\nlines":  `"two\nlines"`,
+		"\"quoted\"":  `"\"quoted\""`,
+		"nul\x00":     `"nul\x00"`,
+		"bad\xffutf8": `"bad\xffutf8"`,
+		"cr\r":        `"cr\r"`,
+	} {
+		if got := scanField(in); got != want {
+			t.Errorf("scanField(%q) = %s, want %s", in, got, want)
+		}
 	}
 }

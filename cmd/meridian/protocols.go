@@ -18,7 +18,7 @@ import (
 var protocolsCmd = &cobra.Command{
 	Use:   "protocols [NAME]",
 	Short: "List the protocols, the consistency model each promises, and its options (--opt key=value)",
-	Args:  cobra.MaximumNArgs(1),
+	Args:  rangeArgs(0, 1),
 	RunE: func(cmd *cobra.Command, args []string) error {
 		names := protocol.Names()
 		if len(args) == 1 {
