@@ -76,8 +76,9 @@ func newClusterCmd() *cobra.Command {
 on its address), starting (its process runs, its address does not answer yet) or stopped.
 
 Exit status, with --json too: 0 every node is running; 2 some nodes are running, not all;
-3 no node is running; 1 an error (no cluster was started in the data directory, or its state
-cannot be read).`,
+3 no node is running; 1 an error: no cluster was started in the data directory, its state
+cannot be read, or a node listed stopped has its address answered all the same (most often by
+the nodes of the cluster started from another data directory, which the error names).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return clusterStatus(cmd, &cf, asJSON) },
 	}
@@ -291,7 +292,12 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 	// it was (it left a configuration copy that then refused the corrected configuration).
 	for _, i := range toStart {
 		if ns := next.Nodes[i]; accepting(ns.Addr) {
-			return fmt.Errorf("node %s: address %s is already in use by another process", ns.Name, ns.Addr)
+			h := holdersOf([]string{ns.Addr})[ns.Addr]
+			msg := fmt.Sprintf("node %s: address %s is already in use by %s", ns.Name, ns.Addr, h.describe(cfg.DataDir))
+			if dir := h.dataDir(); dir != "" && filepath.Clean(dir) != cfg.DataDir {
+				msg += fmt.Sprintf(": stop that cluster first (meridian cluster stop --data-dir %s), or use it as it is with --data-dir %s", dir, dir)
+			}
+			return errors.New(msg)
 		}
 	}
 	hadCopy := fileExists(cfgPath)
@@ -582,16 +588,31 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	hint := func(dir string) string { return "give --data-dir " + dir }
 	st, err := readState(dataDir)
 	if err != nil {
-		return err
+		return noClusterHere(cf, dataDir, err, hint)
 	}
 	nodes := statusOf(st)
+	// A node listed stopped whose address answers all the same fails the command, once the
+	// nodes are listed: 2 or 3 would tell a script the cluster is down while clients reach it.
+	servedOrExit := func() error {
+		var stopped []nodeState
+		for _, n := range nodes {
+			if n.State == "stopped" {
+				stopped = append(stopped, n.nodeState)
+			}
+		}
+		if msg := servedElsewhere(dataDir, stopped, hint); msg != "" {
+			return fmt.Errorf("cluster %s in %s: %s", st.Name, dataDir, msg)
+		}
+		return statusExit(nodes)
+	}
 	if asJSON {
 		if err := writeJSON(cmd.OutOrStdout(), nodes); err != nil {
 			return err
 		}
-		return statusExit(nodes)
+		return servedOrExit()
 	}
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tID\tROLES\tADDRESS\tPID\tSTATE")
@@ -605,7 +626,28 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return statusExit(nodes)
+	return servedOrExit()
+}
+
+// noClusterHere is err, readState's, unless dataDir holds no state while the configuration's
+// addresses answer: then a cluster started from another data directory serves them, and the
+// error names it.
+func noClusterHere(cf *clusterFlags, dataDir string, err error, hint func(dir string) string) error {
+	if fileExists(filepath.Join(dataDir, stateFile)) {
+		return err
+	}
+	cfg, lerr := cf.locate()
+	if lerr != nil {
+		return err
+	}
+	nodes := make([]nodeState, len(cfg.Nodes))
+	for i, n := range cfg.Nodes {
+		nodes[i] = nodeState{Name: n.Name, Addr: n.Addr}
+	}
+	if msg := servedElsewhere(dataDir, nodes, hint); msg != "" {
+		return fmt.Errorf("no cluster was started in %s, but %s", dataDir, msg)
+	}
+	return err
 }
 
 // Exit statuses of cluster status besides 0 (every node running) and 1 (an error), so that a
@@ -637,8 +679,9 @@ func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
 	if err != nil {
 		return err
 	}
+	hint := func(dir string) string { return "meridian cluster stop --data-dir " + dir + " stops them" }
 	if _, err := readState(dataDir); err != nil { // said plainly before the lock is tried
-		return err
+		return noClusterHere(cf, dataDir, err, hint)
 	}
 	unlock, err := lockDataDir(dataDir)
 	if err != nil {
@@ -664,6 +707,10 @@ func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
 		}
 		if alive(n.PID, n.Name, st.Config) {
 			_ = syscall.Kill(n.PID, syscall.SIGKILL)
+			// Gone before its address is probed below: its socket closes as it exits.
+			for i := 0; i < 100 && alive(n.PID, n.Name, st.Config); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
 			fmt.Fprintf(out, "%-12s killed (did not stop within %v)\n", n.Name, stopGracePeriod)
 			continue
 		}
@@ -675,6 +722,208 @@ func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
 	if err := writeState(dataDir, st); err != nil {
 		return err
 	}
+	// Stopped is said only of a cluster whose addresses no longer answer.
+	if msg := servedElsewhere(dataDir, st.Nodes, hint); msg != "" {
+		return fmt.Errorf("cluster %s in %s: its nodes are stopped, but %s", st.Name, dataDir, msg)
+	}
 	fmt.Fprintf(out, "cluster %s stopped; its data stays in %s\n", st.Name, dataDir)
 	return nil
+}
+
+// holder is a process listening on a node's address that is not the node this data directory
+// started. Status and stop went by the state's pids alone, so a cluster started from another
+// data directory on the same addresses (--data-dir, or a shipped configuration given by path,
+// whose data_dir lies beside its file, and by its built-in name) looked stopped, and stop said it
+// had stopped it while its nodes still answered.
+type holder struct {
+	pid  int      // 0 when no process this command can see holds the address
+	argv []string // its command line
+}
+
+// dataDir is the data directory a meridian server holder was started with, or "".
+func (h holder) dataDir() string {
+	if len(h.argv) < 2 || h.argv[1] != "server" {
+		return ""
+	}
+	return argValue(h.argv[2:], "--data-dir")
+}
+
+// describe names the holder for a message about data directory dataDir.
+func (h holder) describe(dataDir string) string {
+	switch {
+	case h.pid == 0:
+		return "a process this command cannot see"
+	case len(h.argv) >= 2 && h.argv[1] == "server":
+		node := argValue(h.argv[2:], "--node")
+		switch dir := h.dataDir(); {
+		case dir == "":
+			return fmt.Sprintf("node %s run by hand with meridian server --config %s (pid %d)", node, argValue(h.argv[2:], "--config"), h.pid)
+		case filepath.Clean(dir) == filepath.Clean(dataDir):
+			return fmt.Sprintf("node %s of this data directory, which its state does not name (pid %d)", node, h.pid)
+		default:
+			return fmt.Sprintf("node %s started from data directory %s (pid %d)", node, dir, h.pid)
+		}
+	case len(h.argv) > 0:
+		return fmt.Sprintf("another process: %s (pid %d)", filepath.Base(h.argv[0]), h.pid)
+	}
+	return fmt.Sprintf("another process (pid %d)", h.pid)
+}
+
+// argValue is the value of flag name ("--node v" or "--node=v") in args, or "".
+func argValue(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// holdersOf finds the process listening on each of addrs, by /proc: the listening sockets of
+// /proc/net/tcp and tcp6 on the address's port (and its IP, or a wildcard), then the process
+// whose file descriptors include the socket. An address it cannot tell of maps to holder{}.
+func holdersOf(addrs []string) map[string]holder {
+	out := map[string]holder{}
+	byInode := map[string][]string{} // a listening socket's inode → the addresses it serves
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: TCP_LISTEN
+				continue
+			}
+			ip, port, ok := procSocketAddr(f[1])
+			if !ok {
+				continue
+			}
+			for _, a := range addrs {
+				want, err := net.ResolveTCPAddr("tcp", a)
+				if err != nil || want.Port != port {
+					continue
+				}
+				if want.IP == nil || want.IP.IsUnspecified() || ip.IsUnspecified() || ip.Equal(want.IP) {
+					byInode[f[9]] = append(byInode[f[9]], a)
+				}
+			}
+		}
+	}
+	for _, a := range addrs {
+		out[a] = holder{}
+	}
+	if len(byInode) == 0 {
+		return out
+	}
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		link, err := os.Readlink(fd)
+		if err != nil {
+			continue
+		}
+		inode, ok := strings.CutPrefix(link, "socket:[")
+		if !ok {
+			continue
+		}
+		served := byInode[strings.TrimSuffix(inode, "]")]
+		if len(served) == 0 {
+			continue
+		}
+		procDir := filepath.Dir(filepath.Dir(fd))
+		var pid int
+		if _, err := fmt.Sscan(filepath.Base(procDir), &pid); err != nil {
+			continue
+		}
+		h := holder{pid: pid}
+		if cmdline, err := os.ReadFile(filepath.Join(procDir, "cmdline")); err == nil {
+			h.argv = strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+		}
+		for _, a := range served {
+			out[a] = h
+		}
+	}
+	return out
+}
+
+// procSocketAddr parses an address of /proc/net/tcp ("0100007F:1C85", each 32-bit word of the
+// IP in the machine's byte order, which Linux's ports to little-endian machines print reversed).
+func procSocketAddr(s string) (net.IP, int, bool) {
+	hexIP, hexPort, ok := strings.Cut(s, ":")
+	if !ok || (len(hexIP) != 8 && len(hexIP) != 32) {
+		return nil, 0, false
+	}
+	var port int
+	if _, err := fmt.Sscanf(hexPort, "%x", &port); err != nil {
+		return nil, 0, false
+	}
+	ip := make(net.IP, len(hexIP)/2)
+	for i := range ip {
+		var b byte
+		if _, err := fmt.Sscanf(hexIP[2*i:2*i+2], "%02x", &b); err != nil {
+			return nil, 0, false
+		}
+		ip[i] = b
+	}
+	for w := 0; w < len(ip); w += 4 {
+		slices.Reverse(ip[w : w+4])
+	}
+	return ip, port, true
+}
+
+// servedElsewhere says which of nodes, none running from dataDir, have addresses that answer all
+// the same, and what serves them, with hint(dir) for the nodes of another data directory dir;
+// "" when none does.
+func servedElsewhere(dataDir string, nodes []nodeState, hint func(dir string) string) string {
+	var answering []nodeState
+	var addrs []string
+	for _, n := range nodes {
+		if accepting(n.Addr) {
+			answering = append(answering, n)
+			addrs = append(addrs, n.Addr)
+		}
+	}
+	if len(answering) == 0 {
+		return ""
+	}
+	holders := holdersOf(addrs)
+	// Grouped by what serves them: as a rule, all of them by the nodes of one other data directory.
+	type group struct {
+		what, hint string
+		names      []string
+	}
+	var groups []*group
+	byWhat := map[string]*group{}
+	for _, n := range answering {
+		h := holders[n.Addr]
+		what, hnt := h.describe(dataDir), ""
+		key := what
+		if dir := h.dataDir(); dir != "" && filepath.Clean(dir) != filepath.Clean(dataDir) {
+			what, key, hnt = "the nodes started from data directory "+dir, "dir "+dir, hint(dir)
+		}
+		g := byWhat[key]
+		if g == nil {
+			g = &group{what: what, hint: hnt}
+			byWhat[key] = g
+			groups = append(groups, g)
+		}
+		g.names = append(g.names, n.Name)
+	}
+	var parts []string
+	for _, g := range groups {
+		subject := "the address of " + g.names[0] + " is"
+		if len(g.names) > 1 {
+			subject = "the addresses of " + strings.Join(g.names, ", ") + " are"
+		}
+		part := subject + " served by " + g.what + ", not from this data directory"
+		if g.hint != "" {
+			part += ": " + g.hint
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
 }

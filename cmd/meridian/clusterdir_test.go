@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,5 +187,93 @@ func TestClusterStatusExitStatus(t *testing.T) {
 	}
 	if _, errs, code := runFor(t, 30*time.Second, "cluster", "status", "--data-dir", t.TempDir()); code != 1 || !strings.Contains(errs, "no cluster was started in") {
 		t.Errorf("no cluster started in the data directory: exit %d, stderr %q, want 1", code, errs)
+	}
+}
+
+// A cluster started from another data directory on the same addresses is named as such by
+// status, stop and start. Status went by the state's pids alone: a cluster started with
+// --data-dir (or from a shipped configuration given by path, whose data directory lies beside
+// the file, and then by its built-in name) looked stopped from the default data directory, stop
+// there said "cluster k2-3region stopped" while every node still answered, and start said only
+// that the address was in use by another process.
+func TestClusterStartedFromAnotherDataDir(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	here, there := filepath.Join(dir, "here"), filepath.Join(dir, "there")
+	stopAtCleanup(t, here)
+	stopAtCleanup(t, there)
+	mustStartCluster(t, config, here) // a state with every node stopped, as a cluster stopped leaves
+	stopLeavesNoServer(t, here)
+	mustStartCluster(t, config, there)
+	servers := len(serversOf(t, there))
+
+	served := "are served by the nodes started from data directory " + there + ", not from this data directory: "
+	oneLine := func(what, errs string, code int, want string) {
+		t.Helper()
+		if line := strings.TrimSpace(errs); code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, want) {
+			t.Errorf("%s: exit %d, stderr %q, want 1 and one line mentioning %q", what, code, errs, want)
+		}
+	}
+	for _, args := range [][]string{{}, {"--json"}} {
+		out, errs, code := runFor(t, 30*time.Second, append([]string{"cluster", "status", "--config", config, "--data-dir", here}, args...)...)
+		oneLine(fmt.Sprint("status ", args), errs, code, "cluster k2-3region in "+here+": the addresses of sh-1, bj-1, sg-1, sh-oracle, bj-oracle, sg-oracle "+served+"give --data-dir "+there)
+		if !strings.Contains(out, "stopped") {
+			t.Errorf("status %v lists no node:\n%s", args, out)
+		}
+	}
+	out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", here)
+	oneLine("stop", errs, code, "its nodes are stopped, but the addresses of sh-1, bj-1, sg-1, sh-oracle, bj-oracle, sg-oracle "+served+
+		"meridian cluster stop --data-dir "+there+" stops them")
+	if strings.Contains(out, "cluster k2-3region stopped") || len(serversOf(t, there)) != servers {
+		t.Errorf("stop of the other data directory said %q; %d of %d servers still run", out, len(serversOf(t, there)), servers)
+	}
+	_, errs, code = runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", here)
+	oneLine("start", errs, code, "address 127.0.0.1:")
+	oneLine("start", errs, code, "is already in use by node sh-1 started from data directory "+there+" (pid ")
+	oneLine("start", errs, code, "): stop that cluster first (meridian cluster stop --data-dir "+there+"), or use it as it is with --data-dir "+there)
+	// A data directory where no cluster was ever started.
+	nowhere := filepath.Join(dir, "nowhere")
+	_, errs, code = runFor(t, 30*time.Second, "cluster", "status", "--config", config, "--data-dir", nowhere)
+	oneLine("status where no cluster was started", errs, code, "no cluster was started in "+nowhere+", but the addresses of sh-1, ")
+
+	// Once the other is stopped, this one is simply stopped.
+	stopLeavesNoServer(t, there)
+	if code, states := statusOfData(t, here); code != statusNoneRunning {
+		t.Errorf("status with the other data directory's cluster stopped: exit %d, want %d (%v)", code, statusNoneRunning, states)
+	}
+	stopLeavesNoServer(t, here)
+}
+
+// /proc/net/tcp prints each 32-bit word of an address in the machine's byte order.
+func TestProcSocketAddr(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		ip   string
+		port int
+	}{
+		{"0100007F:1C85", "127.0.0.1", 7301},
+		{"00000000:0050", "0.0.0.0", 80},
+		{"00000000000000000000000001000000:1C85", "::1", 7301},
+		{"0000000000000000FFFF00000100007F:1C85", "127.0.0.1", 7301}, // ::ffff:127.0.0.1
+	} {
+		ip, port, ok := procSocketAddr(c.in)
+		if !ok || !ip.Equal(net.ParseIP(c.ip)) || port != c.port {
+			t.Errorf("%s: %v %d %v, want %s %d", c.in, ip, port, ok, c.ip, c.port)
+		}
+	}
+	for _, bad := range []string{"", "0100007F", "0100007F:zz", "01007F:1C85"} {
+		if _, _, ok := procSocketAddr(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	// A listener of this process is found, and named as what it is.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h := holdersOf([]string{l.Addr().String()})[l.Addr().String()]
+	if want := fmt.Sprintf("another process: %s (pid %d)", filepath.Base(os.Args[0]), os.Getpid()); h.describe("/d") != want {
+		t.Errorf("holder of %s: %q, want %q", l.Addr(), h.describe("/d"), want)
 	}
 }
