@@ -301,8 +301,12 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
 		}
 	}
 	hadCopy := fileExists(cfgPath)
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
-		return err
+	// With every node running none is started from the copy, which stays what they were started
+	// from: this configuration may differ from it in settings no node shares (clientOnly).
+	if len(toStart) > 0 || !hadCopy {
+		if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
+			return err
+		}
 	}
 	if err := writeState(cfg.DataDir, next); err != nil {
 		if !hadCopy && st.Name == "" {
@@ -423,36 +427,151 @@ func checkNoOrphans(cfg *mrt.Config) error {
 }
 
 // sameAsRunning says how cfg, whose copy would be cfgText, differs from what the running nodes
-// of st were started with, or returns nil if it does not.
+// of st were started with, naming every setting that does, or returns nil if none does. Only
+// the first was named, and a difference in the copy alone not at all ("whose settings differ").
 func sameAsRunning(st *clusterState, cfg *mrt.Config, cfgText string) error {
+	var diffs []string
 	if st.Setup != nil { // states written before it was recorded have only the copy to go by
-		setup := cfg.Setup()
-		now := make(map[string]string, len(setup))
-		for _, x := range setup {
-			now[x.Name] = x.Value
-		}
-		for _, was := range st.Setup {
-			if v, ok := now[was.Name]; !ok {
-				return fmt.Errorf("with %s %s, which this configuration drops", was.Name, was.Value)
-			} else if v != was.Value {
-				return fmt.Errorf("with %s %s, which this configuration changes to %s", was.Name, was.Value, v)
-			}
-			delete(now, was.Name)
-		}
-		for _, x := range setup { // in Setup's order, not the map's
-			if _, added := now[x.Name]; added {
-				return fmt.Errorf("without the %s %s this configuration adds", x.Name, x.Value)
-			}
-		}
+		diffs = setupDiffs(st.Setup, cfg.Setup())
 	}
 	data, err := os.ReadFile(st.Config)
 	if err != nil {
 		return fmt.Errorf("from a copy of its configuration that cannot be read (%v)", err)
 	}
-	if !sameSettings(string(data), cfgText) {
-		return fmt.Errorf("from a copy of its configuration (%s) whose settings differ from this one's", st.Config)
+	was, err1 := copySettings(string(data))
+	now, err2 := copySettings(cfgText)
+	switch {
+	case err1 == nil && err2 == nil:
+		diffs = append(diffs, copyDiffs(was, now, st.Setup != nil)...)
+	case !sameSettings(string(data), cfgText):
+		diffs = append(diffs, fmt.Sprintf("from a copy of its configuration (%s) whose settings differ from this one's", st.Config))
 	}
-	return nil
+	if len(diffs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(diffs, "; "))
+}
+
+// setupDiffs names each setting of now (cfg.Setup) that differs from was, the running nodes'.
+func setupDiffs(was, now []frame.Setting) []string {
+	var diffs []string
+	values := make(map[string]string, len(now))
+	for _, x := range now {
+		values[x.Name] = x.Value
+	}
+	for _, w := range was {
+		if v, ok := values[w.Name]; !ok {
+			diffs = append(diffs, fmt.Sprintf("with %s %s, which this configuration drops", w.Name, w.Value))
+		} else if v != w.Value {
+			diffs = append(diffs, fmt.Sprintf("with %s %s, which this configuration changes to %s", w.Name, w.Value, v))
+		}
+		delete(values, w.Name)
+	}
+	for _, x := range now { // in Setup's order, not the map's
+		if _, added := values[x.Name]; added {
+			diffs = append(diffs, fmt.Sprintf("without the %s %s this configuration adds", x.Name, x.Value))
+		}
+	}
+	return diffs
+}
+
+// copySettings lists the settings of a configuration copy (serverConfig) by name: "protocol",
+// "options.k2.ttl", "node sh-1 grpc_addr".
+func copySettings(text string) (map[string]string, error) {
+	var raw map[string]any
+	if _, err := toml.Decode(text, &raw); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	// Node tables by name: node sh-1's grpc_addr is its setting whatever the nodes' order.
+	named := func(k string, t map[string]any) {
+		name := fmt.Sprint(t["name"])
+		for field, x := range t {
+			if field != "name" {
+				out[k+" "+name+" "+field] = fmt.Sprint(x)
+			}
+		}
+	}
+	var walk func(prefix string, table map[string]any)
+	walk = func(prefix string, table map[string]any) {
+		for k, v := range table {
+			switch v := v.(type) {
+			case map[string]any:
+				walk(prefix+k+".", v)
+			case []map[string]any: // [[node]]
+				for _, t := range v {
+					named(prefix+k, t)
+				}
+			case []any: // node = [{ … }, …]; roles = ["data"]
+				if len(v) > 0 && slices.IndexFunc(v, func(x any) bool { _, ok := x.(map[string]any); return !ok }) < 0 {
+					for _, t := range v {
+						named(prefix+k, t.(map[string]any))
+					}
+					continue
+				}
+				out[prefix+k] = fmt.Sprint(v)
+			default:
+				out[prefix+k] = fmt.Sprint(v)
+			}
+		}
+	}
+	walk("", raw)
+	return out, nil
+}
+
+// clientOnly reports whether a copy's setting is one the nodes do not share: [client] timeout
+// is each process's own (runtime.Config.Setup leaves it out; a node uses its own to bound how
+// long it waits on a client that hung up), so nodes run with different ones, and a node started
+// with another than its peers' is not refused by them.
+func clientOnly(setting string) bool { return strings.HasPrefix(setting, "client.") }
+
+// inSetup reports whether a copy's setting is one that runtime.Config.Setup compares as the
+// nodes run it: the options that apply to the protocol, ε, latencies, placement, each node's
+// region, roles and address.
+func inSetup(setting string) bool {
+	for _, p := range []string{"options.", "latency.", "placement."} {
+		if strings.HasPrefix(setting, p) {
+			return true
+		}
+	}
+	if rest, ok := strings.CutPrefix(setting, "node "); ok {
+		field := rest[strings.LastIndexByte(rest, ' ')+1:]
+		return field == "region" || field == "roles" || field == "addr"
+	}
+	return setting == "epsilon"
+}
+
+// copyDiffs names each setting of now, a configuration copy, that differs from was, the running
+// nodes', besides those no node shares and, when the nodes' Setup is known (setupDiffs names
+// those as the nodes run them), those in it.
+func copyDiffs(was, now map[string]string, setupKnown bool) []string {
+	var names []string
+	for k := range was {
+		names = append(names, k)
+	}
+	for k := range now {
+		if _, ok := was[k]; !ok {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	var diffs []string
+	for _, k := range names {
+		if clientOnly(k) || setupKnown && inSetup(k) {
+			continue
+		}
+		w, inWas := was[k]
+		v, inNow := now[k]
+		switch {
+		case !inNow:
+			diffs = append(diffs, fmt.Sprintf("with %s %s, which this configuration drops", k, w))
+		case !inWas:
+			diffs = append(diffs, fmt.Sprintf("without the %s %s this configuration adds", k, v))
+		case v != w:
+			diffs = append(diffs, fmt.Sprintf("with %s %s, which this configuration changes to %s", k, w, v))
+		}
+	}
+	return diffs
 }
 
 // sameSettings reports whether two configuration copies (serverConfig) hold the same settings:

@@ -146,3 +146,59 @@ node = [
 		})
 	}
 }
+
+// The settings of two configuration copies are compared one by one, by name: node tables by
+// their node's name, not their order; a client's own settings never; those the nodes' Setup
+// compares only when the state has no Setup (written before it was recorded).
+func TestCopyDiffs(t *testing.T) {
+	was := `protocol = "k2"
+[options.k2]
+ttl = "5ms"
+[client]
+timeout = "10s"
+[[node]]
+name = "sh-1"
+addr = "127.0.0.1:7301"
+data_dir = "/d/sh-1"
+[[node]]
+name = "bj-1"
+addr = "127.0.0.1:7302"
+`
+	now := `protocol = "k2"
+node = [
+  { name = "bj-1", addr = "127.0.0.1:7302", grpc_addr = "127.0.0.1:7402" },
+  { name = "sh-1", addr = "127.0.0.1:7309", data_dir = "/e/sh-1" },
+]
+[options.k2]
+ttl = "7ms"
+[client]
+timeout = "3s"
+`
+	a, err := copySettings(was)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := copySettings(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		setupKnown bool
+		want       []string
+	}{
+		{true, []string{
+			"without the node bj-1 grpc_addr 127.0.0.1:7402 this configuration adds",
+			"with node sh-1 data_dir /d/sh-1, which this configuration changes to /e/sh-1",
+		}},
+		{false, []string{
+			"without the node bj-1 grpc_addr 127.0.0.1:7402 this configuration adds",
+			"with node sh-1 addr 127.0.0.1:7301, which this configuration changes to 127.0.0.1:7309",
+			"with node sh-1 data_dir /d/sh-1, which this configuration changes to /e/sh-1",
+			"with options.k2.ttl 5ms, which this configuration changes to 7ms",
+		}},
+	} {
+		if got := copyDiffs(a, b, c.setupKnown); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("setup known %v:\n%q\nwant\n%q", c.setupKnown, got, c.want)
+		}
+	}
+}

@@ -379,3 +379,47 @@ func editableCluster(t *testing.T) (dir, data string, text []byte) {
 	}
 	return dir, data, text
 }
+
+// A start refused for a running cluster names every setting the configuration changes, and one
+// no node shares ([client] timeout) does not keep start from finding the cluster running. Only
+// the first setting was named, and one outside the nodes' Setup not at all: a copy with
+// timeout = "3s" was refused "from a copy of its configuration … whose settings differ" (review).
+func TestClusterStartNamesEverySettingThatDiffers(t *testing.T) {
+	dir, config, data := runningCluster(t)
+	text, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyBefore, err := os.ReadFile(filepath.Join(data, configCopy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := strings.Replace(string(text), `timeout = "10s"`, `timeout = "3s"`, 1)
+	writeFiles(t, dir, map[string]string{"timeout.toml": timeout})
+	out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", filepath.Join(dir, "timeout.toml"), "--data-dir", data)
+	if code != 0 || strings.Count(out, "already running") != 6 {
+		t.Errorf("start with another client timeout: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	if copyAfter, _ := os.ReadFile(filepath.Join(data, configCopy)); string(copyAfter) != string(copyBefore) {
+		t.Errorf("a start that started no node rewrote %s", configCopy)
+	}
+
+	grpc := regexp.MustCompile(`(?m)^grpc_addr = "([^"]*)"$`).FindStringSubmatch(timeout) // sh-1's
+	edited := strings.NewReplacer(`ttl = "5ms"`, `ttl = "7ms"`, `epsilon = "1ms"`, `epsilon = "2ms"`,
+		grpc[0], `grpc_addr = "127.0.0.1:1"`).Replace(timeout)
+	writeFiles(t, dir, map[string]string{"edited.toml": edited})
+	_, errs, code = runFor(t, 60*time.Second, "cluster", "start", "--config", filepath.Join(dir, "edited.toml"), "--data-dir", data)
+	line := strings.TrimSpace(errs)
+	for _, want := range []string{
+		"with option ttl 5ms, which this configuration changes to 7ms",
+		"with epsilon 1ms, which this configuration changes to 2ms",
+		"with node sh-1 grpc_addr " + grpc[1] + ", which this configuration changes to 127.0.0.1:1",
+	} {
+		if code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, want) {
+			t.Errorf("start with three settings changed: exit %d, stderr %q, want one line mentioning %q", code, errs, want)
+		}
+	}
+	if strings.Contains(line, "timeout") || strings.Contains(line, "whose settings differ") {
+		t.Errorf("start with three settings changed: stderr %q names the client timeout, or no setting", errs)
+	}
+}
