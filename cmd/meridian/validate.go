@@ -195,6 +195,7 @@ var workloadsOf = map[string][]string{
 	"preset":            {"ycsbt"},
 	"scan-ratio":        {"ycsbt"},
 	"scan-length":       {"ycsbt"},
+	"rmw":               {"ycsbt"},
 	"warehouses":        {"tpcc"},
 	"tpcc-full":         {"tpcc"},
 	"tpcc-mix":          {"tpcc"},

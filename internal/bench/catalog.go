@@ -43,6 +43,9 @@ type WorkloadParams struct {
 	// bounds their rows (0: ycsbt.DefaultScanLength).
 	ScanRatio  float64
 	ScanLength int
+	// RMW makes YCSB-T's writes read-modify-writes: each reads its key, then writes a value
+	// derived from it (presets that already do keep doing so without it).
+	RMW bool
 }
 
 // DefaultWorkloadParams returns params that keep every default of the named workload.
@@ -132,6 +135,7 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 			cfg.ScanRatio = p.ScanRatio
 		}
 		cfg.ScanLength = p.ScanLength
+		cfg.RMW = cfg.RMW || p.RMW
 		w, err := ycsbt.New(t, cfg)
 		if err != nil {
 			return nil, err
