@@ -22,16 +22,23 @@ import (
 // instead is killed (exit -1) rather than left to hang the test.
 func runFor(t *testing.T, timeout time.Duration, args ...string) (string, string, int) {
 	t.Helper()
-	return runForInput(t, timeout, "", args...)
+	return runWith(t, timeout, "", nil, args...)
 }
 
 // runForInput is runFor with input on the command's standard input.
 func runForInput(t *testing.T, timeout time.Duration, input string, args ...string) (string, string, int) {
 	t.Helper()
+	return runWith(t, timeout, input, nil, args...)
+}
+
+// runWith runs the binary with input on its standard input and env added to its environment.
+func runWith(t *testing.T, timeout time.Duration, input string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Stdin = strings.NewReader(input)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

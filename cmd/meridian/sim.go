@@ -260,35 +260,31 @@ func (c *simCommand) netFaults(cmd *cobra.Command, tp *topo.Topology) (bench.Net
 
 // parseClockSkews reads the --clock-skew flags and checks them for a run of runLength.
 func parseClockSkews(texts []string, tp *topo.Topology, runLength time.Duration) ([]bench.ClockSkew, error) {
-	var skews []bench.ClockSkew
-	for _, text := range texts {
-		k, err := bench.ParseClockSkew(tp, text)
-		if err != nil {
-			return nil, fmt.Errorf("--clock-skew %s: %w", text, err)
-		}
-		skews = append(skews, k)
-	}
-	if err := bench.CheckClockSkews(tp, skews, runLength); err != nil {
-		return nil, fmt.Errorf("--clock-skew: %w", err)
-	}
-	return skews, nil
+	return parseFaultFlags("--clock-skew", texts, tp, runLength, bench.ParseClockSkew, bench.CheckClockSkews)
 }
 
 // parseCrashes reads the --crash flags, and checks them as a schedule for a run of runLength
 // before loading starts, which can take minutes.
 func parseCrashes(texts []string, tp *topo.Topology, runLength time.Duration) ([]bench.Crash, error) {
-	var crashes []bench.Crash
+	return parseFaultFlags("--crash", texts, tp, runLength, bench.ParseCrash, bench.CheckCrashes)
+}
+
+// parseFaultFlags parses each of a repeatable fault flag's values, then checks them together
+// as a schedule for a run of runLength; an error names the flag (and the value at fault).
+func parseFaultFlags[F any](flag string, texts []string, tp *topo.Topology, runLength time.Duration,
+	parse func(*topo.Topology, string) (F, error), check func(*topo.Topology, []F, time.Duration) error) ([]F, error) {
+	var faults []F
 	for _, text := range texts {
-		c, err := bench.ParseCrash(tp, text)
+		f, err := parse(tp, text)
 		if err != nil {
-			return nil, fmt.Errorf("--crash %s: %w", text, err)
+			return nil, fmt.Errorf("%s %s: %w", flag, text, err)
 		}
-		crashes = append(crashes, c)
+		faults = append(faults, f)
 	}
-	if err := bench.CheckCrashes(tp, crashes, runLength); err != nil {
-		return nil, fmt.Errorf("--crash: %w", err)
+	if err := check(tp, faults, runLength); err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
-	return crashes, nil
+	return faults, nil
 }
 
 // startCPUProfile starts a CPU profile into path and returns the function that stops it and

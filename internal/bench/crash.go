@@ -73,27 +73,43 @@ func ResolveNode(tp *topo.Topology, text string) (topo.NodeID, error) {
 
 // ParseCrash parses NODE@AT/FOR (0@1s/300ms, sh-1@2.5s/1s).
 func ParseCrash(tp *topo.Topology, text string) (Crash, error) {
-	const form = "want NODE@AT/FOR, e.g. 0@1s/300ms"
-	name, times, ok := strings.Cut(text, "@")
+	id, at, down, err := parseNodeFault(tp, text, nodeFaultForm{example: "NODE@AT/FOR, e.g. 0@1s/300ms", sep: "/",
+		at: "crash time", arg: "outage length", resolve: ResolveNode})
+	return Crash{Node: id, At: at, For: down}, err
+}
+
+// nodeFaultForm describes a fault flag of the form NODE@AT<sep>ARG, both durations.
+type nodeFaultForm struct {
+	example string // the form and an example, for errors
+	sep     string
+	at, arg string // what AT and ARG are, for errors
+	resolve func(*topo.Topology, string) (topo.NodeID, error)
+}
+
+// parseNodeFault parses text as f describes it.
+func parseNodeFault(tp *topo.Topology, text string, f nodeFaultForm) (topo.NodeID, time.Duration, time.Duration, error) {
+	form := "want " + f.example
+	name, rest, ok := strings.Cut(text, "@")
 	if !ok || name == "" {
-		return Crash{}, fmt.Errorf("%s", form)
+		return 0, 0, 0, fmt.Errorf("%s", form)
 	}
-	at, down, ok := strings.Cut(times, "/")
+	atText, argText, ok := strings.Cut(rest, f.sep)
 	if !ok {
-		return Crash{}, fmt.Errorf("no outage length: %s", form)
+		return 0, 0, 0, fmt.Errorf("no %s: %s", f.arg, form)
 	}
-	id, err := ResolveNode(tp, name)
+	id, err := f.resolve(tp, name)
 	if err != nil {
-		return Crash{}, err
+		return 0, 0, 0, err
 	}
-	c := Crash{Node: id}
-	if c.At, err = time.ParseDuration(at); err != nil {
-		return Crash{}, fmt.Errorf("crash time %q is not a duration: %s", at, form)
+	at, err := time.ParseDuration(atText)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("%s %q is not a duration: %s", f.at, atText, form)
 	}
-	if c.For, err = time.ParseDuration(down); err != nil {
-		return Crash{}, fmt.Errorf("outage length %q is not a duration: %s", down, form)
+	arg, err := time.ParseDuration(argText)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("%s %q is not a duration: %s", f.arg, argText, form)
 	}
-	return c, nil
+	return id, at, arg, nil
 }
 
 // CheckCrashes validates a crash schedule for a run of runLength (warm-up plus measured time).

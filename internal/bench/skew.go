@@ -58,27 +58,9 @@ func ResolveServer(tp *topo.Topology, text string) (topo.NodeID, error) {
 
 // ParseClockSkew parses NODE@AT=BY (sh-oracle@0s=20ms, bj-1@1s=-5ms).
 func ParseClockSkew(tp *topo.Topology, text string) (ClockSkew, error) {
-	const form = "want NODE@AT=BY, e.g. sh-oracle@0s=20ms or 3@1s=-5ms"
-	name, rest, ok := strings.Cut(text, "@")
-	if !ok || name == "" {
-		return ClockSkew{}, fmt.Errorf("%s", form)
-	}
-	at, by, ok := strings.Cut(rest, "=")
-	if !ok {
-		return ClockSkew{}, fmt.Errorf("no skew: %s", form)
-	}
-	id, err := ResolveServer(tp, name)
-	if err != nil {
-		return ClockSkew{}, err
-	}
-	k := ClockSkew{Node: id}
-	if k.At, err = time.ParseDuration(at); err != nil {
-		return ClockSkew{}, fmt.Errorf("skew time %q is not a duration: %s", at, form)
-	}
-	if k.By, err = time.ParseDuration(by); err != nil {
-		return ClockSkew{}, fmt.Errorf("skew %q is not a duration: %s", by, form)
-	}
-	return k, nil
+	id, at, by, err := parseNodeFault(tp, text, nodeFaultForm{example: "NODE@AT=BY, e.g. sh-oracle@0s=20ms or 3@1s=-5ms", sep: "=",
+		at: "skew time", arg: "skew", resolve: ResolveServer})
+	return ClockSkew{Node: id, At: at, By: by}, err
 }
 
 // maxClockSkew bounds a skew: far beyond any ε or WAN delay already, and far from overflowing
