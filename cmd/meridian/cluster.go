@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -204,10 +205,19 @@ func accepting(addr string) bool {
 	return true
 }
 
-func clusterStart(cmd *cobra.Command, cf *clusterFlags) error {
+func clusterStart(cmd *cobra.Command, cf *clusterFlags) (err error) {
 	cfg, err := cf.load()
 	if err != nil {
 		return err
+	}
+	// A refused start leaves no trace: the data directory it had to create to lock is removed
+	// again while empty (os.Remove refuses one that is not).
+	if _, statErr := os.Stat(cfg.DataDir); errors.Is(statErr, fs.ErrNotExist) {
+		defer func() {
+			if err != nil {
+				_ = os.Remove(cfg.DataDir)
+			}
+		}()
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)

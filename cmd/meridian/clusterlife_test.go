@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,6 +211,17 @@ func TestClusterStartRefusedForAPortLeavesNothing(t *testing.T) {
 		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
 	}
 	wantRefused(t, data, before, "node sh-1: address "+shAddr+" is already in use", out, errs, code)
+
+	// Nor does it leave behind a data directory it created: an empty one beside a shipped file
+	// given by path (configs/meridian-data-spanner) was all a user saw of a refused start.
+	fresh := filepath.Join(dir, "fresh", "data")
+	_, errs, code = runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", fresh)
+	if code == 0 {
+		_, _, _ = runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", fresh)
+	}
+	if _, err := os.Stat(fresh); code == 0 || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("start refused into a new data directory: exit %d (%q), then %s: %v; want it refused and the directory not there", code, errs, fresh, err)
+	}
 }
 
 // State that names no cluster is refused by stop, which reported such a cluster stopped
