@@ -273,6 +273,7 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"kv", "get"}, "usage: meridian kv get KEY", 0},
 		{[]string{"kv", "put", "a"}, "1 argument given, want 2", 0},
 		{[]string{"kv", "put", "a", "b", "--value-file", "-"}, "give VALUE or --value-file, not both", 0},
+		{[]string{"kv", "put", "--value-file", "-"}, "(no KEY given)", 0},
 		{[]string{"kv", "put", "a", "--value-file", f("missing-value")}, "--value-file: open " + f("missing-value") + ": no such file or directory", 0},
 		{[]string{"kv", "scan", "a", "--limit", "-5"}, "--limit must not be negative", 0},
 		{[]string{"kv", "scan", "b", "a"}, `END "a" is not after START "b"`, 0},

@@ -118,10 +118,13 @@ func newKVCmd() *cobra.Command {
 			"input's (a value too long for a command line, or binary: kv put photo --value-file - < photo.jpg).\n\n" + kvExitHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("value-file") {
-				if len(args) != 1 {
-					return fmt.Errorf("usage: %s (give VALUE or --value-file, not both)", cmd.UseLine())
+				switch len(args) {
+				case 0:
+					return fmt.Errorf("usage: %s (no KEY given)", cmd.UseLine())
+				case 1:
+					return nil
 				}
-				return nil
+				return fmt.Errorf("usage: %s (give VALUE or --value-file, not both)", cmd.UseLine())
 			}
 			return exactArgs(2)(cmd, args)
 		},

@@ -69,7 +69,7 @@ func printFirstAnomaly(w io.Writer, r *bench.Result, historyPath string) {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
 	if more := len(rep.Anomalies) + rep.Omitted - 1; more > 0 {
-		how := "run again with --history FILE, then meridian check FILE"
+		how := "run again with --history FILE, then meridian check --model " + rep.Model + " FILE"
 		if historyPath != "" {
 			how = "meridian check --model " + rep.Model + " " + historyPath
 		}

@@ -179,7 +179,7 @@ func TestFirstAnomalyPointsToTheRest(t *testing.T) {
 	rep := &check.Report{Model: "serializable", Verdict: check.Invalid, Omitted: 3,
 		Anomalies: []check.Anomaly{{Type: "G1c", Explanation: "a cycle\nof two"}, {Type: "G2", Explanation: "another"}}}
 	for _, c := range []struct{ history, want string }{
-		{"", "first anomaly: G1c\n  a cycle\n  of two\n4 more anomalies: run again with --history FILE, then meridian check FILE\n"},
+		{"", "first anomaly: G1c\n  a cycle\n  of two\n4 more anomalies: run again with --history FILE, then meridian check --model serializable FILE\n"},
 		{"h.jsonl", "first anomaly: G1c\n  a cycle\n  of two\n4 more anomalies: meridian check --model serializable h.jsonl\n"},
 	} {
 		var b strings.Builder

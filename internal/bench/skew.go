@@ -42,8 +42,9 @@ func ResolveServer(tp *topo.Topology, text string) (topo.NodeID, error) {
 		}
 		return topo.NodeID(id), nil
 	}
-	if region, place, ok := strings.Cut(strings.ToLower(text), "-"); ok && place == "oracle" {
-		r, known := tp.RegionByName(region)
+	// The last '-' separates the place: region names may hold one (us-east-oracle).
+	if dash := strings.LastIndexByte(text, '-'); dash > 0 && strings.EqualFold(text[dash+1:], "oracle") {
+		r, known := tp.RegionByName(text[:dash])
 		if !known {
 			return 0, fmt.Errorf("no node %q in topology %s: give a node id or a name such as %s or %s", text, tp.Name,
 				NodeName(tp, tp.DataNodes(0)[0]), strings.ToLower(tp.Regions[0].Name)+"-oracle")
