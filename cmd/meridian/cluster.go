@@ -162,7 +162,8 @@ func alive(pid int, node, config string) bool {
 	if pid <= 0 {
 		return false
 	}
-	if err := syscall.Kill(pid, 0); err != nil {
+	// EPERM: the process exists but another user runs it (status run by someone else).
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -370,12 +371,24 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) (err error) {
 		return startErr
 	}
 	deadline := time.Now().Add(readyTimeout)
+	// The nodes this start leaves running, for an error that stops it part-way.
+	leftRunning := func() string {
+		var running []nodeState
+		for _, n := range started {
+			if alive(n.PID, n.Name, cfgPath) {
+				running = append(running, n)
+			}
+		}
+		if len(running) == 0 {
+			return ""
+		}
+		return "; started and running: " + processes(running) + " (meridian cluster stop stops them)"
+	}
 	for _, ns := range started {
-		// Alive first: a port accepting is this node's only if its process still runs (a
-		// process of another start, or another program, may hold it).
-		for alive(ns.PID, ns.Name, cfgPath) && !accepting(ns.Addr) {
+		// Alive first: a port accepting is this node's only if its process still runs.
+		for alive(ns.PID, ns.Name, cfgPath) && !listeningItself(ns) {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("node %s did not accept connections on %s within %v; see %s", ns.Name, ns.Addr, readyTimeout, ns.Log)
+				return fmt.Errorf("node %s did not accept connections on %s within %v; see %s%s", ns.Name, ns.Addr, readyTimeout, ns.Log, leftRunning())
 			}
 			select {
 			case sig := <-interrupted:
@@ -384,12 +397,23 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) (err error) {
 			}
 		}
 		if !alive(ns.PID, ns.Name, cfgPath) {
-			return fmt.Errorf("node %s exited while starting: %s (log: %s)", ns.Name, lastLine(ns.Log), ns.Log)
+			return fmt.Errorf("node %s exited while starting: %s (log: %s)%s", ns.Name, lastLine(ns.Log), ns.Log, leftRunning())
 		}
 		fmt.Fprintf(out, "%-12s started (pid %d) on %s\n", ns.Name, ns.PID, ns.Addr)
 	}
 	fmt.Fprintf(out, "cluster %s (protocol %s) is running; data and logs in %s\n", cfg.Name, cfg.Protocol.Name(), cfg.DataDir)
 	return nil
+}
+
+// listeningItself reports whether node ns serves its address itself: accepting there is not
+// enough, since another start of the same configuration in another data directory may have
+// bound it a moment before, and ns is then about to fail its bind.
+func listeningItself(ns nodeState) bool {
+	if !accepting(ns.Addr) {
+		return false
+	}
+	h := holdersOf([]string{ns.Addr})[ns.Addr]
+	return h.pid == 0 || h.pid == ns.PID // 0: not seen (no /proc): trust the port
 }
 
 // checkNoOrphans refuses a configuration that leaves behind, in the data directory, the store
@@ -823,9 +847,13 @@ func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
 	}
 	out := cmd.OutOrStdout()
 	var waiting []nodeState
+	var problems []string // nodes this stop could not end, each with why
 	for _, n := range st.Nodes {
 		if alive(n.PID, n.Name, st.Config) {
-			_ = syscall.Kill(n.PID, syscall.SIGTERM)
+			if err := syscall.Kill(n.PID, syscall.SIGTERM); err != nil {
+				problems = append(problems, fmt.Sprintf("%s (pid %d) cannot be signalled: %v (run stop as the user who started it)", n.Name, n.PID, err))
+				continue
+			}
 			waiting = append(waiting, n)
 		}
 	}
@@ -840,19 +868,37 @@ func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
 			for i := 0; i < 100 && alive(n.PID, n.Name, st.Config); i++ {
 				time.Sleep(20 * time.Millisecond)
 			}
+			if alive(n.PID, n.Name, st.Config) {
+				problems = append(problems, fmt.Sprintf("%s (pid %d) is still there after SIGKILL (stuck in the kernel?); stop tries it again", n.Name, n.PID))
+				continue
+			}
 			fmt.Fprintf(out, "%-12s killed (did not stop within %v)\n", n.Name, stopGracePeriod)
 			continue
 		}
 		fmt.Fprintf(out, "%-12s stopped\n", n.Name)
 	}
-	for i := range st.Nodes {
+	// A node that is still there keeps its pid, so that status shows it and the next stop
+	// signals it again.
+	var gone []nodeState
+	changed := false
+	for i, n := range st.Nodes {
+		if alive(n.PID, n.Name, st.Config) {
+			continue
+		}
+		changed = changed || n.PID != 0
 		st.Nodes[i].PID = 0
+		gone = append(gone, st.Nodes[i])
 	}
-	if err := writeState(dataDir, st); err != nil {
-		return err
+	if changed {
+		if err := writeState(dataDir, st); err != nil {
+			return err
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("cluster %s in %s is not stopped: %s", st.Name, dataDir, strings.Join(problems, "; "))
 	}
 	// Stopped is said only of a cluster whose addresses no longer answer.
-	if msg := servedElsewhere(dataDir, st.Nodes, hint); msg != "" {
+	if msg := servedElsewhere(dataDir, gone, hint); msg != "" {
 		return fmt.Errorf("cluster %s in %s: its nodes are stopped, but %s", st.Name, dataDir, msg)
 	}
 	fmt.Fprintf(out, "cluster %s stopped; its data stays in %s\n", st.Name, dataDir)
@@ -881,7 +927,7 @@ func (h holder) dataDir() string {
 func (h holder) describe(dataDir string) string {
 	switch {
 	case h.pid == 0:
-		return "a process this command cannot see"
+		return "a process this command cannot see (another user's?)"
 	case len(h.argv) >= 2 && h.argv[1] == "server":
 		node := argValue(h.argv[2:], "--node")
 		switch dir := h.dataDir(); {
@@ -1032,7 +1078,7 @@ func servedElsewhere(dataDir string, nodes []nodeState, hint func(dir string) st
 		what, hnt := h.describe(dataDir), ""
 		key := what
 		if dir := h.dataDir(); dir != "" && filepath.Clean(dir) != filepath.Clean(dataDir) {
-			what, key, hnt = "the nodes started from data directory "+dir, "dir "+dir, hint(dir)
+			what, key, hnt = "the nodes started from data directory "+dir+", not from this one", "dir "+dir, hint(dir)
 		}
 		g := byWhat[key]
 		if g == nil {
@@ -1048,7 +1094,7 @@ func servedElsewhere(dataDir string, nodes []nodeState, hint func(dir string) st
 		if len(g.names) > 1 {
 			subject = "the addresses of " + strings.Join(g.names, ", ") + " are"
 		}
-		part := subject + " served by " + g.what + ", not from this data directory"
+		part := subject + " served by " + g.what
 		if g.hint != "" {
 			part += ": " + g.hint
 		}

@@ -191,7 +191,7 @@ func TestClusterStartedFromAnotherDataDir(t *testing.T) {
 	mustStartCluster(t, config, there)
 	servers := len(serversOf(t, there))
 
-	served := "are served by the nodes started from data directory " + there + ", not from this data directory: "
+	served := "are served by the nodes started from data directory " + there + ", not from this one: "
 	oneLine := func(what, errs string, code int, want string) {
 		t.Helper()
 		if line := strings.TrimSpace(errs); code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, want) {
