@@ -204,7 +204,11 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		fmt.Fprintf(out, "crash: node %d (%s) at %s for %s\n", cr.Node, cr.Name, cr.At, cr.For)
 	}
 	for _, k := range res.ClockSkews {
-		fmt.Fprintf(out, "clock skew: node %d (%s) at %s by %s\n", k.Node, k.Name, k.At, k.By)
+		unread := ""
+		if k.Unread {
+			unread = " (no effect: the protocol never read this node's clock after it)"
+		}
+		fmt.Fprintf(out, "clock skew: node %d (%s) at %s by %s%s\n", k.Node, k.Name, k.At, k.By, unread)
 	}
 	if n := res.Network; n != nil {
 		if n.Loss > 0 {

@@ -196,8 +196,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		window        Window
 		loaded        bool
 		loadErr       error
-		reloadErr     error // a restarted node's preloaded rows could not be reinstalled
-		restartErr    error // a scheduled crash's node could not be restarted
+		reloadErr     error         // a restarted node's preloaded rows could not be reinstalled
+		restartErr    error         // a scheduled crash's node could not be restarted
+		skewUnread    func() []bool // after the run: which clock skews went unread
 		running       int
 	)
 	startClients := func(now int64) {
@@ -215,7 +216,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		})
 		scheduleCrashes(s, tp, spec.Crashes, window, lost, &restartErr)
 		scheduleNetFaults(s, spec.Network, window)
-		scheduleClockSkews(s, spec.ClockSkews, window)
+		skewUnread = scheduleClockSkews(s, spec.ClockSkews, window)
 		if spec.Faults != nil {
 			spec.Faults(s, window)
 		}
@@ -370,6 +371,11 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		res.EventsPerSec = float64(res.Events) / res.WallSeconds
 	}
 	res.TraceDigest = fmt.Sprintf("%016x", s.Digest())
+	if skewUnread != nil {
+		for i, unread := range skewUnread() {
+			res.ClockSkews[i].Unread = unread
+		}
+	}
 	if rec != nil {
 		res.History = rec.Ops()
 	}

@@ -31,6 +31,9 @@ type ClockSkewRecord struct {
 	Name string `json:"name"`
 	At   string `json:"at"`
 	By   string `json:"by"`
+	// Unread says the protocol never read the node's clock after the skew (spanner's and
+	// serial's oracles sit idle), so the skew cannot have changed anything.
+	Unread bool `json:"unread,omitempty"`
 }
 
 // ResolveServer finds the server that text names: a topology node id or a name as NodeName
@@ -107,9 +110,22 @@ func (k ClockSkew) record(tp *topo.Topology) ClockSkewRecord {
 }
 
 // scheduleClockSkews scripts each skew into s relative to the clients' start (w.Start). Skews
-// of one node add up.
-func scheduleClockSkews(s *sim.Sim, skews []ClockSkew, w Window) {
-	for _, k := range sortedClockSkews(skews) {
-		s.At(w.Start+int64(k.At), func() { s.SkewClock(k.Node, k.By) })
+// of one node add up. Once the run is over, unread tells for each skew, in sortedClockSkews'
+// order, whether its node's clock went unread from then on.
+func scheduleClockSkews(s *sim.Sim, skews []ClockSkew, w Window) (unread func() []bool) {
+	sorted := sortedClockSkews(skews)
+	readsAt := make([]uint64, len(sorted))
+	for i, k := range sorted {
+		s.At(w.Start+int64(k.At), func() {
+			s.SkewClock(k.Node, k.By)
+			readsAt[i] = s.ClockReads(k.Node)
+		})
+	}
+	return func() []bool {
+		out := make([]bool, len(sorted))
+		for i, k := range sorted {
+			out[i] = s.ClockReads(k.Node) == readsAt[i]
+		}
+		return out
 	}
 }

@@ -479,6 +479,10 @@ func (s *Sim) Durable(id topo.NodeID) *durable.Mem { return s.nodes[id].disk }
 // fault that may push the node's TrueTime interval off true time (beyond ε).
 func (s *Sim) SkewClock(id topo.NodeID, extra time.Duration) { s.nodes[id].clock.fault += int64(extra) }
 
+// ClockReads counts the readings node id's handler has taken of its clocks (Now and TrueTime),
+// so that a skew of a clock no protocol reads can be told apart from one that had no effect.
+func (s *Sim) ClockReads(id topo.NodeID) uint64 { return s.nodes[id].clock.reads }
+
 // TrueTimeOf returns node id's TrueTime reading now (for tests of the clock model).
 func (s *Sim) TrueTimeOf(id topo.NodeID) ts.Interval { return s.nodes[id].clock.trueTime(s.now) }
 
@@ -494,8 +498,9 @@ type clock struct {
 	phase   int64   // this node's sync phase
 	period  int64
 	eps     int64
-	fault   int64 // injected skew (clock-fault experiments)
-	last    int64 // highest synced reading returned: TrueTime never steps back at a resync
+	fault   int64  // injected skew (clock-fault experiments)
+	last    int64  // highest synced reading returned: TrueTime never steps back at a resync
+	reads   uint64 // readings the node's handler took (Now, TrueTime), not its timers
 }
 
 func newClock(r *rand.Rand, c Config) *clock {
@@ -520,7 +525,7 @@ func newClock(r *rand.Rand, c Config) *clock {
 	return ck
 }
 
-func (c *clock) local(t int64) int64 { return c.osc.Read(t) + c.fault }
+func (c *clock) local(t int64) int64 { c.reads++; return c.osc.Read(t) + c.fault }
 
 // timerAt is the true time at which a timer set now (true time t) for local duration d fires:
 // the first instant the local clock has advanced by d, so a timer never fires early by the
@@ -551,6 +556,7 @@ func (c *clock) syncedErr(t int64) int64 {
 // daemon the reading then holds still rather than going back. Holding keeps it honest: it was
 // within ε of an earlier true time, and true time has only moved on since.
 func (c *clock) synced(t int64) int64 {
+	c.reads++
 	v := t + c.syncedErr(t) + c.fault
 	if v < c.last {
 		return c.last
