@@ -51,6 +51,11 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 		backoff, first := retryBackoff, retryAttempt
 		retryAttempt, retryBackoff = 1, minBackoff
 		for attempt := first; ; attempt++ {
+			// A retry counts when it runs inside the window: one whose backoff crossed the
+			// window's end was counted and never run.
+			if now := t.Now(); attempt > 1 && now >= w.MeasureFrom && now <= w.End {
+				m.Retry()
+			}
 			err := runAttempt(db, txn, attempt, histProcess, region, rec)
 			if isUnknown(err) {
 				histProcess += processStride
@@ -75,9 +80,6 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 				}
 				if t.Now() >= w.End {
 					break
-				}
-				if measured {
-					m.Retry()
 				}
 				if txn.Invoke != nil {
 					// A checked transaction is not re-run with the same values: every attempt

@@ -70,3 +70,16 @@ func TestCheckedRetryIsARetry(t *testing.T) {
 		t.Fatalf("%d retries after %d aborts, want 2 and 2", s.Retries, s.Aborted)
 	}
 }
+
+// A retry counts when it runs inside the window: an abort just before the window's end whose
+// backoff crosses it leaves no retry (it was counted, and never run).
+func TestRetryAfterWindowNotCounted(t *testing.T) {
+	f := &abortFirstCommits{aborts: 1}
+	m := NewMetrics()
+	// The fake clock moves 1 µs a reading: the first attempt aborts well inside 50 µs, and the
+	// backoff before its retry (at least minBackoff) ends past the window.
+	ClientLoop(client.Open(f), &oneWriteGen{}, 1, 0, Window{Start: 0, MeasureFrom: 0, End: 50_000}, m, history.NewRecorder())
+	if s := m.Summarize(1); s.Aborted != 1 || s.Retries != 0 {
+		t.Fatalf("%d aborts, %d retries; want 1 abort and no retry inside the window", s.Aborted, s.Retries)
+	}
+}
