@@ -95,11 +95,11 @@ func (c *demoCommand) run(cmd *cobra.Command) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		fmt.Fprintf(out, "  %-12s %8.0f txn/s  p99 %8.1f ms  aborts %5.1f%%  %s: %s\n", name,
-			row.perf.Throughput, row.perf.Latency.P99, 100*row.perf.AbortRate, row.model, row.verdict)
+		// Progress only (the table below has the numbers), and not on standard output, which
+		// a script may read.
+		fmt.Fprintf(cmd.ErrOrStderr(), "  ran %s (%d of %d)\n", name, len(rows)+1, len(names))
 		rows = append(rows, row)
 	}
-	fmt.Fprintln(out)
 	tbl := demoTable(rows)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(tbl.Columns, "\t"))
