@@ -182,7 +182,7 @@ func TestProtocolsListsOptions(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("protocols: exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"k2 (promises strict-serializable)", "crdb (promises serializable)", "spanner (promises", "serial (promises",
+	for _, want := range []string{"k2 (promises strict-serializable)", "crdb (promises serializable-no-stale-reads)", "spanner (promises", "serial (promises",
 		"  read-mark ", "  read-refresh ", "  lock-policy ", "  mutant "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("protocols output lacks %q:\n%s", want, out)

@@ -184,7 +184,10 @@ func (c *checker) explainEdge(s step) string {
 		return fmt.Sprintf("%s and %s ran in that order on process %d", txnName(a), txnName(b), a.process)
 	case kRT:
 		why := fmt.Sprintf("%s completed at %d, before %s was invoked at %d", txnName(a), a.completeTime, txnName(b), b.invokeTime)
-		if e.key >= 0 {
+		switch {
+		case c.m.keyRT:
+			why += fmt.Sprintf(", and both touch key %d", e.key)
+		case e.key >= 0:
 			why += fmt.Sprintf(", and both touch region %d", e.key)
 		}
 		for _, s := range a.keys {

@@ -90,6 +90,14 @@ func (b *graphBuilder) finish() *graph {
 // barrier strictly before T's invocation precedes T. So T1 reaches T2 exactly when T1 completed
 // before T2 was invoked (equal times count as concurrent), with O(n) edges (notes/rls.md §5.2).
 func (b *graphBuilder) addRealtime(txns []*txn, members []int32, region int64) {
+	b.addRealtimeFrom(txns, members, members, region)
+}
+
+// addRealtimeFrom is addRealtime from the transactions in from to those in to only: T1 in from
+// reaches T2 in to exactly when T1 completed before T2 was invoked.
+func (b *graphBuilder) addRealtimeFrom(txns []*txn, from, to []int32, key int64) {
+	region := key
+	members := from
 	var ends []int64
 	for _, i := range members {
 		if t := txns[i]; t.completeTime != neverCompleted {
@@ -108,13 +116,15 @@ func (b *graphBuilder) addRealtime(txns []*txn, members []int32, region int64) {
 	for j := 1; j < len(ends); j++ {
 		b.add(edge{from: first + int32(j-1), to: first + int32(j), kind: kRT, key: region})
 	}
-	for _, i := range members {
-		t := txns[i]
-		if t.completeTime != neverCompleted {
+	for _, i := range from {
+		if t := txns[i]; t.completeTime != neverCompleted {
 			j := sort.Search(len(ends), func(x int) bool { return ends[x] >= t.completeTime })
 			b.add(edge{from: i, to: first + int32(j), kind: kRT, key: region})
 		}
+	}
+	for _, i := range to {
 		// Last barrier with time < invokeTime.
+		t := txns[i]
 		j := sort.Search(len(ends), func(x int) bool { return ends[x] >= t.invokeTime }) - 1
 		if j >= 0 {
 			b.add(edge{from: first + int32(j), to: i, kind: kRT, key: region})

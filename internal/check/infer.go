@@ -579,13 +579,44 @@ func (c *checker) buildGraph() *graph {
 		}
 	}
 	if want&kRT != 0 {
-		if !c.m.regionRT {
-			b.addRealtime(h.txns, nodes, -1)
-		} else {
+		switch {
+		case c.m.keyRT:
+			c.keyRealtime(b, nodes)
+		case c.m.regionRT:
 			c.regionRealtime(b, nodes)
+		default:
+			b.addRealtime(h.txns, nodes, -1)
 		}
 	}
 	return b.finish()
+}
+
+// keyRealtime adds, per key, real-time order from the transactions that wrote it to all that
+// later read or wrote it, and from all that touched it to those that later wrote it: two
+// chains, so that two reads of the key stay unordered.
+func (c *checker) keyRealtime(b *graphBuilder, nodes []int32) {
+	h := c.h
+	accessors, writers := map[int64][]int32{}, map[int64][]int32{}
+	for _, i := range nodes {
+		for _, s := range h.txns[i].keys {
+			accessors[s.key] = append(accessors[s.key], i)
+			if len(s.writes) > 0 {
+				writers[s.key] = append(writers[s.key], i)
+			}
+		}
+	}
+	keys := make([]int64, 0, len(accessors))
+	for k := range accessors {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if len(writers[k]) == 0 {
+			continue // reads alone are not ordered
+		}
+		b.addRealtimeFrom(h.txns, writers[k], accessors[k], k)
+		b.addRealtimeFrom(h.txns, accessors[k], writers[k], k)
+	}
 }
 
 // regionRealtime adds one real-time chain per region over the transactions relevant to it: those

@@ -30,7 +30,7 @@ func TestRegisterStaleReadOfBlindWrites(t *testing.T) {
 		`{"index":4,"type":"invoke","process":3,"time":40,"value":[["r",1,null]]}`,
 		`{"index":5,"type":"ok","process":3,"time":50,"value":[["r",1,1]]}`,
 	)
-	want := map[string]string{"serializable": Valid, "strict-serializable": Invalid, "rls": Invalid, "snapshot-isolation": Valid,
+	want := map[string]string{"serializable": Valid, "strict-serializable": Invalid, "rls": Invalid, "serializable-no-stale-reads": Invalid, "snapshot-isolation": Valid,
 		"psi": Valid, "causal": Valid, "opacity": Invalid, "read-atomic": Valid}
 	for _, m := range Models() {
 		r, err := Check(ops, m)

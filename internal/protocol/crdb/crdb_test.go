@@ -12,7 +12,7 @@ import (
 	"github.com/meridiandb/meridian/internal/workload/ycsbt"
 )
 
-const model = "serializable"
+const model = "serializable-no-stale-reads"
 
 // TestSerializable checks histories under contention from extreme (10 keys, every transaction
 // crossing the WAN) to regional hot spots, over several seeds, with clock offsets up to 200 ms

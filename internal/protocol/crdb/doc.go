@@ -1,8 +1,10 @@
 // Package crdb is the CockroachDB-style baseline: K2's MVTO-HLC (notes/k2.md §4) and RLS's CRDB
 // baseline (notes/rls.md §3.3). It is registered as protocol "crdb" and promises the
-// checker's "serializable"; like CockroachDB it also gives single-key linearizability (a read
-// sees every write to its key that committed before the read began, thanks to the
-// uncertainty interval), but no real-time order between transactions on disjoint keys. RLS's
+// checker's "serializable-no-stale-reads": serializable, and like CockroachDB no stale
+// single-key reads (a transaction sees every write to a key it touches that committed before
+// it began, thanks to the uncertainty interval), but no real-time order between transactions
+// on disjoint keys. Plain serializability would accept a lost acknowledged write that no read
+// had seen (it can be ordered last), which a crash review showed it did. RLS's
 // CRDB-RLS (notes/rls.md §3.4) is meant to be built on this package: the coordinator
 // (coord.go), the leaseholder (replica.go) and the record holder (record.go) are separate
 // pieces, and every timestamp bump of a transaction goes through Node.refresh.

@@ -26,7 +26,7 @@ func init() { protocol.Register(proto{}) }
 type proto struct{}
 
 func (proto) Name() string  { return name }
-func (proto) Model() string { return "serializable" }
+func (proto) Model() string { return "serializable-no-stale-reads" }
 func (proto) Options() map[string]string {
 	return map[string]string{
 		"max-offset":         "maximum clock offset the uncertainty interval covers (default 500ms, CockroachDB's)",
