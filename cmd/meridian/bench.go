@@ -112,6 +112,9 @@ checker's verdict on the recorded history for list-append and rw-register.
 			if err != nil {
 				return err
 			}
+			if checkable(wl) {
+				res.Namespace = wf.p.Namespace
+			}
 			if history != "" {
 				if err := writeHistory(history, res.History); err != nil {
 					return err

@@ -275,6 +275,15 @@ func TestBenchRefusesAUsedNamespace(t *testing.T) {
 	if want := "--namespace once already holds an earlier run's data"; code <= 0 || !strings.Contains(errs, want) {
 		t.Errorf("second bench in the namespace: exit %d, stderr %q, want %q", code, errs, want)
 	}
+	// A run without --namespace says which it chose, so that its keys can be read back (it was
+	// recorded nowhere: review).
+	out, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--json")
+	var res struct {
+		Namespace string `json:"namespace"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Namespace == "" || res.Namespace == "once" {
+		t.Errorf("bench without --namespace: exit %d, stderr %q, namespace %q; want the one it chose\n%s", code, errs, res.Namespace, out)
+	}
 }
 
 // A data node renamed takes a new, empty data directory (its default follows its name), and

@@ -15,6 +15,9 @@ func printResult(w io.Writer, r *bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "protocol\t%s\n", r.Protocol)
 	fmt.Fprintf(tw, "workload\t%s on %s, %d clients\n", r.Workload, r.Topology, r.Clients)
+	if r.Namespace != "" {
+		fmt.Fprintf(tw, "namespace\t%s (meridian kv exec --namespace %s reads its keys)\n", r.Namespace, r.Namespace)
+	}
 	if r.TraceDigest != "" {
 		fmt.Fprintf(tw, "seed / digest\t%d / %s\n", r.Seed, r.TraceDigest)
 		fmt.Fprintf(tw, "time\t%.1f virtual s in %.2f wall s (%d events, %.0f events/s)\n", r.VirtualSeconds, r.WallSeconds, r.Events, r.EventsPerSec)

@@ -126,6 +126,9 @@ type Result struct {
 	Seed     uint64 `json:"seed"`
 	Clients  int    `json:"clients"`
 
+	// Namespace is the one a run against a cluster kept its list-append or register keys
+	// under (meridian kv exec --namespace reads them back).
+	Namespace string `json:"namespace,omitempty"`
 	// Crashes is the outage schedule the run was given, by time.
 	Crashes []CrashRecord `json:"crashes,omitempty"`
 	// Network is the network faults the run was given, partitions by time.
