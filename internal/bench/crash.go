@@ -144,9 +144,16 @@ func CheckCrashes(tp *topo.Topology, crashes []Crash, runLength time.Duration) e
 // sortedCrashes orders a schedule by time and node, so that a run does not depend on the order
 // crashes were given in: two crashes at one instant would otherwise run in either order.
 func sortedCrashes(crashes []Crash) []Crash {
-	out := slices.Clone(crashes)
-	slices.SortFunc(out, func(a, b Crash) int {
-		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Node, b.Node))
+	return sortedFaults(crashes, func(c Crash) (time.Duration, topo.NodeID) { return c.At, c.Node })
+}
+
+// sortedFaults orders faults by the time and node when returns, stably, in a new slice.
+func sortedFaults[F any](faults []F, when func(F) (time.Duration, topo.NodeID)) []F {
+	out := slices.Clone(faults)
+	slices.SortStableFunc(out, func(a, b F) int {
+		at, an := when(a)
+		bt, bn := when(b)
+		return cmp.Or(cmp.Compare(at, bt), cmp.Compare(an, bn))
 	})
 	return out
 }

@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,11 +92,7 @@ func CheckClockSkews(tp *topo.Topology, skews []ClockSkew, runLength time.Durati
 // sortedClockSkews orders skews by time and node, so that a run does not depend on the order
 // they were given in.
 func sortedClockSkews(skews []ClockSkew) []ClockSkew {
-	out := slices.Clone(skews)
-	slices.SortStableFunc(out, func(a, b ClockSkew) int {
-		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Node, b.Node))
-	})
-	return out
+	return sortedFaults(skews, func(k ClockSkew) (time.Duration, topo.NodeID) { return k.At, k.Node })
 }
 
 func (k ClockSkew) describe(tp *topo.Topology) string {
