@@ -159,6 +159,8 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--write-ratio", "NaN"), "--write-ratio must be in [0, 1]", 0},
 		{sim("--workload", "ycsbt", "--scan-ratio", "1.5"), "--scan-ratio must be in [0, 1]", 0},
 		{sim("--workload", "tpcc", "--rmw"), "--rmw does not apply to --workload tpcc (only to ycsbt)", 0},
+		// Clocks 200 ms apart under crdb's 100 ms uncertainty: honest runs read stale values.
+		{sim("--protocol", "crdb", "--max-offset", "100ms", "--opt", "max-offset=100ms"), "protocol crdb: max-offset 100ms is below the 200ms two clocks may be apart", 0},
 		{sim("--workload", "ycsbt", "--scan-ratio", "1", "--scan-length", "-3"), "--scan-length must not be negative", 0},
 		{sim("--workload", "ycsbt", "--scan-ratio", "1", "--scan-length", "5000"), "exceed the 4194304-byte scan answer limit", 0},
 		{sim("--scan-ratio", "0.5"), "--scan-ratio does not apply to --workload list-append (only to ycsbt)", 0},

@@ -68,6 +68,9 @@ type DeploymentChecker interface {
 type DeploymentFacts struct {
 	IntraRTT          time.Duration // round trip between two nodes of one region
 	OracleServiceTime time.Duration // CPU time an oracle node spends on a request
+	// MaxClockOffset bounds each node's local clock's offset from true time at the start (two
+	// clocks may then be twice it apart); 0 where it is not known (real clusters).
+	MaxClockOffset time.Duration
 }
 
 // OptionChecker is implemented by protocols that can judge their options' values without

@@ -328,11 +328,11 @@ func batchListAppend(keys int, local float64) prototest.Workload {
 	}
 }
 
-// skewedBatchCase has clocks up to 400 ms apart (inside the 500 ms max offset) and batches of
+// skewedBatchCase has clocks up to 480 ms apart (inside the 500 ms max offset) and batches of
 // up to 6 operations on 10 mostly regional keys, so a batch's reads often land in the
 // uncertainty intervals of values written by other gateways while other reads are out.
 func skewedBatchCase(seed uint64) prototest.Case {
-	return prototest.Case{Protocol: name, Seed: seed, Workload: batchListAppend(10, 0.8), MaxOffset: 400 * time.Millisecond}
+	return prototest.Case{Protocol: name, Seed: seed, Workload: batchListAppend(10, 0.8), MaxOffset: 240 * time.Millisecond}
 }
 
 // TestBatchUncertaintySkewed: with every transaction batched and clocks far apart, batches hit

@@ -110,6 +110,25 @@ func parseSettings(opts map[string]string) (settings, error) {
 	return s, nil
 }
 
+// CheckDeployment implements protocol.DeploymentChecker. max-offset is, as in CockroachDB, the
+// most two nodes' clocks may be apart: the uncertainty interval, ts + max-offset, covers a value
+// written by a clock that far ahead of the reader's gateway. Simulated clocks each start within
+// MaxClockOffset of true time, so two may be twice that apart, and a configuration whose clocks
+// exceed max-offset so has honest runs read stale values (review: --max-offset 100ms with
+// --opt max-offset=100ms gave a stale single-key read at seed 8). Drift adds up to twice the
+// drift rate per second of run on top; that margin is the user's.
+func (proto) CheckDeployment(opts map[string]string, d protocol.DeploymentFacts) error {
+	s, err := parseSettings(opts)
+	if err != nil {
+		return err
+	}
+	if spread := 2 * d.MaxClockOffset; spread > s.maxOffset {
+		return fmt.Errorf("protocol crdb: max-offset %v is below the %v two clocks may be apart (twice the simulated clocks' offset bound %v): its uncertainty interval would not cover them, and honest runs could read stale values; raise max-offset or lower --max-offset",
+			s.maxOffset, spread, d.MaxClockOffset)
+	}
+	return nil
+}
+
 // checkGCTTL refuses a gc-ttl below 2×max-offset.
 //
 // A leaseholder's GC horizon is its physical clock minus gc-ttl. A transaction's timestamps

@@ -105,7 +105,10 @@ func (n *Node) startRead(from topo.NodeID, req *ReadReq, respond func(*ReadResp)
 	// first reading it saw from us in Limit on later visits). Fixed once per request, so a
 	// request that waits does not see its interval grow with the clock.
 	r := *req
-	r.Limit = ts.MinOf(req.Limit, n.hlc.Last())
+	// After a restart the clock may be below what the previous life wrote with timestamps from
+	// faster clocks: the observed timestamp is then the read floor, which lies above all of it,
+	// as CockroachDB raises it to a new lease's start (review: a stale read after a restart).
+	r.Limit = ts.MinOf(req.Limit, ts.MaxOf(n.hlc.Last(), n.store.ReadFloor()))
 	n.evalRead(from, &r, n.env.Now(), respond)
 }
 
