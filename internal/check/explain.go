@@ -190,9 +190,13 @@ func (c *checker) explainEdge(s step) string {
 		case e.key >= 0:
 			why += fmt.Sprintf(", and both touch region %d", e.key)
 		}
+		// A stale read: b read a key a wrote (under per-key real time, the edge's key).
 		for _, s := range a.keys {
+			if c.m.keyRT && s.key != e.key {
+				continue
+			}
 			if len(s.writes) > 0 && a.st != stFail {
-				if bs := b.sum(s.key); bs != nil {
+				if bs := b.sum(s.key); bs != nil && bs.hasExt {
 					why += fmt.Sprintf(" (a stale read: %s should see %s's write of key %d)", txnName(b), txnName(a), s.key)
 					break
 				}

@@ -18,9 +18,11 @@ package check
 //     another's write of a key committed see that write): real-time order between two
 //     transactions that touch a common key, one of them writing it. No cycle in ww ∪ wr ∪ rw ∪
 //     rt_k, rt_k ordering a transaction that wrote k (or read it) before every later one that
-//     reads or writes k (or writes it). Two reads of a key are not ordered: a later reader may
-//     read at a lower timestamp. A serializable history may lose a write nobody read before
-//     the loss; this model catches it at the first later read of the key.
+//     reads or writes k (or writes it). Two reads of a key are not ordered: a later transaction
+//     may read at a lower timestamp, finding one key's same value and older values of others,
+//     and ordering the reads would turn that into a cycle. A serializable history may lose a
+//     write nobody read before the loss; this model catches it at the first later read of the
+//     key.
 //   - snapshot-isolation: Cerone & Gotsman's characterisation quoted in notes/fwkv.md §1.2:
 //     ((SO ∪ WR ∪ WW) ; RW?) acyclic, i.e. every cycle has two adjacent rw edges.
 //   - psi: notes/fwkv.md §1.2: (SO ∪ WR ∪ WW)+ ; RW? irreflexive, i.e. every cycle has at least two

@@ -68,3 +68,24 @@ func TestRegisterStaleNilReadManyWriters(t *testing.T) {
 		}
 	}
 }
+
+// A real-time edge between two appends is no stale read, and its explanation does not call it
+// one (review: "a stale read: T2 should see T0's write" of a transaction that only appended).
+func TestRealtimeWriteOrderNotCalledStaleRead(t *testing.T) {
+	ops := historyLines(t,
+		`{"type":"meta","key_regions":{"1":0}}`,
+		`{"index":0,"type":"invoke","process":1,"time":0,"value":[["append",1,1]]}`,
+		`{"index":1,"type":"ok","process":1,"time":10,"value":[["append",1,1]]}`,
+		`{"index":2,"type":"invoke","process":2,"time":20,"value":[["append",1,2]]}`,
+		`{"index":3,"type":"ok","process":2,"time":30,"value":[["append",1,2]]}`,
+		`{"index":4,"type":"invoke","process":3,"time":40,"value":[["r",1,null]]}`,
+		`{"index":5,"type":"ok","process":3,"time":50,"value":[["r",1,[2,1]]]}`,
+	)
+	r, err := Check(ops, "serializable-no-stale-reads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != Invalid || !strings.Contains(r.String(), "both touch key 1") || strings.Contains(r.String(), "stale read") {
+		t.Errorf("appends in an order against real time: verdict %s, want invalid, explained without a stale read:\n%s", r.Verdict, r)
+	}
+}
