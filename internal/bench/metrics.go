@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"math"
 	"sort"
 	"sync"
 
@@ -193,8 +194,14 @@ func (m *Metrics) Summarize(windowSeconds float64) Summary {
 		secs = append(secs, sec)
 	}
 	sort.Slice(secs, func(i, j int) bool { return secs[i] < secs[j] })
+	// Every second of the window, those without a commit too: a stall at the end read as a
+	// shorter run (review: 4 entries for an 8 s window).
+	length := int64(math.Ceil(windowSeconds))
 	if len(secs) > 0 {
-		s.Timeline = make([]int64, secs[len(secs)-1]+1)
+		length = max(length, secs[len(secs)-1]+1)
+	}
+	if length > 0 {
+		s.Timeline = make([]int64, length)
 		for _, sec := range secs {
 			if sec >= 0 {
 				s.Timeline[sec] = m.timeline[sec]

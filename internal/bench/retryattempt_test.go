@@ -83,3 +83,17 @@ func TestRetryAfterWindowNotCounted(t *testing.T) {
 		t.Fatalf("%d aborts, %d retries; want 1 abort and no retry inside the window", s.Aborted, s.Retries)
 	}
 }
+
+// The timeline has an entry for every second of the window, the seconds without a commit too:
+// a run that stalled at its end read as a shorter run (review).
+func TestTimelineCoversTheWindow(t *testing.T) {
+	m := NewMetrics()
+	m.Commit("t", 1000, 1, 0)
+	m.Commit("t", 1000, 1, 2)
+	if got := m.Summarize(8).Timeline; len(got) != 8 || got[0] != 1 || got[2] != 1 || got[7] != 0 {
+		t.Errorf("timeline %v for commits in seconds 0 and 2 of an 8 s window; want 8 entries", got)
+	}
+	if got := NewMetrics().Summarize(3).Timeline; len(got) != 3 {
+		t.Errorf("timeline %v of a window with no commit; want 3 zeros", got)
+	}
+}
