@@ -54,6 +54,21 @@ func runningCluster(t *testing.T) (dir, config, data string) {
 	return dir, config, data
 }
 
+// runningClusterWithCopy is runningCluster with the configuration's text and the copy of it
+// that the start left in the data directory, for tests that edit one and compare the other.
+func runningClusterWithCopy(t *testing.T) (dir, data string, text, copyBefore []byte) {
+	t.Helper()
+	dir, config, data := runningCluster(t)
+	text, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if copyBefore, err = os.ReadFile(filepath.Join(data, configCopy)); err != nil {
+		t.Fatal(err)
+	}
+	return dir, data, text, copyBefore
+}
+
 // mustStartCluster starts the cluster of config on data, or fails the test.
 func mustStartCluster(t *testing.T, config, data string) {
 	t.Helper()
@@ -68,15 +83,7 @@ func mustStartCluster(t *testing.T, config, data string) {
 // showed the cluster whole. And status and stop, given the data directory, need no
 // configuration: one broken since the start kept the running cluster from being stopped.
 func TestClusterConfigurationChangesWhileRunning(t *testing.T) {
-	dir, config, data := runningCluster(t)
-	text, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyBefore, err := os.ReadFile(filepath.Join(data, configCopy))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, data, text, copyBefore := runningClusterWithCopy(t)
 	edited := filepath.Join(dir, "edited.toml")
 	writeFiles(t, dir, map[string]string{"edited.toml": strings.Replace(string(text), `ttl = "5ms"`, `ttl = "7ms"`, 1)})
 	_, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", edited, "--data-dir", data)
@@ -409,15 +416,7 @@ func editableCluster(t *testing.T) (dir, data string, text []byte) {
 // the first setting was named, and one outside the nodes' Setup not at all: a copy with
 // timeout = "3s" was refused "from a copy of its configuration … whose settings differ" (review).
 func TestClusterStartNamesEverySettingThatDiffers(t *testing.T) {
-	dir, config, data := runningCluster(t)
-	text, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyBefore, err := os.ReadFile(filepath.Join(data, configCopy))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, data, text, copyBefore := runningClusterWithCopy(t)
 	timeout := strings.Replace(string(text), `timeout = "10s"`, `timeout = "3s"`, 1)
 	writeFiles(t, dir, map[string]string{"timeout.toml": timeout})
 	out, errs, code := runFor(t, 60*time.Second, "cluster", "start", "--config", filepath.Join(dir, "timeout.toml"), "--data-dir", data)
