@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,7 +36,8 @@ node of its region) against a running cluster for --warmup + --duration of wall-
 print throughput, latency and aborts — the same report and JSON as ` + "`meridian sim`" + ` — with the
 checker's verdict on the recorded history for list-append and rw-register.
 
-` + runExitStatuses,
+` + runExitStatuses + ` A run whose clients still found a data node unreachable when the window
+ended exits 1 as well (the result names the nodes): the cluster stopped answering.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkRunTime(warmup, duration); err != nil {
@@ -129,11 +131,11 @@ checker's verdict on the recorded history for list-append and rw-register.
 				if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
 					return err
 				}
-				return failedConsistency(res)
+				return failedRun(res)
 			}
 			printResult(cmd.OutOrStdout(), res)
 			printFirstAnomaly(cmd.OutOrStdout(), res, history)
-			return failedConsistency(res)
+			return failedRun(res)
 		},
 	}
 	cf.register(cmd.Flags(), false)
@@ -150,6 +152,20 @@ checker's verdict on the recorded history for list-append and rw-register.
 }
 
 func init() { rootCmd.AddCommand(newBenchCmd()) }
+
+// failedRun is failedConsistency, and then a cluster that stopped answering: its history may
+// check valid (transactions that never reached a node took no effect), but the run measured an
+// outage, not the cluster.
+func failedRun(r *bench.Result) error {
+	if err := failedConsistency(r); err != nil {
+		return err
+	}
+	if len(r.UnreachableAtEnd) > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("the cluster stopped answering: %s unreachable when the run ended",
+			strings.Join(r.UnreachableAtEnd, ", "))}
+	}
+	return nil
+}
 
 // checkNamespaceUnused refuses a namespace an earlier run wrote under. Its values would read,
 // in this run's history, as writes nobody in it made, and the checker would judge a healthy

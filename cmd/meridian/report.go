@@ -43,6 +43,9 @@ func printResult(w io.Writer, r *bench.Result) {
 		s := r.PerType[t]
 		fmt.Fprintf(tw, "type %s\t%d committed, p50 %.2f p90 %.2f p99 %.2f ms\n", t, s.Committed, s.Latency.P50, s.Latency.P90, s.Latency.P99)
 	}
+	if len(r.UnreachableAtEnd) > 0 {
+		fmt.Fprintf(tw, "unreachable at end\t%s (clients still found these nodes unreachable when the window ended)\n", strings.Join(r.UnreachableAtEnd, ", "))
+	}
 	if r.Failed > 0 {
 		fmt.Fprintf(tw, "failed\t%d (%d with unknown outcome, %d finding the coordinator unreachable)\n", r.Failed, r.Unknown, r.Unavailable)
 	}

@@ -37,7 +37,10 @@ const (
 // refused while the node is down) backs off before its next transaction as it does between
 // retries, so that while its node is down it neither spins (a refused dial costs one round trip
 // inside a region) nor waits past the node's restart by more than the longest backoff.
-func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Window, m *Metrics, rec *history.Recorder) {
+//
+// It reports whether its coordinator was still unreachable when the window ended: a run against a
+// cluster that stopped answering must not pass for a slow one.
+func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Window, m *Metrics, rec *history.Recorder) (unreachableAtEnd bool) {
 	t := db.Transport()
 	histProcess := process
 	unavailable := 0 // transactions in a row that found the coordinator unreachable
@@ -112,6 +115,7 @@ func ClientLoop(db *client.DB, gen workload.Client, process, region int, w Windo
 			t.Sleep(jittered(unavailableBackoff(unavailable), process, unavailable))
 		}
 	}
+	return unavailable > 0
 }
 
 // unavailableBackoff is the pause after n transactions in a row found the coordinator

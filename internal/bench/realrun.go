@@ -82,6 +82,7 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 		db      *client.DB
 		closeFn func()
 		p, r    int
+		coord   topo.NodeID
 	}
 	var runners []runner
 	closeAll := func() {
@@ -99,19 +100,20 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 				closeAll()
 				return nil, fmt.Errorf("bench: client %d: %w", process, err)
 			}
-			runners = append(runners, runner{db: db, closeFn: closeFn, p: process, r: r})
+			runners = append(runners, runner{db: db, closeFn: closeFn, p: process, r: r, coord: coords[i%len(coords)]})
 		}
 	}
 	defer closeAll()
 	var wg sync.WaitGroup
-	for _, c := range runners {
+	unreachable := make([]bool, len(runners))
+	for i, c := range runners {
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(c.p)))
 		gen := spec.Workload.NewClient(c.p, topo.RegionID(c.r), rng)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c.db.SetBatching(!spec.OneOpAtATime)
-			ClientLoop(c.db, gen, c.p, c.r, window, m, rec)
+			unreachable[i] = ClientLoop(c.db, gen, c.p, c.r, window, m, rec)
 		}()
 	}
 	finished := make(chan struct{})
@@ -119,10 +121,12 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	drainBy := time.Unix(0, window.End).Add(cfg.Drain)
+	drained := false
 wait:
 	for {
 		select {
 		case <-finished:
+			drained = true
 			break wait
 		case <-tick.C:
 			if spec.Progress != nil {
@@ -136,6 +140,10 @@ wait:
 				break wait
 			}
 		}
+	}
+	if drained {
+		// Every client has returned, so their flags are final.
+		res.UnreachableAtEnd = unreachableNodes(tp, unreachable, func(i int) topo.NodeID { return runners[i].coord })
 	}
 	if v, ok := spec.Workload.(Verifier); ok && res.Consistency != notDrained {
 		db, closeFn, err := open(tp.DataNodes(0)[0])
@@ -211,4 +219,21 @@ func realLoad(tp *topo.Topology, spec Spec, open func(topo.NodeID) (*client.DB, 
 	}
 	wg.Wait()
 	return loadErr
+}
+
+// unreachableNodes names, in node order, the coordinators of the clients flagged in unreachable.
+func unreachableNodes(tp *topo.Topology, unreachable []bool, coordOf func(int) topo.NodeID) []string {
+	down := map[topo.NodeID]bool{}
+	for i, u := range unreachable {
+		if u {
+			down[coordOf(i)] = true
+		}
+	}
+	var names []string
+	for _, n := range tp.Nodes {
+		if down[n.ID] {
+			names = append(names, NodeName(tp, n.ID))
+		}
+	}
+	return names
 }

@@ -135,6 +135,9 @@ type Result struct {
 	Network *NetFaultsRecord `json:"network_faults,omitempty"`
 	// ClockSkews are the clock faults the run was given, by time.
 	ClockSkews []ClockSkewRecord `json:"clock_skews,omitempty"`
+	// UnreachableAtEnd names the data nodes that some client of a run against a cluster still
+	// found unreachable when the window ended: the cluster, or part of it, had stopped answering.
+	UnreachableAtEnd []string `json:"unreachable_at_end,omitempty"`
 
 	VirtualSeconds float64 `json:"virtual_seconds,omitempty"`
 	WallSeconds    float64 `json:"wall_seconds"`
