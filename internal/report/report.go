@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"image/color"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Table is a rectangular result: column names and rows of cells.
@@ -96,7 +98,10 @@ func LineChart(base string, c Chart, series []Series) error {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
-	p.Legend.Top = true
+	// The legend goes below the axes, not inside them: in any corner inside, some figure's lines
+	// ran under it.
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
 	if c.LogY && !anyPositive(series) {
 		// A log axis cannot show zeros; draw the (all non-positive) data on a linear axis.
 		p.Y.Scale, p.Y.Tick.Marker = plot.LinearScale{}, plot.DefaultTicks{}
@@ -113,7 +118,7 @@ func LineChart(base string, c Chart, series []Series) error {
 			pts = append(pts, plotter.XY{X: s.X[j], Y: y})
 		}
 		if len(pts) == 0 {
-			p.Legend.Add(s.Name + " (no data)")
+			legend.Add(s.Name + " (no data)")
 			continue
 		}
 		line, points, err := plotter.NewLinePoints(pts)
@@ -124,9 +129,9 @@ func LineChart(base string, c Chart, series []Series) error {
 		line.Color, points.Color = col, col
 		points.Shape = plotutil.Shape(i)
 		p.Add(line, points)
-		p.Legend.Add(s.Name, line, points)
+		legend.Add(s.Name, line, points)
 	}
-	return save(p, base)
+	return saveWithLegend(p, legend, base)
 }
 
 func anyPositive(series []Series) bool {
@@ -165,14 +170,55 @@ func BarChart(base string, c Chart, bars []Bar) error {
 	return save(p, base)
 }
 
+// The size of a chart's plot, axes and title; a legend below it adds to the height.
+const chartWidth, chartHeight = 7 * vg.Inch, 4.5 * vg.Inch
+
 func save(p *plot.Plot, base string) error {
+	return saveWithLegend(p, plot.NewLegend(), base)
+}
+
+// saveWithLegend draws p with legend (if it has entries) in a strip of its own below it, and
+// saves base+".png" and base+".svg".
+func saveWithLegend(p *plot.Plot, legend plot.Legend, base string) error {
 	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
 		return err
 	}
-	for _, ext := range []string{".png", ".svg"} {
-		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, base+ext); err != nil {
-			return fmt.Errorf("save plot %s%s: %w", base, ext, err)
+	const margin = vg.Length(6)
+	full := draw.Canvas{Rectangle: vg.Rectangle{Max: vg.Point{X: chartWidth, Y: chartHeight}}}
+	strip := legend.Rectangle(full).Size().Y
+	if strip > 0 {
+		strip += 2 * margin
+	}
+	for _, ext := range []string{"png", "svg"} {
+		c, err := draw.NewFormattedCanvas(chartWidth, chartHeight+strip, ext)
+		if err != nil {
+			return fmt.Errorf("save plot %s.%s: %w", base, ext, err)
+		}
+		dc := draw.New(c)
+		if p.BackgroundColor != nil {
+			dc.SetColor(p.BackgroundColor) // the legend's strip too
+			dc.Fill(dc.Rectangle.Path())
+		}
+		p.Draw(draw.Crop(dc, 0, 0, strip, 0))
+		if strip > 0 {
+			legend.Draw(draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+				Min: vg.Point{X: margin, Y: margin}, Max: vg.Point{X: chartWidth - margin, Y: strip - margin}}})
+		}
+		if err := writeFile(base+"."+ext, c); err != nil {
+			return fmt.Errorf("save plot %s.%s: %w", base, ext, err)
 		}
 	}
 	return nil
+}
+
+func writeFile(path string, w io.WriterTo) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := w.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
