@@ -132,9 +132,13 @@ func unavailableBackoff(n int) time.Duration {
 // every other client's ids.
 const processStride = 1 << 20
 
+// isUnknown reports whether a transaction that ended with err may have committed. Only a commit
+// can: ErrUnavailable comes from a request before the commit (its loss leaves the transaction
+// able only to abort) or from a commit refused unprocessed, so that transaction took no effect
+// and is recorded as failed, which lets the checker catch a protocol that applied it anyway.
 func isUnknown(err error) bool {
 	var u *client.UnknownError
-	return errors.As(err, &u) || errors.Is(err, client.ErrUnavailable)
+	return errors.As(err, &u)
 }
 
 // jittered spreads retries of clients that aborted together, deterministically.
@@ -166,11 +170,10 @@ func runAttempt(db *client.DB, txn workload.Txn, attempt, process, region int, r
 		if txn.Result != nil {
 			res = txn.Result()
 		}
-		var u *client.UnknownError
 		switch {
 		case err == nil:
 			rec.Complete(history.OK, process, region, t.Now(), res, "")
-		case errors.As(err, &u) || errors.Is(err, client.ErrUnavailable):
+		case isUnknown(err):
 			rec.Complete(history.Info, process, region, t.Now(), txn.Invoke, err.Error())
 		default:
 			rec.Complete(history.Fail, process, region, t.Now(), res, err.Error())

@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/internal/workload/listappend"
@@ -57,5 +59,46 @@ func TestRealRunNamesNodesUnreachableAtEnd(t *testing.T) {
 	}
 	if res.Unavailable == 0 {
 		t.Fatalf("no transaction counted unavailable: %+v", res.Summary)
+	}
+}
+
+// loseFirstPut loses (as a broken connection does) the first put's request; every other
+// request is answered OK. Its clock moves one microsecond per reading.
+type loseFirstPut struct {
+	lost bool
+	now  int64
+}
+
+func (f *loseFirstPut) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	if req.Op == wire.OpPut && !f.lost {
+		f.lost = true
+		return nil, errors.New("connection reset")
+	}
+	return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeOK}, nil
+}
+func (f *loseFirstPut) Sleep(d time.Duration) { f.now += int64(d) }
+func (f *loseFirstPut) Now() int64            { f.now += 1000; return f.now }
+
+// A transaction that found its coordinator unreachable before its commit never sent the commit,
+// so it took no effect: it is recorded failed, not unknown, and a read of its append would be
+// an aborted read the checker reports. Recorded unknown, a protocol that applied it anyway
+// passed.
+func TestUnreachableBeforeCommitRecordedFailed(t *testing.T) {
+	rec := history.NewRecorder()
+	ClientLoop(client.Open(&loseFirstPut{}), &oneWriteGen{}, 1, 0, Window{Start: 0, MeasureFrom: 0, End: 50_000_000}, NewMetrics(), rec)
+	var outcomes []string
+	processes := map[int]bool{}
+	for _, op := range rec.Ops() {
+		if op.Type != history.Invoke {
+			outcomes = append(outcomes, op.Type)
+		}
+		processes[op.Process] = true
+	}
+	if len(outcomes) < 2 || outcomes[0] != history.Fail || outcomes[1] != history.OK {
+		t.Fatalf("outcomes %v, want the lost transaction failed, then commits", outcomes[:min(len(outcomes), 3)])
+	}
+	// Only an unknown outcome moves the client to a new process.
+	if len(processes) != 1 {
+		t.Fatalf("the client used %d processes, want 1", len(processes))
 	}
 }
