@@ -88,6 +88,9 @@ func failedConsistency(r *bench.Result) error {
 		// run (clients still running when the drain ended).
 		return &exitError{code: 1, err: fmt.Errorf("consistency: %s", r.Consistency)}
 	}
+	if err := r.Durability.Err(); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("durability: %w", err)}
+	}
 	if verdict == check.Unknown {
 		why := "the checker could not decide"
 		if rep, ok := r.Check.(*check.Report); ok && len(rep.Notes) > 0 {

@@ -126,9 +126,9 @@ func TestMutantIsCaught(t *testing.T) {
 
 // A run whose history the checker cannot judge prints its result and exits 2, as meridian
 // check does for "unknown": it exited 0, and a script took an unchecked run for a checked one.
-// Only appends, so no committed transaction reads anything.
+// Only appends, and no final read of the keys, so no committed transaction reads anything.
 func TestUnjudgedHistoryExits2(t *testing.T) {
-	out, errs, code := run(t, "sim", "--protocol", "k2", "--workload", "list-append", "--write-ratio", "1", "--warmup", "0s", "--duration", "300ms")
+	out, errs, code := run(t, "sim", "--protocol", "k2", "--workload", "list-append", "--write-ratio", "1", "--warmup", "0s", "--duration", "300ms", "--verify=false")
 	if !strings.Contains(out, "unknown") {
 		t.Fatalf("output does not give the verdict unknown:\n%s", out)
 	}

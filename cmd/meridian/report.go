@@ -52,6 +52,9 @@ func printResult(w io.Writer, r *bench.Result) {
 	if r.Consistency != "" {
 		fmt.Fprintf(tw, "consistency\t%s\n", r.Consistency)
 	}
+	if r.Durability != nil {
+		fmt.Fprintf(tw, "durability\t%s\n", r.Durability)
+	}
 	if model, verdict, n := checkVerdict(r); model != "" {
 		// The checker judges every transaction the history holds, warm-up and drain included,
 		// so its count is not the window's committed count.

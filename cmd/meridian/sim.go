@@ -82,7 +82,7 @@ exposes a mutant that skips a commit wait. To see k2's caught (the same skew wit
 	cmd.Flags().StringVar(&c.history, "history", "", "write the recorded history (Elle JSON lines) to this file")
 	cmd.Flags().StringVar(&c.check, "check", "auto", "check the history: auto (the protocol's promised model), a model name, or none")
 	cmd.Flags().BoolVar(&c.json, "json", false, "print one JSON object")
-	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions)")
+	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions; list-append's and rw-register's final read of every key, which must find every acknowledged write)")
 	cmd.Flags().StringArrayVar(&c.crashes, "crash", nil, "crash data node NODE at virtual time AT (from the clients' start, warm-up included) for FOR, as NODE@AT/FOR, e.g. 0@1s/300ms or sh-1@1s/300ms (repeatable)")
 	cmd.Flags().StringArrayVar(&c.skews, "clock-skew", nil, "move server NODE's clocks BY (ahead, or behind if negative) at virtual time AT (from the clients' start, warm-up included), as NODE@AT=BY, e.g. sh-oracle@0s=20ms or 3@1s=-5ms (repeatable; skews of one node add up)")
 	cmd.Flags().Float64Var(&c.loss, "loss", 0, "probability in [0, 1) that a message between nodes is lost")

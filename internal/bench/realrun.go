@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/workload"
 )
@@ -145,6 +146,9 @@ wait:
 		// Every client has returned, so their flags are final.
 		res.UnreachableAtEnd = unreachableNodes(tp, unreachable, func(i int) topo.NodeID { return runners[i].coord })
 	}
+	if fr, ok := spec.Workload.(FinalReader); ok && rec != nil {
+		res.Durability = finalReadReal(tp, fr, drained, spec, open, rec)
+	}
 	if v, ok := spec.Workload.(Verifier); ok && res.Consistency != notDrained {
 		db, closeFn, err := open(tp.DataNodes(0)[0])
 		if err != nil {
@@ -236,4 +240,22 @@ func unreachableNodes(tp *topo.Topology, unreachable []bool, coordOf func(int) t
 		}
 	}
 	return names
+}
+
+// finalReadReal runs a checked workload's final reads through the first data node once every
+// client has finished, and judges what they found.
+func finalReadReal(tp *topo.Topology, fr FinalReader, drained bool, spec Spec, open func(topo.NodeID) (*client.DB, func(), error), rec *history.Recorder) *Durability {
+	if !drained {
+		return &Durability{NotRun: errNotDrained.Error()}
+	}
+	db, closeFn, err := open(tp.DataNodes(0)[0])
+	if err != nil {
+		return &Durability{NotRun: "final read: " + err.Error()}
+	}
+	defer closeFn()
+	db.SetBatching(!spec.OneOpAtATime)
+	if err := runFinalReads(db, fr.FinalReads(), 0, rec); err != nil {
+		return &Durability{NotRun: err.Error()}
+	}
+	return durability(rec.Ops())
 }

@@ -152,6 +152,7 @@ type Result struct {
 	Summary
 	ProtocolMetrics *protocol.Snapshot `json:"protocol_metrics,omitempty"` // merged node metrics of the window
 	Consistency     string             `json:"consistency,omitempty"`      // workload's own post-run verification
+	Durability      *Durability        `json:"durability,omitempty"`       // a checked workload's final read of its keys
 	Check           any                `json:"check,omitempty"`            // checker report, filled by the caller
 
 	History []history.Op `json:"-"`
@@ -343,6 +344,29 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	}
 	if _, ok := spec.Workload.(Verifier); ok && !spec.SkipVerify && running > 0 {
 		res.Consistency = notDrained
+	}
+	if fr, ok := spec.Workload.(FinalReader); ok && rec != nil && !spec.SkipVerify {
+		res.Durability = &Durability{NotRun: errNotDrained.Error()}
+		if running == 0 {
+			done := false
+			var ferr error
+			s.AddClient(0, tp.DataNodes(0)[0], s.Now(), func(db *client.DB) {
+				db.SetBatching(!spec.OneOpAtATime)
+				ferr = runFinalReads(db, fr.FinalReads(), 0, rec)
+				done = true
+			})
+			for !done && s.Now() < drainUntil+int64(time.Hour) {
+				s.RunFor(step)
+			}
+			switch {
+			case !done:
+				res.Durability.NotRun = "the final read did not finish"
+			case ferr != nil:
+				res.Durability.NotRun = ferr.Error()
+			default:
+				res.Durability = durability(rec.Ops())
+			}
+		}
 	}
 	if v, ok := spec.Workload.(Verifier); ok && !spec.SkipVerify && running == 0 {
 		done := false

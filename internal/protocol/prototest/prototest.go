@@ -121,9 +121,10 @@ func SkewedListAppend(keys int, theta float64) Workload {
 // SkewSweep checks a protocol's histories against model under YCSB-T's range of contention,
 // Zipf θ from 0.5 to 0.99 over 200 keys, with the simulator's clock offsets and drift within
 // their bounds, over seeds 1..seeds; every third seed also crashes region 1's first data node
-// for 400 ms in the middle of the window. MERIDIAN_LONG=1 widens it to 30 seeds
+// for 400 ms in the middle of the window; each run's final read must find every acknowledged
+// write (ExpectDurable). MERIDIAN_LONG=1 widens it to 30 seeds
 // (MERIDIAN_SWEEP_SEEDS=n to n). If mutant is set, the same runs at θ 0.99 with those options
-// added must be caught: at least one history invalid.
+// added must be caught: at least one history invalid, or a write lost.
 func SkewSweep(t *testing.T, protocol string, opts, mutant map[string]string, model string, seeds uint64) {
 	t.Helper()
 	if os.Getenv("MERIDIAN_LONG") != "" {
@@ -146,6 +147,7 @@ func SkewSweep(t *testing.T, protocol string, opts, mutant map[string]string, mo
 				res := Run(t, c)
 				t.Logf("%d commits, abort rate %.2f", res.Committed, res.AbortRate)
 				ExpectValid(t, MustCheck(t, res, model), 20)
+				ExpectDurable(t, res)
 			})
 		}
 	}
@@ -163,7 +165,8 @@ func SkewSweep(t *testing.T, protocol string, opts, mutant map[string]string, mo
 		if seed%3 == 0 {
 			c.Faults = CrashDataNode(1, 600*time.Millisecond, 400*time.Millisecond)
 		}
-		if rep := MustCheck(t, Run(t, c), model); rep.Verdict == check.Invalid {
+		res := Run(t, c)
+		if rep := MustCheck(t, res, model); rep.Verdict == check.Invalid || res.Durability.Err() != nil {
 			caught++
 		}
 	}
@@ -247,6 +250,18 @@ func ExpectValid(t testing.TB, rep *check.Report, minOK int) {
 	ExpectVerdict(t, rep, check.Valid)
 	if rep.Counts.OK < minOK {
 		t.Fatalf("only %d committed transactions (want ≥ %d): the run checks too little", rep.Counts.OK, minOK)
+	}
+}
+
+// ExpectDurable fails the test unless the run's final read found every acknowledged write and no
+// failed one (bench.Durability): what the checker cannot see when no read came after a loss.
+func ExpectDurable(t testing.TB, res *bench.Result) {
+	t.Helper()
+	if res.Durability == nil {
+		t.Fatal("the run has no final read to judge (not a checked workload, or not recorded)")
+	}
+	if err := res.Durability.Err(); err != nil || res.Durability.NotRun != "" {
+		t.Fatalf("durability: %v", res.Durability)
 	}
 }
 

@@ -179,6 +179,27 @@ func (w *Workload) KeyRegions() map[int64]int {
 // Load writes nothing: every key starts absent (an empty list, a null register).
 func (w *Workload) Load(*client.DB) error { return nil }
 
+// finalReadKeys is how many keys one of FinalReads' transactions reads: few enough that the
+// lists' bytes stay well inside a batch's bound as they grow.
+const finalReadKeys = 16
+
+// FinalReads returns transactions that together read every key once, with one GetMany each, for
+// a driver to run after its clients have finished: what a run's acknowledged writes left. They
+// are declared read-write, so that protocols read the latest committed values (a lock-free
+// snapshot read of a protocol without commit wait may lawfully miss the newest).
+func (w *Workload) FinalReads() []workload.Txn {
+	var txns []workload.Txn
+	for first := 0; first < len(w.names); first += finalReadKeys {
+		ops := make([]history.MicroOp, 0, finalReadKeys)
+		for k := first; k < min(first+finalReadKeys, len(w.names)); k++ {
+			ops = append(ops, history.MicroOp{F: history.FRead, Key: int64(k)})
+		}
+		b := &body{w: w, ops: ops, batch: true}
+		txns = append(txns, workload.Txn{Type: "final-read", Run: b.run, Invoke: cloneOps(ops), Result: b.result})
+	}
+	return txns
+}
+
 // NewClient returns client id's generator.
 func (w *Workload) NewClient(id int, region topo.RegionID, rng *rand.Rand) workload.Client {
 	return &gen{w: w, region: region, rng: rng}

@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/workload"
+)
+
+// FinalReader is implemented by checked workloads (list-append, rw-register): once every client
+// has finished, the driver runs FinalReads' transactions, which read every key once, and records
+// them as the history's last transactions. A write lost after it was acknowledged then shows
+// whether or not some read during the run happened to come after it, and under any model: the
+// checker may order a lost write last under plain serializability, but its value is missing from
+// the final read all the same (Durability).
+type FinalReader interface {
+	FinalReads() []workload.Txn
+}
+
+// finalReadProcess is the history process of the final reads: no client's (clients are 1..n,
+// and move on by processStride after an unknown outcome).
+const finalReadProcess = 0
+
+// maxFinalReadAttempts bounds the retries of one final read that keeps aborting.
+const maxFinalReadAttempts = 50
+
+// Durability is what the final read of a checked run's keys found.
+type Durability struct {
+	Keys         int `json:"keys"`                // keys read
+	Acknowledged int `json:"acknowledged_writes"` // appends (or register writes) that committed
+	Failed       int `json:"failed_writes"`       // appends (or writes) whose transaction failed for sure
+	// Lost lists acknowledged writes the final read did not find ("key 19: 906"): an appended
+	// value missing from its key's list, or a register read as never written.
+	Lost []string `json:"lost,omitempty"`
+	// Undone lists values of failed transactions the final read found.
+	Undone []string `json:"failed_present,omitempty"`
+	// NotRun says why the final read did not run or finish (the check then says nothing).
+	NotRun string `json:"not_run,omitempty"`
+}
+
+// Holds reports whether no acknowledged write was lost and no failed one took effect.
+func (d *Durability) Holds() bool { return len(d.Lost) == 0 && len(d.Undone) == 0 }
+
+// Err is the run's failure the final read shows: a write lost or undone, or a final read that
+// could not finish (on a drained run: clients still running leave nothing to judge, and say so).
+func (d *Durability) Err() error {
+	switch {
+	case d == nil || d.NotRun == errNotDrained.Error():
+		return nil
+	case d.NotRun != "":
+		return errors.New(d.NotRun)
+	case !d.Holds():
+		return errors.New(d.String())
+	}
+	return nil
+}
+
+func (d *Durability) String() string {
+	switch {
+	case d.NotRun != "":
+		return "not checked: " + d.NotRun
+	case d.Holds():
+		return fmt.Sprintf("the final read of the %d keys found every acknowledged write (%d) and no failed one (%d)", d.Keys, d.Acknowledged, d.Failed)
+	}
+	var parts []string
+	if len(d.Lost) > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d acknowledged writes lost (%s)", len(d.Lost), d.Acknowledged, firstFew(d.Lost)))
+	}
+	if len(d.Undone) > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d failed writes took effect (%s)", len(d.Undone), d.Failed, firstFew(d.Undone)))
+	}
+	return "VIOLATED: " + strings.Join(parts, "; ")
+}
+
+func firstFew(l []string) string {
+	const n = 5
+	if len(l) <= n {
+		return strings.Join(l, ", ")
+	}
+	return strings.Join(l[:n], ", ") + ", …"
+}
+
+// runFinalReads runs txns one after another on db, each until it commits, recording every attempt
+// under finalReadProcess. It fails if one cannot commit in maxFinalReadAttempts attempts or
+// fails for good (the cluster stopped answering, say).
+func runFinalReads(db *client.DB, txns []workload.Txn, region int, rec *history.Recorder) error {
+	t := db.Transport()
+	process := finalReadProcess
+	for _, txn := range txns {
+		backoff := minBackoff
+		for attempt := 1; ; attempt++ {
+			err := runAttempt(db, txn, attempt, process, region, rec)
+			if isUnknown(err) {
+				process += processStride
+			}
+			if err == nil {
+				break
+			}
+			if !client.IsRetryable(err) || attempt == maxFinalReadAttempts {
+				return fmt.Errorf("final read: %w", err)
+			}
+			t.Sleep(jittered(backoff, process, attempt))
+			backoff = min(2*backoff, maxBackoff)
+		}
+	}
+	return nil
+}
+
+// durability compares the final reads in ops (the committed transactions of finalReadProcess and
+// its successors) with every other transaction's writes: each acknowledged append must be in its
+// key's final list, each acknowledged register write must have left the key written, and no value
+// of a failed transaction may be there. Transactions with an unknown outcome may have gone either
+// way. Keys no final read reached are not judged.
+func durability(ops []history.Op) *Durability {
+	final := map[int64]history.Value{}
+	for _, op := range ops {
+		if op.Type == history.OK && op.Process%processStride == finalReadProcess {
+			for _, m := range op.Value {
+				if m.F == history.FRead {
+					final[m.Key] = m.Value
+				}
+			}
+		}
+	}
+	d := &Durability{Keys: len(final)}
+	for _, op := range ops {
+		if op.Process%processStride == finalReadProcess || (op.Type != history.OK && op.Type != history.Fail) {
+			continue
+		}
+		for _, m := range op.Value {
+			if m.F != history.FAppend && m.F != history.FWrite {
+				continue
+			}
+			v, read := final[m.Key]
+			if !read {
+				continue
+			}
+			present := v.Kind != history.None
+			if m.F == history.FAppend {
+				present = slices.Contains(v.List, m.Value.Int)
+			} else if op.Type == history.Fail {
+				present = v.Kind == history.Int && v.Int == m.Value.Int
+			}
+			what := fmt.Sprintf("key %d: %d", m.Key, m.Value.Int)
+			switch {
+			case op.Type == history.OK:
+				d.Acknowledged++
+				if !present {
+					d.Lost = append(d.Lost, what)
+				}
+			case present:
+				d.Failed++
+				d.Undone = append(d.Undone, what)
+			default:
+				d.Failed++
+			}
+		}
+	}
+	return d
+}
+
+// errNotDrained is why the final read did not run when clients were still running.
+var errNotDrained = errors.New("some clients were still running when the drain period ended")
