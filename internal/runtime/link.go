@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"sync"
@@ -28,6 +27,15 @@ const preciseSleepMax = 2 * time.Millisecond
 // redialled after a loss) or a client (the accepted connection; gone when it closes). Its FIFO
 // queue holds frames until their emulated delay has passed; the delay is the same for every
 // frame of a link, so FIFO order is due order.
+//
+// The writer goroutine batches the frames it takes while more are queued and writes them
+// together. A link manufactures no loss of its own: it does not write to a connection its
+// reader has seen the peer close (what that accepts goes nowhere), and when a write fails, the
+// frames it did not write wholly, which the peer cannot have read (it reads whole frames only),
+// go once more on a fresh connection, ahead of everything queued after them. Frames written
+// wholly before a connection dies are not sent again: they may have been delivered, and
+// whether they were is the protocol's business, as for any message in flight when a peer
+// fails.
 type link struct {
 	s     *Server
 	peer  topo.NodeID // node id, or the client's endpoint id
@@ -36,7 +44,18 @@ type link struct {
 	q     chan outFrame
 	done  chan struct{}
 	once  sync.Once
-	conn  net.Conn // owned by the writer goroutine (a client link's is set at creation)
+
+	// Owned by the writer goroutine.
+	conn net.Conn // a client link's is set at creation; nil once lost
+	// dead is closed by a dialled connection's reader once the peer has closed it; nil for a
+	// client link, whose connection serveConn reads and closes itself.
+	dead <-chan struct{}
+	// pend holds the frames taken from the queue and not yet written wholly, back to back;
+	// ends[i] is where the i-th of them ends in pend.
+	pend     []byte
+	ends     []int
+	nextDial time.Time // no dial before it: one failed just now
+
 	// drops counts the frames dropped since the last connection, for the log: by the writer
 	// goroutine and by every goroutine that enqueues (the event loop, connection readers
 	// relaying replies) when the queue is full.
@@ -75,15 +94,7 @@ func (l *link) drop(why string) {
 }
 
 func (l *link) run() {
-	var (
-		w        *bufio.Writer
-		nextDial time.Time
-		timer    = time.NewTimer(time.Hour)
-		buf      []byte
-	)
-	if l.conn != nil {
-		w = bufio.NewWriterSize(l.conn, writeBufBytes)
-	}
+	timer := time.NewTimer(time.Hour)
 	defer func() {
 		timer.Stop()
 		if l.conn != nil {
@@ -100,11 +111,8 @@ func (l *link) run() {
 			return
 		}
 		if wait := time.Until(f.due); wait > 0 {
-			// Whatever is buffered is due already: send it before sleeping.
-			if w != nil && w.Buffered() > 0 && w.Flush() != nil {
-				l.lost()
-				w = nil
-			}
+			// Whatever is pending is due already: send it before sleeping.
+			l.flush()
 			// A timer for all but the last preciseSleepMax (it may fire a millisecond late),
 			// then a precise sleep for the rest, so every emulated delay is kept to within
 			// about a tenth of a millisecond, sub-millisecond hops inside a region included.
@@ -122,69 +130,134 @@ func (l *link) run() {
 				sleepPrecisely(wait)
 			}
 		}
-		if l.conn == nil {
-			if l.client {
-				l.drop("client gone")
-				continue
-			}
-			if time.Now().Before(nextDial) {
-				l.drop("peer unreachable")
-				continue
-			}
-			c, err := l.dial()
-			if err != nil {
-				nextDial = time.Now().Add(redialBackoff)
-				l.drop("dial: " + err.Error())
-				continue
-			}
-			l.conn, w = c, bufio.NewWriterSize(c, writeBufBytes)
-			l.drops.Store(0)
+		l.pend = frame.Append(l.pend, f.dest, f.payload)
+		l.ends = append(l.ends, len(l.pend))
+		if len(l.q) == 0 || len(l.pend) >= writeBufBytes {
+			l.flush()
 		}
-		buf = frame.Append(buf[:0], f.dest, f.payload)
-		_, err := w.Write(buf)
-		if err == nil && len(l.q) == 0 {
-			err = w.Flush()
-		}
-		if err != nil {
-			l.lost()
-			w = nil
-			l.drop("write: " + err.Error())
-			continue
-		}
-		l.s.sent.Add(1)
 	}
 }
 
+// flush writes the pending frames, connecting first if the link has no live connection. The
+// frames a write leaves unwritten get one fresh connection: if they fail on the one this flush
+// dialled, or no connection can be had, they are dropped.
+func (l *link) flush() {
+	dialled := false
+	for len(l.pend) > 0 {
+		if l.conn != nil && l.peerClosed() {
+			l.lost()
+		}
+		if l.conn == nil {
+			if why := l.connect(); why != "" {
+				l.dropPending(why)
+				return
+			}
+			dialled = true
+		}
+		n, err := l.conn.Write(l.pend)
+		l.s.sent.Add(l.written(n))
+		if err == nil {
+			return
+		}
+		l.lost()
+		if dialled || l.client {
+			l.dropPending("write: " + err.Error())
+			return
+		}
+	}
+}
+
+// peerClosed reports whether the connection's reader has seen the peer close it.
+func (l *link) peerClosed() bool {
+	select {
+	case <-l.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// connect gives a peer link a new connection, or returns why it has none: a client link's is
+// gone for good, and a peer is not redialled within redialBackoff of a failed dial.
+func (l *link) connect() (why string) {
+	if l.client {
+		return "client gone"
+	}
+	if time.Now().Before(l.nextDial) {
+		return "peer unreachable"
+	}
+	c, dead, err := l.dial()
+	if err != nil {
+		l.nextDial = time.Now().Add(redialBackoff)
+		return "dial: " + err.Error()
+	}
+	l.conn, l.dead = c, dead
+	l.drops.Store(0)
+	return ""
+}
+
+// written removes from pend the frames wholly inside its first n bytes, which a write has just
+// written, and returns how many there were.
+func (l *link) written(n int) uint64 {
+	k := 0
+	for k < len(l.ends) && l.ends[k] <= n {
+		k++
+	}
+	if k == 0 {
+		return 0
+	}
+	start := l.ends[k-1]
+	l.pend = l.pend[:copy(l.pend, l.pend[start:])]
+	for i := k; i < len(l.ends); i++ {
+		l.ends[i-k] = l.ends[i] - start
+	}
+	l.ends = l.ends[:len(l.ends)-k]
+	return uint64(k)
+}
+
+func (l *link) dropPending(why string) {
+	for range l.ends {
+		l.drop(why)
+	}
+	l.pend, l.ends = l.pend[:0], l.ends[:0]
+}
+
+// lost closes the link's connection. A peer link dials another for its next frame; a client
+// link is done.
 func (l *link) lost() {
 	if l.conn != nil {
 		_ = l.conn.Close()
-		if !l.client {
-			l.conn = nil
-		}
+		l.conn, l.dead = nil, nil
 	}
 	if l.client {
 		l.close()
 	}
 }
 
-// dial connects to the peer and introduces this node.
-func (l *link) dial() (net.Conn, error) {
+// dial connects to the peer and introduces this node. It also returns a channel that the
+// connection's reader closes once the peer has closed it.
+func (l *link) dial() (net.Conn, <-chan struct{}, error) {
 	c, err := net.DialTimeout("tcp", l.addr, dialTimeout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
 	if err := frame.WriteMsg(c, l.peer, &frame.Hello{From: l.s.id, Cluster: l.s.cfg.Name, Protocol: l.s.cfg.Protocol.Name(), Setup: l.s.setup}); err != nil {
 		_ = c.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	// The connection only sends; reading it notices the peer's close at once, so the next write
-	// fails and redials instead of vanishing into a dead socket.
+	// The connection only sends; reading it notices the peer's close (its crash, say) at once,
+	// however long before the next frame. The writer checks dead before every write, so that
+	// the next frame goes on a new connection instead of into a socket whose peer is gone,
+	// where it would vanish or fail. A write that races with this close and fails is resent
+	// by flush.
+	dead := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, c)
+		close(dead)
 		_ = c.Close()
 	}()
-	return c, nil
+	return c, dead, nil
 }
