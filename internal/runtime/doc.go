@@ -16,9 +16,10 @@
 // one-way latency between the two regions (topology.OneWay, times the configured scale), so a
 // WAN can be emulated on loopback without netem. The last 2 ms of a delay are slept with
 // nanosleep rather than a Go timer, which fires about a millisecond late (sleep_linux.go), so
-// the sub-millisecond hops inside a region keep their length. A lost connection is redialled
-// on the next message after a short back-off; messages that find no connection are dropped
-// (protocols tolerate loss). A link loses but never reorders: once a peer's new connection is
+// the sub-millisecond hops inside a region keep their length. A connection its reader saw
+// closed is redialled before the next message is written (a failed dial backs off before the
+// next try); frames a failed write did not write whole go once more on a fresh connection, and
+// messages that find no connection are dropped (protocols tolerate loss). A link loses but never reorders: once a peer's new connection is
 // accepted, frames still read from its older one are dropped, not delivered after newer ones. A
 // frame that fails to decode is logged and dropped and the connection carries on; only a
 // corrupt length prefix (the stream cannot be resynchronised) closes it. A client's request
