@@ -10,6 +10,7 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/check"
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/workload/listappend"
@@ -110,7 +111,7 @@ ended exits 1 as well (the result names the nodes): the cluster stopped answerin
 				Topology: cfg.Topology, Protocol: cfg.Protocol.Name(), Seed: seed,
 				Dial: func(coord topo.NodeID) (client.Transport, error) { return dialNode(cfg, coord) },
 			}, bench.Spec{Workload: wl, ClientsPerRegion: clients, Warmup: warmup, Duration: duration,
-				Record: model != "" || history != "", OneOpAtATime: wf.oneOp})
+				Record: model != "" || history != "" || checkable(wl), OneOpAtATime: wf.oneOp})
 			if err != nil {
 				return err
 			}
@@ -157,14 +158,12 @@ func init() { rootCmd.AddCommand(newBenchCmd()) }
 // check valid (transactions that never reached a node took no effect), but the run measured an
 // outage, not the cluster.
 func failedRun(r *bench.Result) error {
-	if err := failedConsistency(r); err != nil {
-		return err
-	}
-	if len(r.UnreachableAtEnd) > 0 {
+	if _, verdict, _ := checkVerdict(r); verdict != check.Invalid && len(r.UnreachableAtEnd) > 0 {
+		// Before what the workload's checks could not do because of it.
 		return &exitError{code: 1, err: fmt.Errorf("the cluster stopped answering: %s unreachable when the run ended",
 			strings.Join(r.UnreachableAtEnd, ", "))}
 	}
-	return nil
+	return failedConsistency(r)
 }
 
 // checkNamespaceUnused refuses a namespace an earlier run wrote under. Its values would read,

@@ -237,3 +237,18 @@ func TestCheckReadsStandardInput(t *testing.T) {
 		t.Errorf("check -: exit %d, stderr %q, report\n%s\nwant the file's\n%s", code, errs, fromStdin, fromFile)
 	}
 }
+
+// A list-append run ends with a final read of every key, with --check none too. K2 with its SH
+// oracle 300 ms behind true time (far outside ε) reads stale: the final read misses acknowledged
+// appends that a second read 1 s later finds, and says so rather than calling them lost.
+func TestFinalReadTellsStaleFromLost(t *testing.T) {
+	args := []string{"sim", "--protocol", "k2", "--workload", "list-append", "--clients", "6", "--seed", "1", "--check", "none"}
+	out, errs, code := run(t, args...)
+	if code != 0 || !strings.Contains(out, "durability") || !strings.Contains(out, "found every acknowledged write") {
+		t.Fatalf("honest clocks: exit %d, stderr %q, output\n%s", code, errs, out)
+	}
+	out, errs, code = run(t, append(args, "--clock-skew", "sh-oracle@0s=-300ms")...)
+	if code != 1 || !strings.Contains(out, "a stale read") || strings.Contains(out, "lost") || !strings.Contains(errs, "durability: ") {
+		t.Fatalf("a stale oracle: exit %d, stderr %q, output\n%s", code, errs, out)
+	}
+}

@@ -56,10 +56,10 @@ func printResult(w io.Writer, r *bench.Result) {
 		fmt.Fprintf(tw, "durability\t%s\n", r.Durability)
 	}
 	if model, verdict, n := checkVerdict(r); model != "" {
-		// The checker judges every transaction the history holds, warm-up and drain included,
+		// The checker judges every transaction the history holds, warm-up, drain and final read included,
 		// so its count is not the window's committed count.
 		rep := r.Check.(*check.Report)
-		fmt.Fprintf(tw, "check\t%s: %s (%s among the history's %d transactions, warm-up and drain included)\n", model, verdict,
+		fmt.Fprintf(tw, "check\t%s: %s (%s among the history's %d transactions, warm-up, drain and final read included)\n", model, verdict,
 			counted(n, "anomaly", "anomalies"), rep.Counts.OK+rep.Counts.Fail+rep.Counts.Info)
 	}
 	tw.Flush()

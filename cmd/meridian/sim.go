@@ -165,7 +165,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	var profErr error
 	res, err := bench.SimRun(cfg, bench.Spec{
 		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-		Record: model != "" || c.history != "", SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes, Network: network, ClockSkews: skews,
+		Record: model != "" || c.history != "" || (c.verify && checkable(wl)), SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes, Network: network, ClockSkews: skews,
 		Progress: bar.running, AtWindowEnd: func() {
 			if c.memProf != "" {
 				profErr = writeHeapProfile(c.memProf)

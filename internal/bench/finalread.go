@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/history"
@@ -25,8 +26,15 @@ type FinalReader interface {
 // and move on by processStride after an unknown outcome).
 const finalReadProcess = 0
 
-// maxFinalReadAttempts bounds the retries of one final read that keeps aborting.
+// maxFinalReadAttempts bounds the retries of one final read that keeps aborting; so does the
+// deadline runFinalReads is given.
 const maxFinalReadAttempts = 50
+
+// recheckAfter is how long after a final read that missed acknowledged writes they are read
+// again: longer than the clock uncertainty of any deployment we run, so that a read the first
+// time too stale to see them (clocks outside their bounds) sees them now, and a loss is told
+// from a stale read.
+const recheckAfter = time.Second
 
 // Durability is what the final read of a checked run's keys found.
 type Durability struct {
@@ -34,25 +42,31 @@ type Durability struct {
 	Acknowledged int `json:"acknowledged_writes"` // appends (or register writes) that committed
 	Failed       int `json:"failed_writes"`       // appends (or writes) whose transaction failed for sure
 	// Lost lists acknowledged writes the final read did not find ("key 19: 906"): an appended
-	// value missing from its key's list, or a register read as never written.
+	// value missing from its key's list, or a register read as never written, and missing again
+	// recheckAfter later.
 	Lost []string `json:"lost,omitempty"`
+	// Stale lists acknowledged writes the final read did not find and a second read
+	// recheckAfter later did: the first read was stale, a violation of every model a protocol
+	// here promises for a read-write transaction begun after the writes were acknowledged, but
+	// not a loss.
+	Stale []string `json:"stale,omitempty"`
 	// Undone lists values of failed transactions the final read found.
 	Undone []string `json:"failed_present,omitempty"`
 	// NotRun says why the final read did not run or finish (the check then says nothing).
 	NotRun string `json:"not_run,omitempty"`
 }
 
-// Holds reports whether no acknowledged write was lost and no failed one took effect.
-func (d *Durability) Holds() bool { return len(d.Lost) == 0 && len(d.Undone) == 0 }
+// Holds reports whether the final read found every acknowledged write and no failed one.
+func (d *Durability) Holds() bool { return len(d.Lost) == 0 && len(d.Stale) == 0 && len(d.Undone) == 0 }
 
-// Err is the run's failure the final read shows: a write lost or undone, or a final read that
-// could not finish (on a drained run: clients still running leave nothing to judge, and say so).
+// Err is the run's failure the final read shows: a write lost, read stale or undone, or a final
+// read that could not run or finish.
 func (d *Durability) Err() error {
 	switch {
-	case d == nil || d.NotRun == errNotDrained.Error():
+	case d == nil:
 		return nil
 	case d.NotRun != "":
-		return errors.New(d.NotRun)
+		return errors.New(d.String())
 	case !d.Holds():
 		return errors.New(d.String())
 	}
@@ -68,7 +82,12 @@ func (d *Durability) String() string {
 	}
 	var parts []string
 	if len(d.Lost) > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d acknowledged writes lost (%s)", len(d.Lost), d.Acknowledged, firstFew(d.Lost)))
+		parts = append(parts, fmt.Sprintf("%d of %d acknowledged writes lost: missing from the final read and from another %v later (%s)",
+			len(d.Lost), d.Acknowledged, recheckAfter, firstFew(d.Lost)))
+	}
+	if len(d.Stale) > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d acknowledged writes missing from the final read, which another %v later found: a stale read (%s)",
+			len(d.Stale), d.Acknowledged, recheckAfter, firstFew(d.Stale)))
 	}
 	if len(d.Undone) > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d failed writes took effect (%s)", len(d.Undone), d.Failed, firstFew(d.Undone)))
@@ -84,23 +103,48 @@ func firstFew(l []string) string {
 	return strings.Join(l[:n], ", ") + ", …"
 }
 
+// finalCheck runs fr's final reads on db (of region 0), retrying aborts until the time deadline
+// (db's clock), and judges what they found. Acknowledged writes they missed are read again
+// recheckAfter later, to tell a loss from a stale read. It returns nil if the run recorded no
+// history.
+func finalCheck(db *client.DB, fr FinalReader, rec *history.Recorder, deadline int64) *Durability {
+	if err := runFinalReads(db, fr.FinalReads(), rec, deadline); err != nil {
+		return &Durability{NotRun: err.Error()}
+	}
+	first := durability(rec.Ops())
+	if len(first.Lost) == 0 {
+		return first
+	}
+	db.Transport().Sleep(recheckAfter)
+	if err := runFinalReads(db, fr.FinalReads(), rec, deadline+int64(recheckAfter)); err != nil {
+		return first
+	}
+	again := durability(rec.Ops()) // the later final reads' values replace the earlier ones'
+	for _, w := range first.Lost {
+		if !slices.Contains(again.Lost, w) {
+			again.Stale = append(again.Stale, w)
+		}
+	}
+	return again
+}
+
 // runFinalReads runs txns one after another on db, each until it commits, recording every attempt
-// under finalReadProcess. It fails if one cannot commit in maxFinalReadAttempts attempts or
-// fails for good (the cluster stopped answering, say).
-func runFinalReads(db *client.DB, txns []workload.Txn, region int, rec *history.Recorder) error {
+// under finalReadProcess. It fails if one fails for good (the cluster stopped answering, say), or
+// still aborts after maxFinalReadAttempts attempts or past deadline.
+func runFinalReads(db *client.DB, txns []workload.Txn, rec *history.Recorder, deadline int64) error {
 	t := db.Transport()
 	process := finalReadProcess
 	for _, txn := range txns {
 		backoff := minBackoff
 		for attempt := 1; ; attempt++ {
-			err := runAttempt(db, txn, attempt, process, region, rec)
+			err := runAttempt(db, txn, attempt, process, 0, rec)
 			if isUnknown(err) {
 				process += processStride
 			}
 			if err == nil {
 				break
 			}
-			if !client.IsRetryable(err) || attempt == maxFinalReadAttempts {
+			if !client.IsRetryable(err) || attempt == maxFinalReadAttempts || t.Now() > deadline {
 				return fmt.Errorf("final read: %w", err)
 			}
 			t.Sleep(jittered(backoff, process, attempt))
@@ -163,5 +207,5 @@ func durability(ops []history.Op) *Durability {
 	return d
 }
 
-// errNotDrained is why the final read did not run when clients were still running.
-var errNotDrained = errors.New("some clients were still running when the drain period ended")
+// notDrainedFinal is why the final read did not run when clients were still running.
+const notDrainedFinal = "some clients were still running when the drain period ended"

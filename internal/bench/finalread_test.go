@@ -39,7 +39,7 @@ func TestDurabilityJudgesTheFinalRead(t *testing.T) {
 	if len(d.Lost) != 1 || d.Lost[0] != "key 1: 21" || len(d.Undone) != 1 || d.Undone[0] != "key 1: 31" {
 		t.Fatalf("lost %v, undone %v; want [key 1: 21] and [key 1: 31]", d.Lost, d.Undone)
 	}
-	if err := d.Err(); err == nil || !strings.Contains(err.Error(), "1 of 3 acknowledged writes lost (key 1: 21)") {
+	if err := d.Err(); err == nil || !strings.Contains(err.Error(), "1 of 3 acknowledged writes lost: missing from the final read and from another 1s later (key 1: 21)") {
 		t.Fatalf("error %v", err)
 	}
 	if d := durability(append(ops[:2], finalRead(finalReadProcess, map[int64][]int64{0: {10}, 1: {20}}))); d.Err() != nil {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -346,26 +347,17 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		res.Consistency = notDrained
 	}
 	if fr, ok := spec.Workload.(FinalReader); ok && rec != nil && !spec.SkipVerify {
-		res.Durability = &Durability{NotRun: errNotDrained.Error()}
+		res.Durability = &Durability{NotRun: notDrainedFinal}
 		if running == 0 {
-			done := false
-			var ferr error
+			var d *Durability
 			s.AddClient(0, tp.DataNodes(0)[0], s.Now(), func(db *client.DB) {
 				db.SetBatching(!spec.OneOpAtATime)
-				ferr = runFinalReads(db, fr.FinalReads(), 0, rec)
-				done = true
+				d = finalCheck(db, fr, rec, s.Now()+int64(30*time.Second))
 			})
-			for !done && s.Now() < drainUntil+int64(time.Hour) {
+			for d == nil && s.Now() < drainUntil+int64(time.Hour) {
 				s.RunFor(step)
 			}
-			switch {
-			case !done:
-				res.Durability.NotRun = "the final read did not finish"
-			case ferr != nil:
-				res.Durability.NotRun = ferr.Error()
-			default:
-				res.Durability = durability(rec.Ops())
-			}
+			res.Durability = cmp.Or(d, &Durability{NotRun: "the final read did not finish"})
 		}
 	}
 	if v, ok := spec.Workload.(Verifier); ok && !spec.SkipVerify && running == 0 {
