@@ -531,10 +531,13 @@ func (n *Node) onDurableReq(from topo.NodeID, r *DurableReq) {
 // PUSHWS waiters and answer. A transaction already aborted (lease expiry) stays aborted, and
 // one the recorder holds no record of is refused: its first write created the record before
 // the coordinator could commit, so the record was forgotten, which only an ended or aborted
-// transaction's is.
+// transaction's is. So is one whose record is only a PUSHWS's placeholder: a late copy of the
+// CommitReq of a transaction aborted, ended and forgotten, then pushed by a participant still
+// holding its intent, committed it, and the pusher showed a write whose client was told it
+// aborted.
 func (n *Node) onCommit(from topo.NodeID, c *CommitReq) {
 	r, ok := n.recs.Get(c.Txn)
-	if !ok {
+	if !ok || n.recs.Placeholder(c.Txn) {
 		n.env.Send(from, &CommitResp{ReqID: c.ReqID, Cause: "unknown-transaction"})
 		return
 	}

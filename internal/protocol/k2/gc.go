@@ -63,12 +63,15 @@ import (
 //     forgotten aborted X is answered "aborted" again. Even a pusher that broke these rules
 //     could only abort intents: aborting a transaction never touches its committed versions
 //     (mvcc AbortTxn), so no committed write can be removed by a late answer.
-//   - R commits X only if it holds a record of X (created by X's first write, or a
-//     placeholder): an unknown X's CommitReq is refused. Under the rules above no CommitReq
-//     reaches a forgotten record; the check keeps even a message delayed beyond them (a
-//     restarted coordinator talks on a new connection in the real runtime) from committing a
-//     transaction whose intents were discarded. X's first write always reaches R before C
-//     commits, since C commits only once every write is durable.
+//   - R commits X only if X's first write created its record: the CommitReq of an unknown X,
+//     or of one whose record is a PUSHWS's placeholder, is refused. A CommitReq can outlive the
+//     rules above (a network's late copy; a restarted coordinator talks on a new connection in
+//     the real runtime): X aborted on its lease, its CommitReq refused, C's AbortReq ends and
+//     forgets it, a participant whose abort finalization is still on its way pushes X and so
+//     makes a placeholder, and a late copy of the CommitReq would commit X there and answer
+//     the pusher "committed", showing a write whose client was told X aborted. A legitimate
+//     CommitReq always finds the created record: X's first write reaches R before C commits,
+//     since C commits only once every write is durable.
 //
 // Restarts. Records are persisted with their decision, committed ones with their participants,
 // and forgetting one persists its deletion. A recorder that crashes loses only which

@@ -234,6 +234,13 @@ func (t *Table) Wait(txn storage.TxnID, w Waiter) (rec Record, decided bool) {
 	return e.durable, false
 }
 
+// Placeholder reports whether txn's record is only the placeholder Wait made for a waiter: no
+// write of txn has created it, so nothing of txn may be on this node.
+func (t *Table) Placeholder(txn storage.TxnID) bool {
+	e := t.recs[txn]
+	return e != nil && e.placeholder
+}
+
 // Waiting returns how many waiters txn has.
 func (t *Table) Waiting(txn storage.TxnID) int {
 	if e := t.recs[txn]; e != nil {
