@@ -69,6 +69,9 @@ bounds, and a protocol must stay correct there; a skew past the ε a protocol as
 exposes a mutant that skips a commit wait. To see k2's caught (the same skew within an ε of
 25ms that k2 assumes, by --opt epsilon, leaves k2 itself valid):
   meridian sim --protocol k2 --workload list-append --clients 6 --opt epsilon=25ms --opt mutant=no-commit-wait --clock-skew sh-oracle@0s=20ms
+With every clock honest it shows where several coordinators share an oracle and commits are
+fast (on k2-5region each region's one coordinator hands out increasing timestamps, and hides it):
+  meridian sim --protocol k2 --topology single-dc --nodes-per-region 3 --flush-latency 20us --truetime-error full --workload list-append --keys 10 --zipf 0.99 --clients 8 --opt mutant=no-commit-wait
 
 ` + runExitStatuses,
 		Args: cobra.NoArgs,

@@ -196,6 +196,7 @@ var workloadsOf = map[string][]string{
 	"scan-ratio":        {"ycsbt"},
 	"scan-length":       {"ycsbt"},
 	"rmw":               {"ycsbt"},
+	"blind-writes":      {"rw-register"},
 	"warehouses":        {"tpcc"},
 	"tpcc-full":         {"tpcc"},
 	"tpcc-mix":          {"tpcc"},

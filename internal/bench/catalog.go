@@ -46,6 +46,9 @@ type WorkloadParams struct {
 	// RMW makes YCSB-T's writes read-modify-writes: each reads its key, then writes a value
 	// derived from it (presets that already do keep doing so without it).
 	RMW bool
+	// BlindWrites makes rw-register write registers it has not read without reading them first
+	// (listappend.Config.BlindWrites).
+	BlindWrites bool
 }
 
 // DefaultWorkloadParams returns params that keep every default of the named workload.
@@ -86,7 +89,7 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 	}
 	switch p.Name {
 	case "list-append", "rw-register":
-		cfg := listappend.Config{Keys: p.Keys, Register: p.Name == "rw-register", Namespace: p.Namespace}
+		cfg := listappend.Config{Keys: p.Keys, Register: p.Name == "rw-register", Namespace: p.Namespace, BlindWrites: p.BlindWrites}
 		if p.Ops > 0 {
 			cfg.MinOps, cfg.MaxOps = 1, p.Ops
 		}

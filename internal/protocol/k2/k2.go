@@ -42,7 +42,7 @@ func (proto) Options() map[string]string {
 		"idle-timeout":       "a coordinator aborts a transaction whose client sends nothing for this long (default 5s)",
 		"read-block-timeout": "with mv-reads=off, a read blocked on a higher-timestamp intent aborts after this long (default 100ms)",
 		txnkit.GCTTLOption:   "a data node keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s)",
-		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait (seen only with a clock beyond its honest error: sim --clock-skew, see sim --help), ttl-wrong-drift (its error, drift times TTL, is below what a history shows: internal/clock's K2-TB scenario tests catch it), no-scan-watermark (scans leave no range watermark: phantoms)",
+		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait (on k2-5region seen only with a skewed clock, sim --clock-skew; with honest clocks on one datacenter of fast nodes: see sim --help), ttl-wrong-drift (its error, drift times TTL, is below what a history shows: internal/clock's K2-TB scenario tests catch it), no-scan-watermark (scans leave no range watermark: phantoms)",
 	}
 }
 

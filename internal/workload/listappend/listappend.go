@@ -51,6 +51,11 @@ type Config struct {
 	// Namespace, if set, prefixes every key's storage name, so runs against a long-lived
 	// cluster each start from absent keys and their histories judge only their own values.
 	Namespace string
+	// BlindWrites (registers only) writes a register the transaction has not read yet without
+	// reading it first. Otherwise every writer reads its key first, which under K2 refuses any
+	// writer older than another that wrote since, so a key never holds two writers' intents
+	// at once and multi-intent write streams go unexercised.
+	BlindWrites bool
 }
 
 // Workload is a list-append or register workload.
@@ -92,6 +97,9 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 	}
 	if !(cfg.Theta >= 0 && cfg.Theta < 1) {
 		return nil, fmt.Errorf("listappend: zipf θ must be in [0, 1), got %g", cfg.Theta)
+	}
+	if cfg.BlindWrites && !cfg.Register {
+		return nil, errors.New("listappend: blind writes apply to registers only (an append rewrites the list it read)")
 	}
 	if cfg.ReadRatio > 1 || cfg.RegionLocalRatio < 0 || cfg.RegionLocalRatio > 1 || cfg.BatchRatio > 1 {
 		return nil, fmt.Errorf("listappend: read, region-local and batch ratios must be in [0, 1]")
@@ -289,6 +297,10 @@ func (b *body) run(tx *client.Txn) error {
 	var dirty []int64 // keys to write, in the order of their first write
 	for i, op := range b.ops {
 		st, ok := state[op.Key]
+		if !ok && b.blind(op) {
+			st, ok = &keyState{}, true
+			state[op.Key] = st
+		}
 		if !ok {
 			var err error
 			if st, err = b.load(tx, op.Key); err != nil {
@@ -347,6 +359,10 @@ func (b *body) loadAll(tx *client.Txn, state map[int64]*keyState) error {
 	var names []string
 	for _, op := range b.ops {
 		if _, ok := state[op.Key]; !ok {
+			if b.blind(op) {
+				state[op.Key] = &keyState{}
+				continue
+			}
 			state[op.Key] = nil
 			keys = append(keys, op.Key)
 			names = append(names, b.w.names[op.Key])
@@ -362,6 +378,11 @@ func (b *body) loadAll(tx *client.Txn, state map[int64]*keyState) error {
 		}
 	}
 	return nil
+}
+
+// blind reports whether op, the transaction's first micro-op on its key, writes it unread.
+func (b *body) blind(op history.MicroOp) bool {
+	return b.w.cfg.BlindWrites && op.F == history.FWrite
 }
 
 func (b *body) load(tx *client.Txn, k int64) (*keyState, error) {
