@@ -30,10 +30,9 @@ func (w *wallNode) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error)
 func (w *wallNode) Sleep(d time.Duration) { time.Sleep(d) }
 func (w *wallNode) Now() int64            { return time.Now().UnixNano() }
 
-// A run against a cluster part of which stops answering names the nodes still unreachable at
-// its end (bench then exits 1): its history may check valid, as transactions that never reached a
-// node took no effect, and it read as a healthy run with a few failures.
-func TestRealRunNamesNodesUnreachableAtEnd(t *testing.T) {
+// fakeCluster is the topology and list-append workload of the wallNode tests.
+func fakeCluster(t *testing.T) (*topo.Topology, *listappend.Workload) {
+	t.Helper()
 	tp, err := topo.FromPreset("k2-3region", topo.DefaultLayout())
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +41,14 @@ func TestRealRunNamesNodesUnreachableAtEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tp, wl
+}
+
+// A run against a cluster part of which stops answering names the nodes still unreachable at
+// its end (bench then exits 1): its history may check valid, as transactions that never reached a
+// node took no effect, and it read as a healthy run with a few failures.
+func TestRealRunNamesNodesUnreachableAtEnd(t *testing.T) {
+	tp, wl := fakeCluster(t)
 	// The second region's node answers nothing (a node that stops mid-run ends the same way,
 	// but how far its clients get first depends on the machine's speed); the others answer all.
 	// Its clients connect before the run; after it, a connection to it is refused.
@@ -75,14 +82,7 @@ func TestRealRunNamesNodesUnreachableAtEnd(t *testing.T) {
 // A node whose clients last found it unreachable but that accepts a connection by the end of the
 // run (it came back just after their last try) is not named.
 func TestNodeBackByTheEndNotNamed(t *testing.T) {
-	tp, err := topo.FromPreset("k2-3region", topo.DefaultLayout())
-	if err != nil {
-		t.Fatal(err)
-	}
-	wl, err := listappend.New(tp, listappend.Config{Keys: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp, wl := fakeCluster(t)
 	down := tp.DataNodes(1)[0]
 	res, err := RealRun(RealConfig{Topology: tp, Protocol: "fake", Seed: 1,
 		Dial: func(coord topo.NodeID) (client.Transport, error) {
