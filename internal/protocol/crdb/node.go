@@ -318,7 +318,7 @@ func (n *Node) recover(d node.Durable) error {
 	}
 	now := n.env.Now()
 	n.recs.Records(func(r txnrec.Record) bool {
-		rs := &recState{lastHB: now, status: r.Status, nudged: now}
+		rs := &recState{lastHB: now, status: r.Status, nudged: now, written: true}
 		switch {
 		case r.Status == txnrec.Staging:
 			rs.stageTS = r.CommitTS

@@ -34,6 +34,13 @@ type recState struct {
 	stageTS    ts.Timestamp
 	inFlight   []string // every written key (staged, or committed): whose leaseholders must acknowledge
 	recovering bool
+	// written says the transaction's first write (CreateRecord) reached this node: only then may
+	// it stage or commit here. A heartbeat that overtakes the first write makes the record, but
+	// a heartbeat that is a late copy makes one too, for a transaction that ended here: a late
+	// copy of its refused commit committed that record, whatever its rollback told the client
+	// (review: 1 seed in 700 of a lossy, duplicating run with parallel commits off, G1a).
+	// Records recovered from disk count as written.
+	written bool
 
 	// Forgetting the record (gc.go).
 	ended    bool          // the coordinator has ended the transaction (EndCommit, EndAbort, Ended)
@@ -258,7 +265,7 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			reply(EndOK, ts.Zero)
 			return
 		}
-		if rs := n.recState[req.Txn]; rs == nil || rs.status == statusNoRecord {
+		if rs := n.recState[req.Txn]; rs == nil || rs.status == statusNoRecord || !rs.written {
 			// The first write creates the record before the coordinator can stage or commit,
 			// so a transaction without one here was forgotten, which only an ended one is, or
 			// lost its record in a crash, with the intent persisted beside it, and no
@@ -266,7 +273,7 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			// links allow gets here (the real runtime redials a lost connection, and a
 			// restarted node connects anew), and staging or committing then would resolve as
 			// committed the intents of a transaction its coordinator rolled back. Refusing
-			// costs at most an abort.
+			// costs at most an abort. So does one whose record only a heartbeat made (written).
 			reply(EndAborted, ts.Zero)
 			return
 		}

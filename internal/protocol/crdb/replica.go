@@ -263,6 +263,7 @@ func (n *Node) evalWrite(from topo.NodeID, req *WriteReq, since int64, respond f
 	}
 	if req.CreateRecord {
 		n.createRecord(id)
+		n.rec(id).written = true
 	}
 	v := mvcc.Version{TS: wts, Txn: id, Tombstone: req.Tombstone, Value: req.Value, Meta: encodeIntentMeta(req.Txn, req.Req)}
 	if err := n.store.PutIntent(req.Key, v); err != nil {
