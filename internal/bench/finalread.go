@@ -62,15 +62,10 @@ func (d *Durability) Holds() bool { return len(d.Lost) == 0 && len(d.Stale) == 0
 // Err is the run's failure the final read shows: a write lost, read stale or undone, or a final
 // read that could not run or finish.
 func (d *Durability) Err() error {
-	switch {
-	case d == nil:
+	if d == nil || (d.NotRun == "" && d.Holds()) {
 		return nil
-	case d.NotRun != "":
-		return errors.New(d.String())
-	case !d.Holds():
-		return errors.New(d.String())
 	}
-	return nil
+	return errors.New(d.String())
 }
 
 func (d *Durability) String() string {
