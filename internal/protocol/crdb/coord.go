@@ -625,6 +625,10 @@ func (n *Node) stage(t *coordTxn, c ts.Timestamp) {
 			n.m.Add("commit/pushed", 1)
 			n.commitAt(t, ts.MaxOf(endTS, c))
 		default:
+			if missing && n.set.parallel {
+				n.abortStaged(t)
+				return
+			}
 			if missing {
 				n.abort(t, "write-lost")
 				return
@@ -669,6 +673,31 @@ func (n *Node) stage(t *coordTxn, c ts.Timestamp) {
 	if n.set.parallel {
 		sendEnd(EndStage)
 	}
+}
+
+// abortStaged rolls back a staged transaction one of whose writes a proof found missing, unless
+// its record holder has committed it meanwhile. A missing write means the transaction can no
+// longer commit implicitly (the proof prevented it), but not that it did not commit: the
+// holder recovers a STAGING record whose coordinator seems silent (the proof's answer lost and
+// re-sent), finds every write, commits and resolves them, and once a later write supersedes
+// the resolved version, version GC may remove it before the re-sent proof comes. Aborting on
+// the proof then told the client a committed transaction had aborted (sim --protocol crdb
+// --opt gc-ttl=1s under 20% loss). So the abort is asked of the holder, and awaited: it
+// answers with its commit if it has one.
+func (n *Node) abortStaged(t *coordTxn) {
+	n.callFor(t, nil, t.meta.RecordNode, func(r uint64) wire.Msg {
+		return &EndTxnReq{Req: r, Txn: t.meta.ID, Status: EndAbort}
+	}, func(m wire.Msg) {
+		if !n.live(t) {
+			return
+		}
+		if resp := m.(*EndTxnResp); resp.Outcome == EndCommitted {
+			n.m.Add("commit/recovered", 1)
+			n.committed(t, resp.TS)
+			return
+		}
+		n.abort(t, "write-lost")
+	})
 }
 
 // committed reports the commit to the client and has the intents resolved asynchronously.

@@ -195,8 +195,8 @@
 //   - Transaction records are forgotten when nobody can validly ask about them any more, not
 //     after CockroachDB's hour of inactivity: a committed one once every leaseholder of its
 //     writes has acknowledged that its resolution is durable (Resolved) and its coordinator has
-//     ended the transaction, an aborted one once its coordinator has ended it (EndedQuery,
-//     Ended). gc.go says why no late message about a forgotten transaction can be answered
+//     ended the transaction (for a commit it waited for, once the answer reached it), an
+//     aborted one once its coordinator has ended it (EndedQuery, Ended). gc.go says why no late message about a forgotten transaction can be answered
 //     wrongly. Record holders also recover a silent STAGING record without waiting for a
 //     push, and ask the coordinator of an expired PENDING one whether it ended it.
 //
@@ -227,7 +227,9 @@
 // the deadlocks CockroachDB's wait queues would form and break, avoided by age as spanner's
 // wound-wait avoids them, and counted like its wounds; expired records are not counted),
 // scan/keys (keys visited by scans), scan/marks-evicted (span entries folded into the read
-// floor), write/pushed, commit/ok, /read-only, /pushed and /unknown, recovery/committed and /aborted,
+// floor), write/pushed, commit/ok, /read-only, /pushed and /unknown, commit/recovered (a staged
+// transaction a proof found a write of missing, which its holder had recovered as committed:
+// coord.go, abortStaged), recovery/committed and /aborted,
 // record/forgotten, record/ended-query (transactions a holder asked their coordinator about),
 // record/ended-abort (undecided records aborted because the coordinator had ended the transaction),
 // record/reresolve (resolutions re-sent by a holder), record/late-heartbeat (copies of a

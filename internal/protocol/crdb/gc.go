@@ -23,9 +23,11 @@ import (
 // Who asks. Only these send the holder H anything about X:
 //   - X's coordinator C (the node in X's id): the write that creates the record, heartbeats,
 //     EndTxn (stage, commit, abort). C sends them only while it runs X; it ends X after its
-//     last word, which is an EndAbort, or an EndCommit that H commits (after an EndPushed or
-//     EndAborted answer C stages again or aborts), and then sends nothing more about X. A
-//     restarted C never knew its previous life's transactions.
+//     last word, which is an EndAbort, a staged X's explicit EndCommit (sent unanswered), or
+//     an EndCommit that H commits once its answer reaches C (after an EndPushed or EndAborted
+//     answer C stages again or aborts; until an answer comes C sends its commit again), and
+//     then sends nothing more about X. A restarted C never knew its previous life's
+//     transactions.
 //   - A leaseholder L whose request is blocked on an intent of X: a push, re-sent while the
 //     request waits. Once L has resolved X's intents it holds none and never will again
 //     (every write of a committed X was answered before X committed, and a late copy of one
@@ -65,7 +67,8 @@ import (
 //   - A committed record is forgotten once (a) the leaseholder of every key it wrote (the
 //     staged key list, or the key list of a commit that was not staged, persisted with the
 //     record) has acknowledged that its resolution of X is durable (Resolved), and (b) C has
-//     ended X (its EndCommit was committed, or it answered an EndedQuery). By (b) C sends
+//     ended X (a staged X's explicit EndCommit came; C resolved H's own key, which it does
+//     only on the answer to a commit it waited for; or C answered an EndedQuery). By (b) C sends
 //     nothing more about X. By (a) and FIFO, every push a leaseholder sent about X arrived
 //     before its acknowledgement and was answered from the record, and none follows. A
 //     leaseholder acknowledges only once the resolution is on disk, so its crash cannot bring
@@ -173,6 +176,15 @@ func (n *Node) noteResolved(record topo.NodeID, txn storage.TxnID) {
 		return
 	}
 	n.resNotes.Add(record, txn)
+}
+
+// commitAnswerHeard runs when the coordinator of committed txn resolves the key this holder
+// leads: it does so only on the answer to its commit (coord.go, committed), so it has ended the
+// transaction and will not ask about it again.
+func (n *Node) commitAnswerHeard(txn storage.TxnID) {
+	if rs := n.recState[txn]; rs != nil && rs.status == statusCommit {
+		rs.ended = true // maybeForget follows once this node's resolution is durable (onResolve)
+	}
 }
 
 // onEndedQuery tells a record holder which of the named transactions of this coordinator it no

@@ -230,7 +230,7 @@ type HeartbeatResp struct {
 const (
 	EndStage  uint8 = iota + 1 // parallel commit: STAGING with the in-flight writes
 	EndCommit                  // explicit COMMITTED (after implicit commit, or without parallel commits)
-	EndAbort
+	EndAbort                   // sent unanswered (Req 0) by a rollback; awaited after a failed proof (coord.go, stage)
 )
 
 // EndTxnReq changes the transaction record.
@@ -244,9 +244,10 @@ type EndTxnReq struct {
 
 // EndTxn outcomes.
 const (
-	EndOK      uint8 = iota + 1 // staged / recorded
-	EndPushed                   // the commit timestamp is below a push: refresh to TS and retry
-	EndAborted                  // the record is aborted
+	EndOK        uint8 = iota + 1 // staged / recorded
+	EndPushed                     // the commit timestamp is below a push: refresh to TS and retry
+	EndAborted                    // the record is aborted
+	EndCommitted                  // an awaited EndAbort found the record committed (by recovery) at TS
 )
 
 // EndTxnResp answers EndTxnReq.

@@ -397,7 +397,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 	case *QueryIntentReq:
 		n.onQueryIntent(from, m)
 	case *ResolveReq:
-		n.onResolve(m)
+		n.onResolve(from, m)
 	case *PushReq:
 		n.onPush(from, m)
 	case *HeartbeatReq:

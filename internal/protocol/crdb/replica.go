@@ -566,8 +566,11 @@ func (n *Node) resolveLocal(key string, txn storage.TxnID, commit bool, at ts.Ti
 	return true
 }
 
-func (n *Node) onResolve(req *ResolveReq) {
+func (n *Node) onResolve(from topo.NodeID, req *ResolveReq) {
 	n.observe(req.TS)
+	if req.Commit && req.Record == n.self && from == topo.NodeID(req.Txn.Coordinator()) {
+		n.commitAnswerHeard(req.Txn)
+	}
 	if !req.Commit {
 		n.rememberAborted(req.Txn)
 	}
