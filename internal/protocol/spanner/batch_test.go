@@ -715,24 +715,27 @@ func TestDuplicateClientRequest(t *testing.T) {
 	}
 }
 
-// TestRestartedParticipantAbortsLostTxn: a participant that restarts loses the requests it was
+// TestRestartedParticipantSettlesLostTxn: a participant that restarts loses the requests it was
 // serving (or had not yet received). Its coordinator would wait for their answers for good, the
 // client's request would hang and the coordinator's keep-alives would hold the transaction's
 // locks at every other participant. The restarted participant answers the next keep-alive for
-// a transaction it does not know with an abort; the coordinator keeps sending them while a vote
-// is missing, so a PrepareReq lost in the crash is caught too.
-func TestRestartedParticipantAbortsLostTxn(t *testing.T) {
-	for _, lost := range []string{"batch", "prepare"} {
+// a transaction it does not know: if the coordinator saw it grant locks, they are lost and the
+// transaction aborts (participant-lost-locks); if not, the request or prepare is sent again
+// and the transaction goes on. The coordinator keeps sending keep-alives while a vote is
+// missing, so a PrepareReq lost in the crash is caught too.
+func TestRestartedParticipantSettlesLostTxn(t *testing.T) {
+	for _, lost := range []string{"batch", "prepare", "locks"} {
 		t.Run(lost, func(t *testing.T) {
 			c := newTestCluster(t, locks.WoundWait, false)
 			const client node.ID = 100
 			a1, b1, a2, b2 := c.key(1, 0, "a1"), c.key(1, 1, "b1"), c.key(2, 0, "a2"), c.key(2, 1, "b2")
-			if lost == "batch" {
+			switch lost {
+			case "batch":
 				c.crash(2)
 				if r := c.request(client, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, Batch: gets(a1, b1, a2, b2)}); r != nil {
 					t.Fatalf("batch answered %+v with a participant down", r)
 				}
-			} else {
+			case "prepare":
 				r := c.request(client, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, Batch: append(gets(a1, b1),
 					wire.BatchOp{Op: wire.OpPut, Key: a2, Value: []byte("x")})})
 				checkResults(t, "batch", r, []string{"", "", ""})
@@ -740,6 +743,10 @@ func TestRestartedParticipantAbortsLostTxn(t *testing.T) {
 				if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}); r != nil {
 					t.Fatalf("commit answered %+v with a participant down", r)
 				}
+			case "locks":
+				r := c.request(client, &wire.ClientRequest{Txn: 1, Op: wire.OpBatch, Batch: gets(a1, b1, a2)})
+				checkResults(t, "batch", r, []string{"", "", ""})
+				c.crash(2)
 			}
 			if c.nodes[1].Part.Len() != 1 {
 				t.Fatalf("participant 1 tracks %d transactions, want the one holding a1, b1", c.nodes[1].Part.Len())
@@ -748,11 +755,32 @@ func TestRestartedParticipantAbortsLostTxn(t *testing.T) {
 			before := len(c.replies[client])
 			c.fireTimers(c.cfg.IdleTimeout / 3)
 			got := c.replies[client][before:]
-			if len(got) != 1 || got[0].Code != wire.CodeAborted || got[0].Cause != causeLostLocks {
-				t.Fatalf("after the restart and a keep-alive: replies %+v, want one abort (%s)", got, causeLostLocks)
+			if lost == "locks" {
+				if len(got) != 0 {
+					t.Fatalf("after the restart and a keep-alive: replies %+v, want none (no request out)", got)
+				}
+				// The client's commit learns the abort.
+				got = []*wire.ClientReply{c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit})}
+				if r := got[0]; r == nil || r.Code != wire.CodeAborted || r.Cause != causeLostLocks {
+					t.Fatalf("commit after participant 2 lost the transaction's lock on a2: %+v, want aborted (%s)", r, causeLostLocks)
+				}
+			} else {
+				if len(got) != 1 || got[0].Code != wire.CodeOK {
+					t.Fatalf("after the restart and a keep-alive: replies %+v, want the lost request sent again and answered OK", got)
+				}
+				if lost == "batch" {
+					checkResults(t, "batch sent again", got[0], []string{"", "", "", ""})
+					if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
+						t.Fatalf("commit: %+v", r)
+					}
+				}
+				if n := c.nodes[0].metrics.Counters["requests-resent"]; n != 1 {
+					t.Errorf("requests-resent = %d, want 1", n)
+				}
 			}
+			c.fireTimers(c.cfg.IdleTimeout / 3)
 			if n := c.nodes[1].Part.Len(); n != 0 {
-				t.Errorf("participant 1 still tracks %d transactions: its locks outlive the abort", n)
+				t.Errorf("participant 1 still tracks %d transactions: its locks outlive the transaction", n)
 			}
 			if n := c.nodes[0].Coord.Active(); n != 0 {
 				t.Errorf("coordinator still runs %d transactions", n)
@@ -787,16 +815,17 @@ func TestClientAbortWhileRequestOut(t *testing.T) {
 	}
 }
 
-// TestSnapshotReadLostInCrashAborts: a read-only transaction's snapshot read that a participant
-// loses — parked behind a prepared intent when the participant crashes, or sent while it is
-// down — leaves no state anywhere that a lock-holding transaction's keep-alive would find, and
-// its coordinator, which did not fail, waited for the answer until the client gave up (a minute
-// in the simulator: every spanner run with a crash drained for the full 30 s, with read-only
-// clients of live coordinators still waiting). The coordinator's keep-alive for the unanswered
-// read now reaches the restarted participant, which refuses it, and the client gets an abort it
-// can retry. A read still parked at a live participant is left alone, and a keep-alive that
-// crosses the read's answer changes nothing.
-func TestSnapshotReadLostInCrashAborts(t *testing.T) {
+// TestSnapshotReadLostInCrashIsSentAgain: a read-only transaction's snapshot read that a
+// participant loses — parked behind a prepared intent when the participant crashes, or sent
+// while it is down — leaves no state anywhere that a lock-holding transaction's keep-alive
+// would find, and its coordinator, which did not fail, waited for the answer until the client
+// gave up (a minute in the simulator: every spanner run with a crash drained for the full 30 s,
+// with read-only clients of live coordinators still waiting). The coordinator's keep-alive for
+// the unanswered read now reaches the restarted participant, which refuses it, and the
+// coordinator sends the read again (it used to abort the transaction, which under heavy loss
+// aborted most attempts). A read still parked at a live participant is left alone, and a
+// keep-alive that crosses the read's answer changes nothing.
+func TestSnapshotReadLostInCrashIsSentAgain(t *testing.T) {
 	for _, lost := range []string{"parked", "sent-while-down"} {
 		t.Run(lost, func(t *testing.T) {
 			c := newTestCluster(t, locks.WoundWait, false)
@@ -830,16 +859,20 @@ func TestSnapshotReadLostInCrashAborts(t *testing.T) {
 			c.restart(t, 2)
 			c.fireTimers(c.cfg.IdleTimeout / 3)
 			got := c.replies[reader]
-			if len(got) != 1 || got[0].Code != wire.CodeAborted || got[0].Cause != causeLostRead {
-				t.Fatalf("after the restart and a keep-alive: replies %+v, want one abort (%s)", got, causeLostRead)
+			if len(got) != 1 || got[0].Code != wire.CodeOK {
+				t.Fatalf("after the restart and a keep-alive: replies %+v, want the read sent again and answered OK", got)
 			}
-			if n := c.nodes[0].metrics.Counters["aborts/"+causeLostRead]; n != 1 {
-				t.Errorf("aborts/%s = %d, want 1", causeLostRead, n)
+			resent := c.nodes[0].metrics.Counters["requests-resent"]
+			if resent == 0 {
+				t.Errorf("requests-resent = 0, want the lost read counted")
+			}
+			if r := c.request(reader, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
+				t.Fatalf("read-only commit: %+v", r)
 			}
 
-			// The client's retry reads; a keep-alive sent while the answer is on its way finds
-			// the read gone at the participant, but its refusal arrives after the answer.
-			c.send(reader, 0, &wire.ClientRequest{Txn: 2, Op: wire.OpGet, Key: a2, ReadOnly: true, Attempt: 1})
+			// The next read-only transaction; a keep-alive sent while the answer is on its way
+			// finds the read gone at the participant, but its refusal arrives after the answer.
+			c.send(reader, 0, &wire.ClientRequest{Txn: 2, Op: wire.OpGet, Key: a2, ReadOnly: true})
 			c.step() // the coordinator sends the snapshot read
 			c.step() // participant 2 answers
 			c.takeInbox()
@@ -853,15 +886,15 @@ func TestSnapshotReadLostInCrashAborts(t *testing.T) {
 			if !crossed {
 				t.Fatalf("no keep-alive crossed the retry's answer: the test does not exercise the race")
 			}
-			got = c.replies[reader][1:]
+			got = c.replies[reader][2:]
 			if len(got) != 1 || got[0].Code != wire.CodeOK {
-				t.Fatalf("retry with a keep-alive crossing its answer: replies %+v, want one OK", got)
+				t.Fatalf("read with a keep-alive crossing its answer: replies %+v, want one OK", got)
 			}
 			if r := c.request(reader, &wire.ClientRequest{Txn: 2, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
 				t.Fatalf("read-only commit after the crossing keep-alive: %+v", r)
 			}
-			if n := c.nodes[0].metrics.Counters["aborts/"+causeLostRead]; n != 1 {
-				t.Errorf("aborts/%s = %d after the retry, want still 1", causeLostRead, n)
+			if n := c.nodes[0].metrics.Counters["requests-resent"]; n != resent {
+				t.Errorf("requests-resent = %d after the crossing keep-alive, want still %d", n, resent)
 			}
 			for i, n := range c.nodes {
 				if len(n.Part.snapParked) != 0 {

@@ -363,7 +363,7 @@ func (c *Coordinator) sendKeepAlives(to func(node.ID) bool) {
 		}
 		for _, p := range t.parts {
 			if (t.phase == phaseActive || !p.voted) && to(p.node) {
-				ka := &KeepAlive{Txn: id}
+				ka := &KeepAlive{Txn: id, Seen: p.granted}
 				switch {
 				case t.phase == phasePreparing:
 					ka.Await = awaitVote
@@ -407,12 +407,11 @@ func (c *Coordinator) resendDecisions() {
 // the next period (up to a third of the idle timeout away): whatever its earlier life held for
 // a transaction that had not voted there (locks, pending writes, a parked request) is gone, and
 // so is every request sent to it while it was down. The participant knows exactly which of the
-// transactions it lost — those it does not know, or whose snapshot read it does not hold — and
-// refuses those (WoundReq participant-lost-locks, SnapReadResp participant-lost-read), so the
-// transactions abort and free their locks elsewhere; one whose first request reached the new
-// life goes on. Sending the lost requests again instead, as crdb does, would save only
-// transactions that held nothing there yet: any lock taken at the earlier life was lost, and
-// a request that counts it (Seen) is refused anyway.
+// transactions it lost — those it does not know, or whose snapshot read it does not hold. Those
+// that held locks there (KeepAlive.Seen) it refuses (WoundReq participant-lost-locks), so they
+// abort and free their locks elsewhere; for the others, which held nothing there yet, and for
+// snapshot reads (SnapReadResp participant-lost-read), it has the request sent again
+// (onResend). One whose first request reached the new life goes on.
 func (c *Coordinator) onRestarted(from node.ID) {
 	c.sendKeepAlives(func(n node.ID) bool { return n == from })
 }
@@ -694,6 +693,12 @@ func (c *Coordinator) onSnapReadResp(from node.ID, m *SnapReadResp) {
 			t, _ = c.outstanding(m.Txn, from, m.Seq, kindScan)
 		}
 		if t != nil && t.readOnly {
+			if m.Cause == causeLostRead {
+				// Not parked there: the read never arrived, or the participant restarted. A
+				// snapshot read leaves no state behind, so it simply goes again.
+				c.resend(t, from)
+				return
+			}
 			c.abort(t, m.Cause)
 		}
 		return
@@ -789,16 +794,59 @@ func (c *Coordinator) commit(t *coordTxn) {
 		txnkit.OK(c.env, t.key.Client, req)
 		return
 	}
-	byNode := map[node.ID][]Write{}
-	keys := slices.Clone(t.writeOrder)
-	slices.Sort(keys)
-	for _, k := range keys {
-		n := tp.PrimaryOf(k)
-		byNode[n] = append(byNode[n], t.writes[k])
-	}
 	t.phase, t.prepStart = phasePreparing, c.env.Now()
 	for _, p := range t.parts {
-		c.env.Send(p.node, &PrepareReq{Txn: t.id, Age: t.age, Seen: p.granted, Writes: byNode[p.node]})
+		c.env.Send(p.node, &PrepareReq{Txn: t.id, Age: t.age, Seen: p.granted, Writes: c.writesAt(t, p.node)})
+	}
+}
+
+// writesAt returns t's buffered writes to n's keys, in key order (as its PrepareReq carries them).
+func (c *Coordinator) writesAt(t *coordTxn, n node.ID) []Write {
+	tp := c.env.Topology()
+	keys := slices.Clone(t.writeOrder)
+	slices.Sort(keys)
+	var ws []Write
+	for _, k := range keys {
+		if tp.PrimaryOf(k) == n {
+			ws = append(ws, t.writes[k])
+		}
+	}
+	return ws
+}
+
+// onResend sends again the request or prepare a participant says it never got.
+func (c *Coordinator) onResend(from node.ID, m *ResendReq) {
+	t := c.byID[m.Txn]
+	if t == nil || t.readOnly {
+		return
+	}
+	if m.Prepare {
+		if t.phase != phasePreparing {
+			return
+		}
+		for _, p := range t.parts {
+			if p.node == from && !p.voted {
+				c.metrics.Add("requests-resent", 1)
+				c.env.Send(from, &PrepareReq{Txn: t.id, Age: t.age, Seen: p.granted, Writes: c.writesAt(t, from)})
+			}
+		}
+		return
+	}
+	if t.phase == phaseActive && t.pending != nil && t.pending.Seq == m.Seq {
+		c.resend(t, from)
+	}
+}
+
+// resend sends again the group of t's current run that is still out at n, if any.
+func (c *Coordinator) resend(t *coordTxn, n node.ID) {
+	if t.run == nil {
+		return
+	}
+	for _, g := range t.run.groups {
+		if g.node == n && !g.done {
+			c.metrics.Add("requests-resent", 1)
+			c.sendGroup(t, g)
+		}
 	}
 }
 

@@ -170,8 +170,10 @@
 //     wound breaks (the wounder waits here for it, it waits elsewhere for the wounder).
 //   - Lost messages cost a bounded delay, a keep-alive period or two, never a hang. Keep-alives
 //     say what the coordinator still awaits from the participant (KeepAlive.Await): a request or
-//     prepare the participant never got (it would have arrived first on the same link) aborts
-//     the transaction, cause participant-lost-request (counted as lost-requests); an answer sent
+//     prepare the participant never got (it would have arrived first on the same link) is asked
+//     for again (ResendReq; counted as lost-requests at the participant and requests-resent at
+//     the coordinator, which also sends again a snapshot read a participant refused as not
+//     held); an answer sent
 //     longer than decision-timeout before is sent again (answers-resent; a younger one may
 //     merely have crossed the keep-alive); a refusal or wound of a transaction the participant
 //     aborted is repeated. A lost abort decision leaves an unprepared transaction at its
@@ -204,14 +206,15 @@
 //     KeepAlive every third of that, so a transaction that waits long for a lock (here or at
 //     another participant) keeps its locks; only a dead coordinator's transactions idle out. A participant that does not know the
 //     transaction of a KeepAlive (it restarted since) answers with a WoundReq of cause
-//     participant-lost-locks: the coordinator may be waiting for an answer the crash
-//     swallowed, and would otherwise hold the transaction's other locks alive for good. Each request carries how many read locks the participant granted the
+//     participant-lost-locks if the coordinator saw it grant locks (KeepAlive.Seen), and
+//     asks for the request again otherwise: the coordinator may be waiting for an answer the
+//     crash swallowed, and would otherwise hold the transaction's other locks alive for good. Each request carries how many read locks the participant granted the
 //     transaction before, so one that lost locks (restart, idle abort) votes no.
 //   - A read-only transaction leaves no state at a participant, but its request waits for its
 //     snapshot reads: the coordinator sends a KeepAlive (Snap, with the request's number) for
 //     each one still unanswered, and a participant that does not hold it parked behind an
 //     intent (it restarted since, or the read never arrived) refuses it with cause
-//     participant-lost-read; the coordinator aborts the transaction and the client retries.
+//     participant-lost-read; the coordinator sends the read again.
 //     Before, such a read left the client waiting until its own timeout with its coordinator
 //     alive. A read answered just before its keep-alive arrived had its answer sent first on
 //     the same link, so the refusal finds the read done and is ignored.

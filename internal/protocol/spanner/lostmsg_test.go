@@ -57,11 +57,13 @@ func checkSettled(t *testing.T, c *testCluster) {
 }
 
 // TestLostMessageCostsAKeepAlive: one message of a read-write transaction is lost, and the
-// transaction still ends within two keep-alive periods and a decision-timeout, committed if
-// what was lost can be repeated, aborted otherwise; nothing is left behind. Before, a lost
-// later request, answer, prepare or vote left the client waiting for good (until its own
-// timeout: the keep-alives kept the transaction, and its locks, alive at both ends), and a lost
-// acknowledgement kept the commit record for good.
+// transaction still commits within two keep-alive periods and a decision-timeout; nothing is
+// left behind. Before, a lost later request, answer, prepare or vote left the client waiting
+// for good (until its own timeout: the keep-alives kept the transaction, and its locks, alive
+// at both ends), and a lost acknowledgement kept the commit record for good; then a lost
+// request or prepare aborted the transaction (participant-lost-request), which under 10% loss
+// aborted nearly every attempt of a transaction over five nodes. The keep-alive now has it sent
+// again.
 //
 // The transaction reads a2, then b2 and writes b1 in one batch, then commits: participant 2
 // serves both reads and votes read-only, participant 1 prepares the write.
@@ -78,9 +80,10 @@ func TestLostMessageCostsAKeepAlive(t *testing.T) {
 		// failing is the request that is answered late: 1 the batch, 2 the commit, -1 none.
 		failing int
 	}{
-		{"later request", func(d delivered) bool { m, ok := d.m.(*ReadReq); return ok && m.Seq == 1 }, causeLostRequest, 1},
+		{"first request", func(d delivered) bool { m, ok := d.m.(*ReadReq); return ok && m.Seq == 0 }, "", 0},
+		{"later request", func(d delivered) bool { m, ok := d.m.(*ReadReq); return ok && m.Seq == 1 }, "", 1},
 		{"answer", func(d delivered) bool { m, ok := d.m.(*ReadResp); return ok && m.Seq == 1 }, "", 1},
-		{"prepare", func(d delivered) bool { _, ok := d.m.(*PrepareReq); return ok && to2(d) }, causeLostRequest, 2},
+		{"prepare", func(d delivered) bool { _, ok := d.m.(*PrepareReq); return ok && to2(d) }, "", 2},
 		{"vote", func(d delivered) bool { _, ok := d.m.(*PrepareResp); return ok && from2(d) }, "", 2},
 		{"decision", func(d delivered) bool { m, ok := d.m.(*DecideReq); return ok && m.Commit && to2(d) }, "", -1},
 		{"acknowledgement", func(d delivered) bool { _, ok := d.m.(*DecideAck); return ok && from2(d) }, "", -1},

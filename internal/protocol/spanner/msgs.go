@@ -213,20 +213,35 @@ type WoundReq struct {
 // unanswered at its coordinator): such a transaction holds no state at a participant, only the
 // read while it is parked behind a prepared intent, so a participant that holds no such read
 // answers a SnapReadResp refusing it (cause participant-lost-read). Its own answer, if it sent
-// one, went first on the same link, so the refusal only aborts a transaction still waiting for
-// a read the participant lost (a restart) or never got.
+// one, went first on the same link, so the refusal only reaches a coordinator still waiting for
+// a read the participant lost (a restart) or never got, which sends the read again.
 //
 // For a read-write transaction Await says what the coordinator is still waiting for from this
 // participant: the answer to its request numbered Seq (awaitAnswer) or its vote (awaitVote).
 // The message was lost if the participant never got that request or prepare (it went first on
-// the same link), or if its answer went long before (Participant.onKeepAlive); the keep-alive
-// then settles it, so that a lost message costs a keep-alive period rather than the client's
-// timeout.
+// the same link: the participant asks for it again, ResendReq), or if its answer went long
+// before (the participant sends it again; Participant.onKeepAlive), so that a lost message
+// costs a keep-alive period rather than the transaction or the client's timeout.
 type KeepAlive struct {
 	Txn   storage.TxnID
 	Seq   uint32 `cbor:",omitempty"`
 	Snap  bool   `cbor:",omitempty"`
 	Await uint8  `cbor:",omitempty"`
+	// Seen is how many locks the coordinator saw granted here (as in a request): a participant
+	// that does not know the transaction lost them if any, and otherwise never got its first
+	// request.
+	Seen uint32 `cbor:",omitempty"`
+}
+
+// ResendReq tells a coordinator that the participant never got the request numbered Seq, or
+// the prepare (Prepare), that the coordinator's keep-alive says it awaits from it: the network
+// lost it, and the coordinator sends it again. Requests are idempotent at the participant (a
+// copy of one it admitted is dropped, a copy of a prepare votes again), so a copy that was
+// only late does no harm.
+type ResendReq struct {
+	Txn     storage.TxnID
+	Seq     uint32 `cbor:",omitempty"`
+	Prepare bool   `cbor:",omitempty"`
 }
 
 // What a KeepAlive's coordinator awaits from the participant.
@@ -290,11 +305,12 @@ func (*OpsResp) Kind() wire.Kind      { return 316 }
 func (*Restarted) Kind() wire.Kind    { return 317 }
 func (*ScanReq) Kind() wire.Kind      { return 318 }
 func (*ScanResp) Kind() wire.Kind     { return 319 }
+func (*ResendReq) Kind() wire.Kind    { return 320 }
 
 func init() {
 	for _, m := range []wire.Msg{&ReadReq{}, &ReadResp{}, &SnapReadReq{}, &SnapReadResp{}, &PrepareReq{},
 		&PrepareResp{}, &DecideReq{}, &DecideAck{}, &WoundReq{}, &StatusReq{}, &StatusResp{}, &WriteReq{}, &WriteResp{}, &WaitGraph{}, &KeepAlive{},
-		&OpsReq{}, &OpsResp{}, &Restarted{}, &ScanReq{}, &ScanResp{}} {
+		&OpsReq{}, &OpsResp{}, &Restarted{}, &ScanReq{}, &ScanResp{}, &ResendReq{}} {
 		wire.Register(m)
 	}
 }

@@ -33,7 +33,8 @@ func (c *testCluster) reboot(t *testing.T, n node.ID, life uint64) {
 // timeout later), and a transaction of the crashed coordinator kept its locks at the live
 // participants for the whole idle timeout (5 s), every conflicting transaction queued behind it:
 // in a list-append run with three 300 ms crashes the cluster committed 188 transactions in 5 s
-// against 786 without them. A transaction whose first request reached the new life goes on.
+// against 786 without them. A transaction whose first request reached the new life goes on, and
+// so does one that held nothing there: its lost request is sent again.
 func TestRestartNoticeSettlesLostTransactions(t *testing.T) {
 	const client, other node.ID = 100, 101
 	for _, tc := range []struct {
@@ -47,11 +48,14 @@ func TestRestartNoticeSettlesLostTransactions(t *testing.T) {
 		}
 		c.reboot(t, 2, 2)
 		c.run()
-		if got := c.replies[client]; len(got) != 1 || got[0].Code != wire.CodeAborted || got[0].Cause != causeLostLocks {
-			t.Fatalf("after the restart notice: replies %+v, want one abort (%s)", got, causeLostLocks)
+		if got := c.replies[client]; len(got) != 1 || got[0].Code != wire.CodeOK {
+			t.Fatalf("after the restart notice: replies %+v, want the read of a2 sent again and the batch answered", got)
+		}
+		if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
+			t.Fatalf("commit: %+v", r)
 		}
 		if n := c.nodes[1].Part.Len(); n != 0 {
-			t.Errorf("participant 1 still tracks %d transactions: a1's lock outlives the abort", n)
+			t.Errorf("participant 1 still tracks %d transactions: a1's lock outlives the commit", n)
 		}
 	}}, {"snapshot-read-sent-while-down", func(t *testing.T, c *testCluster, a1, a2 string) {
 		c.crash(2)
@@ -60,8 +64,11 @@ func TestRestartNoticeSettlesLostTransactions(t *testing.T) {
 		}
 		c.reboot(t, 2, 2)
 		c.run()
-		if got := c.replies[client]; len(got) != 1 || got[0].Code != wire.CodeAborted || got[0].Cause != causeLostRead {
-			t.Fatalf("after the restart notice: replies %+v, want one abort (%s)", got, causeLostRead)
+		if got := c.replies[client]; len(got) != 1 || got[0].Code != wire.CodeOK {
+			t.Fatalf("after the restart notice: replies %+v, want the read sent again and answered", got)
+		}
+		if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
+			t.Fatalf("read-only commit: %+v", r)
 		}
 	}}, {"crashed-coordinator", func(t *testing.T, c *testCluster, a1, a2 string) {
 		// A transaction of coordinator 2 holds a1's read lock at participant 1 when 2 crashes.

@@ -281,6 +281,8 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		n.Part.onStatusResp(from, m)
 	case *KeepAlive:
 		n.Part.onKeepAlive(from, m)
+	case *ResendReq:
+		n.Coord.onResend(from, m)
 	case *Restarted:
 		n.Part.onRestarted(from, m)
 		n.Coord.onRestarted(from)
@@ -306,7 +308,6 @@ const (
 	causeLockTimeout   = "lock-timeout"
 	causeLostLocks     = "participant-lost-locks"
 	causeLostRead      = "participant-lost-read"
-	causeLostRequest   = "participant-lost-request"
 	causeIdle          = "idle-timeout"
 	causeRestarted     = "coordinator-restarted"
 	causeUnknownTxn    = txnkit.CauseUnknownTxn
