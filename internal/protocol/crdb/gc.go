@@ -68,7 +68,8 @@ import (
 //     staged key list, or the key list of a commit that was not staged, persisted with the
 //     record) has acknowledged that its resolution of X is durable (Resolved), and (b) C has
 //     ended X (a staged X's explicit EndCommit came; C resolved H's own key, which it does
-//     only on the answer to a commit it waited for; or C answered an EndedQuery). By (b) C sends
+//     only on the answer to a commit it waited for, and where C is H only once C no longer
+//     runs X, since H's recovery resolves from the same node; or C answered an EndedQuery). By (b) C sends
 //     nothing more about X. By (a) and FIFO, every push a leaseholder sent about X arrived
 //     before its acknowledgement and was answered from the record, and none follows. A
 //     leaseholder acknowledges only once the resolution is on disk, so its crash cannot bring

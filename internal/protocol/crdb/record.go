@@ -253,11 +253,15 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			reply(EndAborted, ts.Zero)
 			return
 		}
-	} else if n.recState[req.Txn] == nil && n.aborted[req.Txn] {
+	} else if n.recState[req.Txn] == nil && (n.aborted[req.Txn] || req.Req != 0) {
 		// A copy delivered after the rollback it belongs to was done with: the coordinator
 		// resolves the record holder's own key after sending this, so its intent there is
 		// aborted only once this came, and the record was forgotten then. Deciding again
-		// would write an aborted record to disk, and delete it, for nothing.
+		// would write an aborted record to disk, and delete it, for nothing. An awaited abort
+		// (coord.go, abortStaged) follows a staging this holder answered once durable, so a
+		// record missing here was forgotten, which its coordinator had ended first: this is a
+		// late copy, whose transaction may have committed (recovery did, and the original
+		// was answered EndCommitted). Deciding would write an aborted record for it.
 		reply(EndAborted, ts.Zero)
 		return
 	}
@@ -354,9 +358,9 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			n.maybeForget(req.Txn)
 			return
 		}
-		if n.decide(req.Txn, txnrec.Aborted, ts.Zero, func() { reply(EndAborted, ts.Zero) }) != nil {
-			n.flush(nil, func() { reply(EndAborted, ts.Zero) }) // aborted already
-		}
+		// Deciding aborted again is a no-op that still answers once durable; only a committed
+		// record refuses, and that was answered above.
+		_ = n.decide(req.Txn, txnrec.Aborted, ts.Zero, func() { reply(EndAborted, ts.Zero) })
 	}
 }
 

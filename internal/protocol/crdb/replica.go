@@ -568,7 +568,10 @@ func (n *Node) resolveLocal(key string, txn storage.TxnID, commit bool, at ts.Ti
 
 func (n *Node) onResolve(from topo.NodeID, req *ResolveReq) {
 	n.observe(req.TS)
-	if req.Commit && req.Record == n.self && from == topo.NodeID(req.Txn.Coordinator()) {
+	if req.Commit && req.Record == n.self && from == topo.NodeID(req.Txn.Coordinator()) && (from != n.self || n.byID[req.Txn] == nil) {
+		// The coordinator's resolution on its commit's answer. A holder that is also the
+		// coordinator sends itself its recovery's resolutions too, while the coordinator may
+		// still await a proof: only once it no longer runs the transaction is it the answer's.
 		n.commitAnswerHeard(req.Txn)
 	}
 	if !req.Commit {
