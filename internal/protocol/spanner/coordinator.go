@@ -31,6 +31,7 @@ const (
 type participant struct {
 	node    node.ID
 	granted uint32 // locks it granted: reads, and eager writes
+	life    uint64 // the participant's life that granted them (its answers' Life)
 	writes  bool
 	voted   bool
 	acked   bool
@@ -363,7 +364,7 @@ func (c *Coordinator) sendKeepAlives(to func(node.ID) bool) {
 		}
 		for _, p := range t.parts {
 			if (t.phase == phaseActive || !p.voted) && to(p.node) {
-				ka := &KeepAlive{Txn: id, Seen: p.granted}
+				ka := &KeepAlive{Txn: id, Seen: p.granted, Life: p.life}
 				switch {
 				case t.phase == phasePreparing:
 					ka.Await = awaitVote
@@ -566,14 +567,14 @@ func (c *Coordinator) sendGroup(t *coordTxn, g *opGroup) {
 	p := c.part(t, g.node)
 	switch t.groupKind(g) {
 	case kindRead:
-		c.env.Send(g.node, &ReadReq{Txn: t.id, Age: t.age, Seq: seq, Key: t.run.ops[g.ops[0]].Key, Seen: p.granted})
+		c.env.Send(g.node, &ReadReq{Txn: t.id, Age: t.age, Seq: seq, Key: t.run.ops[g.ops[0]].Key, Seen: p.granted, Life: p.life})
 	case kindWrite:
 		op := t.run.ops[g.ops[0]]
 		p.writes = true
 		c.env.Send(g.node, &WriteReq{Txn: t.id, Age: t.age, Seq: seq, Key: op.Key, Value: slices.Clone(op.Value),
-			Delete: op.Op == wire.OpDelete, Seen: p.granted})
+			Delete: op.Op == wire.OpDelete, Seen: p.granted, Life: p.life})
 	case kindOps:
-		m := &OpsReq{Txn: t.id, Age: t.age, Seq: seq, Ops: make([]Op, len(g.ops)), Seen: p.granted}
+		m := &OpsReq{Txn: t.id, Age: t.age, Seq: seq, Ops: make([]Op, len(g.ops)), Seen: p.granted, Life: p.life}
 		for j, i := range g.ops {
 			op := t.run.ops[i]
 			m.Ops[j].Key = op.Key
@@ -584,7 +585,7 @@ func (c *Coordinator) sendGroup(t *coordTxn, g *opGroup) {
 		}
 		c.env.Send(g.node, m)
 	case kindScan:
-		c.env.Send(g.node, &ScanReq{Txn: t.id, Age: t.age, Seq: seq, Scan: *t.run.scan, Seen: p.granted})
+		c.env.Send(g.node, &ScanReq{Txn: t.id, Age: t.age, Seq: seq, Scan: *t.run.scan, Seen: p.granted, Life: p.life})
 	}
 }
 
@@ -616,7 +617,9 @@ func (c *Coordinator) onReadResp(from node.ID, m *ReadResp) {
 		c.abort(t, m.Cause)
 		return
 	}
-	c.part(t, from).granted++
+	if !c.granted(t, from, m.Life, 1) {
+		return
+	}
 	t.maxRead = ts.MaxOf(t.maxRead, m.Version)
 	t.run.results[g.ops[0]] = wire.BatchResult{Found: m.Found, Value: m.Value}
 	c.groupDone(t, g)
@@ -631,7 +634,9 @@ func (c *Coordinator) onWriteResp(from node.ID, m *WriteResp) {
 		c.abort(t, m.Cause)
 		return
 	}
-	c.part(t, from).granted++
+	if !c.granted(t, from, m.Life, 1) {
+		return
+	}
 	c.metrics.Observe("write", c.env.Now()-g.sentAt)
 	c.groupDone(t, g)
 }
@@ -651,7 +656,9 @@ func (c *Coordinator) onOpsResp(from node.ID, m *OpsResp) {
 		c.abort(t, cause)
 		return
 	}
-	c.part(t, from).granted += uint32(len(g.ops))
+	if !c.granted(t, from, m.Life, uint32(len(g.ops))) {
+		return
+	}
 	for j, i := range g.ops {
 		if t.run.ops[i].Op != wire.OpGet {
 			c.metrics.Observe("write", c.env.Now()-g.sentAt)
@@ -675,11 +682,25 @@ func (c *Coordinator) onScanResp(from node.ID, m *ScanResp) {
 		c.abort(t, m.Cause)
 		return
 	}
-	c.part(t, from).granted++
+	if !c.granted(t, from, m.Life, 1) {
+		return
+	}
 	t.maxRead = ts.MaxOf(t.maxRead, m.Version)
 	t.run.rows = append(t.run.rows, m.Rows...)
 	t.run.scanTooLarge = t.run.scanTooLarge || m.TooLarge
 	c.groupDone(t, g)
+}
+
+// granted counts n more locks granted to t at from by its life life. Granted by another life
+// than the earlier ones (it restarted meanwhile, and lost them), they abort t.
+func (c *Coordinator) granted(t *coordTxn, from node.ID, life uint64, n uint32) bool {
+	p := c.part(t, from)
+	if p.granted > 0 && p.life != life {
+		c.abort(t, causeLostLocks)
+		return false
+	}
+	p.granted, p.life = p.granted+n, life
+	return true
 }
 
 func (c *Coordinator) onSnapReadResp(from node.ID, m *SnapReadResp) {
@@ -796,7 +817,7 @@ func (c *Coordinator) commit(t *coordTxn) {
 	}
 	t.phase, t.prepStart = phasePreparing, c.env.Now()
 	for _, p := range t.parts {
-		c.env.Send(p.node, &PrepareReq{Txn: t.id, Age: t.age, Seen: p.granted, Writes: c.writesAt(t, p.node)})
+		c.env.Send(p.node, &PrepareReq{Txn: t.id, Age: t.age, Seen: p.granted, Life: p.life, Writes: c.writesAt(t, p.node)})
 	}
 }
 
@@ -827,7 +848,7 @@ func (c *Coordinator) onResend(from node.ID, m *ResendReq) {
 		for _, p := range t.parts {
 			if p.node == from && !p.voted {
 				c.metrics.Add("requests-resent", 1)
-				c.env.Send(from, &PrepareReq{Txn: t.id, Age: t.age, Seen: p.granted, Writes: c.writesAt(t, from)})
+				c.env.Send(from, &PrepareReq{Txn: t.id, Age: t.age, Seen: p.granted, Life: p.life, Writes: c.writesAt(t, from)})
 			}
 		}
 		return

@@ -16,6 +16,10 @@ type ReadReq struct {
 	Seq  uint32       // the client request it serves, echoed back
 	Key  string
 	Seen uint32 // read locks this participant granted the transaction before (detects lost locks)
+	// Life is the participant's life that granted the Seen locks (the Life of its answers): a
+	// restarted participant lost them even if a late copy of an earlier request took as many
+	// again in its new life.
+	Life uint64 `cbor:",omitempty"`
 }
 
 // ReadResp answers a ReadReq.
@@ -27,6 +31,7 @@ type ReadResp struct {
 	Found   bool   `cbor:",omitempty"`
 	Value   []byte `cbor:",omitempty"`
 	Version ts.Timestamp
+	Life    uint64 `cbor:",omitempty"` // the participant's life, which holds the lock
 }
 
 // SnapReadReq reads key at a snapshot timestamp without locks (read-only transactions). A batch
@@ -85,6 +90,7 @@ type WriteReq struct {
 	Value  []byte `cbor:",omitempty"`
 	Delete bool   `cbor:",omitempty"`
 	Seen   uint32 // locks (read and write) this participant granted the transaction before
+	Life   uint64 `cbor:",omitempty"` // as ReadReq's
 }
 
 // WriteResp answers a WriteReq.
@@ -93,6 +99,7 @@ type WriteResp struct {
 	Seq   uint32
 	OK    bool
 	Cause string `cbor:",omitempty"` // abort cause when !OK
+	Life  uint64 `cbor:",omitempty"`
 }
 
 // OpsReq carries every operation of one client batch that goes to one participant: reads under
@@ -107,6 +114,7 @@ type OpsReq struct {
 	Seq  uint32 // the client request it serves, echoed back
 	Ops  []Op
 	Seen uint32
+	Life uint64 `cbor:",omitempty"`
 }
 
 // Op is one operation of an OpsReq.
@@ -128,6 +136,7 @@ type OpsResp struct {
 	Cause    string       `cbor:",omitempty"` // abort cause when !OK
 	Results  []ReadResult `cbor:",omitempty"`
 	TooLarge bool         `cbor:",omitempty"`
+	Life     uint64       `cbor:",omitempty"`
 }
 
 // ScanReq is a read-write transaction's scan of a range at one participant (scan.go): the
@@ -141,6 +150,7 @@ type ScanReq struct {
 	Seq  uint32 // the client request it serves, echoed back
 	Scan ScanRange
 	Seen uint32
+	Life uint64 `cbor:",omitempty"`
 }
 
 // ScanResp answers a ScanReq: when OK, Rows in key order, unless TooLarge (they exceed
@@ -155,6 +165,7 @@ type ScanResp struct {
 	Rows     []wire.KV    `cbor:",omitempty"`
 	TooLarge bool         `cbor:",omitempty"`
 	Version  ts.Timestamp `cbor:",omitempty"`
+	Life     uint64       `cbor:",omitempty"`
 }
 
 // Write is one buffered write shipped with a prepare.
@@ -171,6 +182,7 @@ type PrepareReq struct {
 	Txn    storage.TxnID
 	Age    ts.Timestamp
 	Seen   uint32  // locks this participant granted the transaction before (reads, eager writes)
+	Life   uint64  `cbor:",omitempty"` // the participant's life that granted them (ReadReq.Life)
 	Writes []Write `cbor:",omitempty"` // buffered writes, sorted by key (none with eager writes)
 }
 
@@ -231,6 +243,7 @@ type KeepAlive struct {
 	// that does not know the transaction lost them if any, and otherwise never got its first
 	// request.
 	Seen uint32 `cbor:",omitempty"`
+	Life uint64 `cbor:",omitempty"` // the participant's life that granted them (ReadReq.Life)
 }
 
 // ResendReq tells a coordinator that the participant never got the request numbered Seq, or

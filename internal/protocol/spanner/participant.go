@@ -124,7 +124,17 @@ type Participant struct {
 	// silentCheckAt is when askSilent last looked for silent transactions.
 	silentCheckAt int64
 	self          uint32
-	pending       int // persists in flight (tests)
+	// life is this participant's incarnation: its answers carry it, and a request, prepare or
+	// keep-alive counting locks (Seen) that another life granted is refused, since a restart
+	// lost them. A late copy of an earlier request admitted afresh by the new life takes as
+	// many locks again, so Seen alone matched, and the transaction committed on values read
+	// under the lost locks. Answers carrying it wait until it is durable (sendGrant).
+	life uint64
+	// lifePending says the node's incarnation is not durable yet (set by NewNode until
+	// lifeDurable); heldGrants are the answers granting locks made meanwhile (sendGrant).
+	lifePending bool
+	heldGrants  []heldGrant
+	pending     int // persists in flight (tests)
 	// Deadlock detection (lock-policy=detect): the detector's node, this participant's
 	// incarnation and the sequence number of its wait-for reports, whether the lock table
 	// changed since the last report, and the last report's waits (sent again periodically while
@@ -283,7 +293,7 @@ func (p *Participant) armPoll(t *partTxn, d time.Duration) {
 // admit finds (or creates) the transaction an operation belongs to and checks it may take another
 // lock here: it must be active, idle, and hold exactly the locks its coordinator saw granted
 // (seen); otherwise refuse is called with the cause and admit returns nil.
-func (p *Participant) admit(from node.ID, txn storage.TxnID, seq, seen uint32, age ts.Timestamp, refuse func(cause string)) *partTxn {
+func (p *Participant) admit(from node.ID, txn storage.TxnID, seq, seen uint32, life uint64, age ts.Timestamp, refuse func(cause string)) *partTxn {
 	t := p.txns[txn]
 	if t == nil && p.isDecided(txn) {
 		return nil // a late copy: see decidedTxns
@@ -295,6 +305,16 @@ func (p *Participant) admit(from node.ID, txn storage.TxnID, seq, seen uint32, a
 		return nil
 	}
 	if t == nil && seen > 0 {
+		refuse(causeLostLocks)
+		return nil
+	}
+	if seen > 0 && life != p.life {
+		// The locks were granted by an earlier life: what this one holds for the transaction
+		// was taken by a late copy of an earlier request.
+		if t.state == partActive {
+			p.abortLocal(t, causeLostLocks)
+			p.drain()
+		}
 		refuse(causeLostLocks)
 		return nil
 	}
@@ -346,30 +366,30 @@ type opsReq struct {
 }
 
 func (p *Participant) onRead(from node.ID, m *ReadReq) {
-	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindRead, seq: m.Seq, ops: []Op{{Key: m.Key}}})
+	p.startOps(from, m.Txn, m.Seen, m.Life, m.Age, &opsReq{kind: kindRead, seq: m.Seq, ops: []Op{{Key: m.Key}}})
 }
 
 // onWrite takes an eager write's exclusive lock (upgrading the transaction's shared lock, if
 // any) under the lock policy and keeps the value pending; the answer goes out once it is held.
 func (p *Participant) onWrite(from node.ID, m *WriteReq) {
-	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindWrite, seq: m.Seq,
+	p.startOps(from, m.Txn, m.Seen, m.Life, m.Age, &opsReq{kind: kindWrite, seq: m.Seq,
 		ops: []Op{{Key: m.Key, Write: true, Value: m.Value, Delete: m.Delete}}})
 }
 
 func (p *Participant) onOps(from node.ID, m *OpsReq) {
-	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindOps, seq: m.Seq, ops: m.Ops})
+	p.startOps(from, m.Txn, m.Seen, m.Life, m.Age, &opsReq{kind: kindOps, seq: m.Seq, ops: m.Ops})
 }
 
 // onScan takes a read-write scan's range locks under the lock policy and reads the range, step
 // by step as far as its limit needs (scan.go); the answer goes out once the last step is read.
 func (p *Participant) onScan(from node.ID, m *ScanReq) {
 	scan := m.Scan
-	p.startOps(from, m.Txn, m.Seen, m.Age, &opsReq{kind: kindScan, seq: m.Seq, ops: []Op{{Key: scan.Start}}, scan: &scan, scanNext: scan.Start})
+	p.startOps(from, m.Txn, m.Seen, m.Life, m.Age, &opsReq{kind: kindScan, seq: m.Seq, ops: []Op{{Key: scan.Start}}, scan: &scan, scanNext: scan.Start})
 }
 
 // startOps admits a request of reads and eager writes and runs it as far as the locks allow.
-func (p *Participant) startOps(from node.ID, txn storage.TxnID, seen uint32, age ts.Timestamp, r *opsReq) {
-	t := p.admit(from, txn, r.seq, seen, age, func(cause string) { p.refuseOps(from, txn, r, cause) })
+func (p *Participant) startOps(from node.ID, txn storage.TxnID, seen uint32, life uint64, age ts.Timestamp, r *opsReq) {
+	t := p.admit(from, txn, r.seq, seen, life, age, func(cause string) { p.refuseOps(from, txn, r, cause) })
 	if t == nil {
 		return
 	}
@@ -443,21 +463,37 @@ func (p *Participant) answerOps(t *partTxn, r *opsReq) {
 	switch r.kind {
 	case kindRead:
 		res := r.results[0]
-		p.env.Send(t.coord, &ReadResp{Txn: t.id, Seq: r.seq, OK: true, Found: res.Found, Value: res.Value, Version: res.Version})
+		p.sendGrant(t.coord, &ReadResp{Txn: t.id, Seq: r.seq, OK: true, Found: res.Found, Value: res.Value, Version: res.Version, Life: p.life})
 	case kindWrite:
-		p.env.Send(t.coord, &WriteResp{Txn: t.id, Seq: r.seq, OK: true})
+		p.sendGrant(t.coord, &WriteResp{Txn: t.id, Seq: r.seq, OK: true, Life: p.life})
 	case kindOps:
-		m := &OpsResp{Txn: t.id, Seq: r.seq, OK: true, Results: r.results}
+		m := &OpsResp{Txn: t.id, Seq: r.seq, OK: true, Results: r.results, Life: p.life}
 		if valuesTooLarge(r.results) {
 			// It would not fit a frame between nodes. The locks stay held, and the versions
 			// go, which the commit timestamp must exceed: the refusal leaves the transaction
 			// as if the values had reached the coordinator.
 			m.Results, m.TooLarge = withoutValues(r.results), true
 		}
-		p.env.Send(t.coord, m)
+		p.sendGrant(t.coord, m)
 	case kindScan:
-		p.env.Send(t.coord, &ScanResp{Txn: t.id, Seq: r.seq, OK: true, Rows: r.rows, TooLarge: r.tooLarge, Version: r.version})
+		p.sendGrant(t.coord, &ScanResp{Txn: t.id, Seq: r.seq, OK: true, Rows: r.rows, TooLarge: r.tooLarge, Version: r.version, Life: p.life})
 	}
+}
+
+type heldGrant struct {
+	to node.ID
+	m  wire.Msg
+}
+
+// sendGrant sends an answer granting locks, stamped with this life, once the life's number is
+// durable: a crash before then would give the next life the same number, and a late copy of a
+// request would let it pass for the one that granted the locks the crash lost.
+func (p *Participant) sendGrant(to node.ID, m wire.Msg) {
+	if p.lifePending {
+		p.heldGrants = append(p.heldGrants, heldGrant{to, m})
+		return
+	}
+	p.env.Send(to, m)
 }
 
 // valuesTooLarge reports whether a share of a batch's reads is over the bound of its answer.
@@ -545,6 +581,14 @@ func (p *Participant) onKeepAlive(from node.ID, m *KeepAlive) {
 	answerLost := p.now()-t.lastAnswer >= int64(p.cfg.DecisionTimeout)
 	switch t.state {
 	case partActive:
+		if m.Seen > 0 && m.Life != p.life {
+			// Begun afresh here by a late copy of an earlier request: the locks the
+			// coordinator counts were granted by an earlier life, and are lost.
+			p.abortLocal(t, causeLostLocks)
+			p.env.Send(from, &WoundReq{Txn: t.id, Cause: causeLostLocks})
+			p.drain()
+			return
+		}
 		t.lastActive = p.now()
 		p.armIdle(t)
 		switch {
@@ -686,7 +730,11 @@ func (p *Participant) reportWaits() {
 // empty (NewNode), the same for every life of that number; it replaces the reports of the
 // lives before, whose locks are gone. The waits held back cost detection one flush.
 func (p *Participant) lifeDurable() {
-	p.reporting = true
+	p.reporting, p.lifePending = true, false
+	for _, g := range p.heldGrants {
+		p.env.Send(g.to, g.m)
+	}
+	p.heldGrants = nil
 	p.waitsDirty = true
 	p.reportWaits()
 }
@@ -803,7 +851,7 @@ func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
 		t.lastAnswer = p.now()
 		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: t.cause})
 		return
-	case t.granted != m.Seen || t.waiting():
+	case t.granted != m.Seen || t.waiting() || (m.Seen > 0 && m.Life != p.life):
 		p.abortLocal(t, causeLostLocks)
 		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: causeLostLocks})
 		p.drain()

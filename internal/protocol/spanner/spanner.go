@@ -190,6 +190,7 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	}
 	n := &Node{env: env, cfg: c, metrics: protocol.NewMetrics()}
 	n.Part = newParticipant(env, c, n.metrics, store)
+	n.Part.life, n.Part.lifePending = inc.N, true
 	if c.DetectDeadlocks {
 		n.Part.detector, n.Part.incarnation = detectorOf(env.Topology()), inc.N
 		if n.Part.detector == env.Self() {
@@ -199,7 +200,7 @@ func NewNode(env node.Env, d node.Durable, c Config) (*Node, error) {
 	n.Coord = newCoordinator(env, c, n.metrics, recs, inc)
 	// Transaction ids embed the incarnation, so ids never repeat across restarts; until the new
 	// incarnation is durable the coordinator queues client requests, and the participant sends
-	// the deadlock detector no waits (Participant.lifeDurable).
+	// the deadlock detector no waits and holds its lock grants (Participant.lifeDurable).
 	env.Persist([]node.Write{inc.Write()}, func() {
 		n.Coord.ready()
 		n.Part.lifeDurable()
