@@ -12,18 +12,7 @@ import (
 // transaction must never be decided anew (gc.go).
 func TestLateAwaitedAbortCopyWritesNoRecord(t *testing.T) {
 	g := newGCScript(t, false)
-	meta := TxnMeta{ID: g.txn, Age: g.at, RecordNode: g.n.self, Coord: g.c}
-	w := g.writeAnswer(&WriteReq{Req: 1, Txn: meta, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
-	g.deliver(g.c, &EndTxnReq{Req: 2, Txn: g.txn, Status: EndStage, TS: w.WrittenTS, InFlight: []string{g.kh}})
-	g.env.Advance(2 * g.n.set.expiry) // the coordinator seems silent: the holder recovers
-	g.settle()
-	for queue := g.env.Take(); len(queue) > 0; {
-		s := queue[0]
-		queue = queue[1:]
-		if s.To == g.n.self {
-			queue = append(queue, g.deliver(g.n.self, s.M)...)
-		}
-	}
+	w := g.stageAndRecover()
 	abort := &EndTxnReq{Req: 3, Txn: g.txn, Status: EndAbort}
 	g.deliver(g.c, abort) // answered EndCommitted (TestAbortAfterRecoveryAnswersCommitted)
 	g.deliver(g.c, &EndTxnReq{Txn: g.txn, Status: EndCommit, TS: w.WrittenTS})

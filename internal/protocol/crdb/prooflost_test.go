@@ -20,20 +20,7 @@ import (
 // waits: the holder must answer that the record is committed, at its timestamp.
 func TestAbortAfterRecoveryAnswersCommitted(t *testing.T) {
 	g := newGCScript(t, false)
-	meta := TxnMeta{ID: g.txn, Age: g.at, RecordNode: g.n.self, Coord: g.c}
-	w := g.writeAnswer(&WriteReq{Req: 1, Txn: meta, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
-	g.deliver(g.c, &EndTxnReq{Req: 2, Txn: g.txn, Status: EndStage, TS: w.WrittenTS, InFlight: []string{g.kh}})
-	// The coordinator falls silent (its proofs' answers lost): the holder recovers the record,
-	// proving its own key to itself.
-	g.env.Advance(2 * g.n.set.expiry)
-	g.settle()
-	for queue := g.env.Take(); len(queue) > 0; {
-		s := queue[0]
-		queue = queue[1:]
-		if s.To == g.n.self {
-			queue = append(queue, g.deliver(g.n.self, s.M)...)
-		}
-	}
+	w := g.stageAndRecover()
 	if r, ok := g.n.recs.Get(g.txn); !ok || r.Status != txnrec.Committed {
 		t.Fatalf("recovery left the record %v, want committed", r.Status)
 	}
@@ -53,6 +40,25 @@ func TestAbortAfterRecoveryAnswersCommitted(t *testing.T) {
 	if r, _ := g.n.recs.Get(g.txn); r.Status != txnrec.Committed {
 		t.Errorf("the record is %v after the abort, want still committed", r.Status)
 	}
+}
+
+// stageAndRecover writes g.kh for g.txn (creating its record on the holder) and stages it;
+// then the coordinator falls silent (its proofs' answers lost) and the holder recovers the
+// record, proving its own key to itself. It returns the write's answer.
+func (g *gcScript) stageAndRecover() *WriteResp {
+	meta := TxnMeta{ID: g.txn, Age: g.at, RecordNode: g.n.self, Coord: g.c}
+	w := g.writeAnswer(&WriteReq{Req: 1, Txn: meta, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
+	g.deliver(g.c, &EndTxnReq{Req: 2, Txn: g.txn, Status: EndStage, TS: w.WrittenTS, InFlight: []string{g.kh}})
+	g.env.Advance(2 * g.n.set.expiry)
+	g.settle()
+	for queue := g.env.Take(); len(queue) > 0; {
+		s := queue[0]
+		queue = queue[1:]
+		if s.To == g.n.self {
+			queue = append(queue, g.deliver(g.n.self, s.M)...)
+		}
+	}
+	return w
 }
 
 // TestProofAfterRecoveryAndGCKeepsCommit runs the whole of it: transaction X on gateway C

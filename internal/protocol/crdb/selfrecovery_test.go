@@ -24,17 +24,7 @@ func TestSelfRecoveryIsNotTheCoordinatorsAnswer(t *testing.T) {
 	g.at = ts.Timestamp{Wall: g.env.Clock, Origin: uint32(g.c)}
 	meta := TxnMeta{ID: g.txn, Age: g.at, RecordNode: g.n.self, Coord: g.c}
 	g.n.byID[g.txn] = &coordTxn{meta: meta} // the node, as coordinator, still runs it (awaits a proof)
-	w := g.writeAnswer(&WriteReq{Req: 1, Txn: meta, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
-	g.deliver(g.c, &EndTxnReq{Req: 2, Txn: g.txn, Status: EndStage, TS: w.WrittenTS, InFlight: []string{g.kh}})
-	g.env.Advance(2 * g.n.set.expiry)
-	g.settle()
-	for queue := g.env.Take(); len(queue) > 0; {
-		s := queue[0]
-		queue = queue[1:]
-		if s.To == g.n.self {
-			queue = append(queue, g.deliver(g.n.self, s.M)...)
-		}
-	}
+	g.stageAndRecover()
 	if g.n.m.Counters["recovery/committed"] != 1 {
 		t.Fatal("the holder did not recover the record as committed: the scene is not set")
 	}
