@@ -29,6 +29,11 @@ type coordTxn struct {
 	read      map[string]bool
 	writeKeys []string
 	wrote     map[string]bool
+	// acked are the written keys whose leaseholder acknowledged the write. A pipelined write is
+	// acknowledged before its intent is durable, so a leaseholder that crashes meanwhile comes
+	// back without it: a later read or scan of the key then says so (ReadReq.OwnWrite,
+	// ScanReq.OwnKeys) and is refused rather than answered with what lies below the lost write.
+	acked map[string]bool
 	// writeBytes holds the writes to wire.MaxTxnWriteBytes: the staging record (EndTxnReq)
 	// lists every key written, and each leaseholder's proof and resolution its share of them.
 	writeBytes txnkit.TxnWrites
@@ -209,6 +214,7 @@ func (n *Node) begin(k txnkit.ClientTxn, req *wire.ClientRequest) *coordTxn {
 		limit:    ts.Timestamp{Wall: now.Wall + int64(n.set.maxOffset)},
 		read:     map[string]bool{},
 		wrote:    map[string]bool{},
+		acked:    map[string]bool{},
 		observed: map[topo.NodeID]ts.Timestamp{},
 	}
 	n.txns[k] = t
@@ -270,7 +276,7 @@ func (n *Node) sendRead(t *coordTxn, key string, ob *outbox, then func(*ReadResp
 		limit = ts.MinOf(limit, o)
 	}
 	n.callFor(t, ob, nd, func(r uint64) wire.Msg {
-		return &ReadReq{Req: r, Txn: t.meta, Key: key, ReadTS: t.readTS, Limit: limit, ReadOnly: t.readOnly}
+		return &ReadReq{Req: r, Txn: t.meta, Key: key, ReadTS: t.readTS, Limit: limit, ReadOnly: t.readOnly, OwnWrite: t.acked[key]}
 	}, func(m wire.Msg) {
 		resp := m.(*ReadResp)
 		if !n.live(t) {
@@ -278,6 +284,10 @@ func (n *Node) sendRead(t *coordTxn, key string, ob *outbox, then func(*ReadResp
 		}
 		if _, ok := t.observed[nd]; !ok {
 			t.observed[nd] = resp.Clock
+		}
+		if resp.WriteLost {
+			n.abort(t, "write-lost")
+			return
 		}
 		if resp.TooOld {
 			n.abort(t, txnkit.AbortTooOld)
@@ -371,6 +381,7 @@ func (n *Node) sendWrite(t *coordTxn, key string, value []byte, tombstone bool, 
 		if t.writeTS.Less(resp.WrittenTS) {
 			t.writeTS = resp.WrittenTS
 		}
+		t.acked[key] = true
 		then()
 	})
 }

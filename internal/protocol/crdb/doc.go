@@ -127,8 +127,14 @@
 // pushed to that floor has a timestamp no clock has reached yet, so its gateway waits until its
 // clock passes the commit timestamp before acknowledging (as CockroachDB waits out a commit
 // timestamp in the future): a read begun afterwards anywhere then has it in its uncertainty
-// interval. A node's first life takes no floor: it serves no other node's request until its
-// incarnation is durable, so a crash before that leaves nothing it could have read.
+// interval. A pipelined write acknowledged before its intent was durable is lost with the
+// crash: its transaction's commit proof finds it missing, and so does a later read or scan of
+// the key by the transaction, which says it wrote there (ReadReq.OwnWrite, ScanReq.OwnKeys)
+// and is refused (cause write-lost) rather than answered with the value below the lost write;
+// answered, the transaction read past its own write and still committed when it wrote the key
+// again (TestReadOwnLostPipelinedWrite). A node's first life takes no floor: it serves no
+// other node's request until its incarnation is durable, so a crash before that leaves nothing
+// it could have read.
 // Transaction ids are (coordinator, incarnation, counter), as K2's and Spanner's: each life
 // persists its incarnation number before handing out an id (client requests wait until then),
 // so a restarted coordinator never takes an id whose records, intents, push floors or
@@ -229,7 +235,8 @@
 // scan/keys (keys visited by scans), scan/marks-evicted (span entries folded into the read
 // floor), write/pushed, commit/ok, /read-only, /pushed and /unknown, commit/recovered (a staged
 // transaction a proof found a write of missing, which its holder had recovered as committed:
-// coord.go, abortStaged), recovery/committed and /aborted,
+// coord.go, abortStaged), read/own-write-lost (reads and scans refused because a crash lost the
+// transaction's acknowledged pipelined write of the key), recovery/committed and /aborted,
 // record/forgotten, record/ended-query (transactions a holder asked their coordinator about),
 // record/ended-abort (undecided records aborted because the coordinator had ended the transaction),
 // record/reresolve (resolutions re-sent by a holder), record/late-heartbeat (copies of a

@@ -27,6 +27,12 @@ type ReadReq struct {
 	ReadTS   ts.Timestamp
 	Limit    ts.Timestamp // global uncertainty limit: ReadTS at begin + max offset
 	ReadOnly bool
+	// OwnWrite: the transaction wrote Key and this leaseholder acknowledged it. A pipelined
+	// write is acknowledged before its intent is durable; a leaseholder that finds no intent of
+	// the transaction on Key lost it in a crash, and answers WriteLost instead of the value
+	// below it, which the transaction could otherwise read and still commit (a later write of
+	// Key lays the intent its commit proves).
+	OwnWrite bool `cbor:",omitempty"`
 }
 
 // ReadResp answers ReadReq.
@@ -40,6 +46,9 @@ type ReadResp struct {
 	// TooOld: ReadTS is below the leaseholder's GC horizon, so the versions the read needs may
 	// be gone; it was refused and the transaction aborts (cause too-old).
 	TooOld bool `cbor:",omitempty"`
+	// WriteLost: the request's OwnWrite, but the transaction has no intent on Key here (lost in
+	// a crash); the transaction aborts (cause write-lost).
+	WriteLost bool `cbor:",omitempty"`
 }
 
 // WriteReq lays down an intent.

@@ -134,6 +134,14 @@ func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64, respond fun
 			return
 		}
 	}
+	if req.OwnWrite {
+		// This node acknowledged the transaction's write of Key, and the intent is gone: a
+		// crash lost it before it was durable. What lies below is not what the transaction
+		// wrote (ReadReq.OwnWrite).
+		n.m.Add("read/own-write-lost", 1)
+		reply(&ReadResp{WriteLost: true})
+		return
+	}
 	for i := len(vs) - 1; i >= 0; i-- {
 		v := vs[i]
 		if v.State == mvcc.Aborted || limit.Less(v.TS) {
@@ -170,6 +178,16 @@ func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64, respond fun
 	n.bumpReadTS(req.Key, req.ReadTS, req.Txn.ID)
 	n.observeWait(since)
 	reply(&ReadResp{})
+}
+
+// hasOwnIntent reports whether txn holds an intent on key here.
+func (n *Node) hasOwnIntent(key string, txn storage.TxnID) bool {
+	for _, v := range n.store.Versions(key) {
+		if v.State == mvcc.Intent && v.Txn == txn {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) observeWait(since int64) {

@@ -46,6 +46,10 @@ type ScanReq struct {
 	Limit    ts.Timestamp
 	ReadOnly bool  `cbor:",omitempty"`
 	RowLimit int32 `cbor:",omitempty"` // at most this many rows (0: all)
+	// OwnKeys are the keys of Span this leaseholder leads that the transaction wrote and had
+	// acknowledged, as ReadReq.OwnWrite: one without the transaction's intent was lost in a
+	// crash, and the scan is answered WriteLost.
+	OwnKeys []string `cbor:",omitempty"`
 }
 
 // ScanResp answers ScanReq with the rows in key order, or Uncertain (a committed value in the
@@ -59,6 +63,7 @@ type ScanResp struct {
 	ValueTS   ts.Timestamp `cbor:",omitempty"`
 	TooOld    bool         `cbor:",omitempty"`
 	TooLarge  bool         `cbor:",omitempty"`
+	WriteLost bool         `cbor:",omitempty"` // an OwnKeys key has no intent of the transaction
 }
 
 func (*ScanReq) Kind() wire.Kind  { return 421 }
@@ -100,7 +105,10 @@ func (n *Node) onScan(from topo.NodeID, req *ScanReq) {
 	}
 	n.observe(req.ReadTS)
 	r := *req
-	r.Limit = ts.MinOf(req.Limit, n.hlc.Last()) // the observed timestamp, as startRead's
+	// The observed timestamp, as startRead's: after a restart at least the read floor, above
+	// what the previous life wrote with timestamps from faster clocks (the clock alone cut the
+	// uncertainty interval short of an acknowledged write: TestScanAfterRestartSeesEarlierCommits).
+	r.Limit = ts.MinOf(req.Limit, ts.MaxOf(n.hlc.Last(), n.store.ReadFloor()))
 	n.evalScan(from, &r, n.env.Now())
 }
 
@@ -116,6 +124,13 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 	if n.belowGCHorizon(req.ReadTS) {
 		reply(&ScanResp{TooOld: true})
 		return
+	}
+	for _, k := range req.OwnKeys {
+		if !n.hasOwnIntent(k, req.Txn.ID) {
+			n.m.Add("read/own-write-lost", 1)
+			reply(&ScanResp{WriteLost: true})
+			return
+		}
 	}
 	limit := ts.MaxOf(req.Limit, req.ReadTS)
 	var (
@@ -246,14 +261,21 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 		uncertain ts.Timestamp
 		tooOld    bool
 		tooLarge  bool
+		writeLost bool
 	)
 	for _, nd := range nodes {
 		ulimit := t.limit
 		if o, ok := t.observed[nd]; ok {
 			ulimit = ts.MinOf(ulimit, o)
 		}
+		var own []string
+		for _, k := range t.writeKeys {
+			if t.acked[k] && n.tp.PrimaryOf(k) == nd && span.Start <= k && (span.End == "" || k < span.End) {
+				own = append(own, k)
+			}
+		}
 		n.callFor(t, nil, nd, func(r uint64) wire.Msg {
-			return &ScanReq{Req: r, Txn: t.meta, Span: span, ReadTS: t.readTS, Limit: ulimit, ReadOnly: t.readOnly, RowLimit: limit}
+			return &ScanReq{Req: r, Txn: t.meta, Span: span, ReadTS: t.readTS, Limit: ulimit, ReadOnly: t.readOnly, RowLimit: limit, OwnKeys: own}
 		}, func(m wire.Msg) {
 			resp := m.(*ScanResp)
 			if !n.live(t) {
@@ -264,6 +286,7 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 			}
 			tooOld = tooOld || resp.TooOld
 			tooLarge = tooLarge || resp.TooLarge
+			writeLost = writeLost || resp.WriteLost
 			if resp.Uncertain {
 				uncertain = ts.MaxOf(uncertain, resp.ValueTS)
 			}
@@ -272,6 +295,8 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 				return
 			}
 			switch {
+			case writeLost:
+				n.abort(t, "write-lost")
 			case tooOld:
 				n.abort(t, txnkit.AbortTooOld)
 			case !uncertain.IsZero():
