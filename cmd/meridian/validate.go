@@ -197,6 +197,7 @@ var workloadsOf = map[string][]string{
 	"scan-length":       {"ycsbt"},
 	"rmw":               {"ycsbt"},
 	"blind-writes":      {"rw-register"},
+	"read-back":         {"list-append", "rw-register"},
 	"warehouses":        {"tpcc"},
 	"tpcc-full":         {"tpcc"},
 	"tpcc-mix":          {"tpcc"},

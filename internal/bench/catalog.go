@@ -49,6 +49,9 @@ type WorkloadParams struct {
 	// BlindWrites makes rw-register write registers it has not read without reading them first
 	// (listappend.Config.BlindWrites).
 	BlindWrites bool
+	// ReadBack makes list-append and rw-register transactions read the keys they wrote back
+	// from the store at their end (listappend.Config.ReadBack).
+	ReadBack bool
 }
 
 // DefaultWorkloadParams returns params that keep every default of the named workload.
@@ -89,7 +92,7 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 	}
 	switch p.Name {
 	case "list-append", "rw-register":
-		cfg := listappend.Config{Keys: p.Keys, Register: p.Name == "rw-register", Namespace: p.Namespace, BlindWrites: p.BlindWrites}
+		cfg := listappend.Config{Keys: p.Keys, Register: p.Name == "rw-register", Namespace: p.Namespace, BlindWrites: p.BlindWrites, ReadBack: p.ReadBack}
 		if p.Ops > 0 {
 			cfg.MinOps, cfg.MaxOps = 1, p.Ops
 		}

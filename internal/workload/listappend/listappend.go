@@ -56,6 +56,15 @@ type Config struct {
 	// writer older than another that wrote since, so a key never holds two writers' intents
 	// at once and multi-intent write streams go unexercised.
 	BlindWrites bool
+	// ReadBack has every transaction that writes read each key it wrote back from the store
+	// once it has written them, and then write the key again from what it read (appending
+	// another value, or writing another register value), recorded as a read and a write at its
+	// end. Otherwise a transaction reads a key only before writing it (its later reads come
+	// from what it holds), so a protocol that lost or hid a transaction's own write from it
+	// went unseen: a crash took a write acknowledged before it was durable, the transaction
+	// read the key and wrote it again, and its commit found the second write. The checker
+	// finds such a read by internal consistency, and the final read the lost value.
+	ReadBack bool
 }
 
 // Workload is a list-append or register workload.
@@ -252,15 +261,29 @@ func (g *gen) Next() workload.Txn {
 		}
 	}
 	b := &body{w: w, ops: ops, batch: cfg.BatchRatio > 0 && g.rng.Float64() < cfg.BatchRatio}
-	return workload.Txn{Type: w.Name(), ReadOnly: readOnly, Run: b.run, Invoke: cloneOps(ops), Result: b.result}
+	if cfg.ReadBack && !readOnly {
+		seen := map[int64]bool{}
+		for _, op := range ops {
+			if op.F != history.FRead && !seen[op.Key] {
+				seen[op.Key] = true
+				again := history.MicroOp{F: op.F, Key: op.Key, Value: history.IntValue(w.nextValue.Add(1))}
+				b.ops = append(b.ops, history.MicroOp{F: history.FRead, Key: op.Key}, again)
+				b.readBack += 2
+			}
+		}
+	}
+	return workload.Txn{Type: w.Name(), ReadOnly: readOnly, Run: b.run, Invoke: cloneOps(b.ops), Result: b.result}
 }
 
 type body struct {
-	w       *Workload
-	batch   bool // read with one GetMany, write with one PutMany
-	ops     []history.MicroOp
-	latest  []history.MicroOp // the last attempt's completed micro-ops
-	reached []bool            // which of the last attempt's reads returned a value
+	w     *Workload
+	batch bool // read with one GetMany, write with one PutMany
+	ops   []history.MicroOp
+	// readBack is how many of ops, at the end, read written keys back from the store after the
+	// writes and write them again, a read and a write per key (Config.ReadBack).
+	readBack int
+	latest   []history.MicroOp // the last attempt's completed micro-ops
+	reached  []bool            // which of the last attempt's reads returned a value
 }
 
 // result is what the last attempt did: its writes, and only the reads it actually completed. An
@@ -295,7 +318,8 @@ func (b *body) run(tx *client.Txn) error {
 		}
 	}
 	var dirty []int64 // keys to write, in the order of their first write
-	for i, op := range b.ops {
+	ops := b.ops[:len(b.ops)-b.readBack]
+	for i, op := range ops {
 		st, ok := state[op.Key]
 		if !ok && b.blind(op) {
 			st, ok = &keyState{}, true
@@ -310,15 +334,7 @@ func (b *body) run(tx *client.Txn) error {
 		}
 		switch op.F {
 		case history.FRead:
-			switch {
-			case b.w.cfg.Register && st.exists:
-				b.latest[i].Value = history.IntValue(st.reg)
-			case b.w.cfg.Register:
-				b.latest[i].Value = history.Value{}
-			default:
-				b.latest[i].Value = history.ListValue(append([]int64{}, st.list...))
-			}
-			b.reached[i] = true
+			b.record(i, st)
 		case history.FAppend:
 			st.list = append(st.list, op.Value.Int)
 		case history.FWrite:
@@ -332,6 +348,14 @@ func (b *body) run(tx *client.Txn) error {
 			}
 		}
 	}
+	if err := b.write(tx, dirty, state); err != nil {
+		return err
+	}
+	return b.readBackAndWrite(tx, len(ops))
+}
+
+// write puts the keys of dirty with the values state holds for them.
+func (b *body) write(tx *client.Txn, dirty []int64, state map[int64]*keyState) error {
 	rows := make([]wire.KV, len(dirty))
 	for i, k := range dirty {
 		st := state[k]
@@ -353,11 +377,70 @@ func (b *body) run(tx *client.Txn) error {
 	return nil
 }
 
+// readBackAndWrite runs the read-back micro-ops, b.ops[from:]: it reads each written key back
+// from the store, then writes it again from what it read.
+func (b *body) readBackAndWrite(tx *client.Txn, from int) error {
+	if b.readBack == 0 {
+		return nil
+	}
+	back := b.ops[from:]
+	var keys []int64
+	for i := 0; i < len(back); i += 2 {
+		keys = append(keys, back[i].Key)
+	}
+	state := map[int64]*keyState{}
+	if b.batch {
+		names := make([]string, len(keys))
+		for i, k := range keys {
+			names[i] = b.w.names[k]
+		}
+		reads, err := tx.GetMany(names)
+		if err != nil {
+			return err
+		}
+		for i, k := range keys {
+			if state[k], err = b.decode(k, reads[i].Value, reads[i].Found); err != nil {
+				return err
+			}
+		}
+	} else {
+		for _, k := range keys {
+			var err error
+			if state[k], err = b.load(tx, k); err != nil {
+				return err
+			}
+		}
+	}
+	for i, k := range keys {
+		st := state[k]
+		b.record(from+2*i, st)
+		if again := back[2*i+1]; b.w.cfg.Register {
+			st.reg, st.exists = again.Value.Int, true
+		} else {
+			st.list, st.exists = append(st.list, again.Value.Int), true
+		}
+	}
+	return b.write(tx, keys, state)
+}
+
+// record completes read micro-op i of the attempt with the value st holds.
+func (b *body) record(i int, st *keyState) {
+	switch {
+	case b.w.cfg.Register && st.exists:
+		b.latest[i].Value = history.IntValue(st.reg)
+	case b.w.cfg.Register:
+		b.latest[i].Value = history.Value{}
+	default:
+		b.latest[i].Value = history.ListValue(append([]int64{}, st.list...))
+	}
+	b.reached[i] = true
+}
+
 // loadAll reads every key the transaction touches with one GetMany.
 func (b *body) loadAll(tx *client.Txn, state map[int64]*keyState) error {
 	var keys []int64
 	var names []string
-	for _, op := range b.ops {
+	for _, op := range b.ops[:len(b.ops)-b.readBack] {
 		if _, ok := state[op.Key]; !ok {
 			if b.blind(op) {
 				state[op.Key] = &keyState{}

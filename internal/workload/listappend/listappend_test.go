@@ -188,3 +188,47 @@ func TestListEncoding(t *testing.T) {
 		t.Error("truncated varint decoded")
 	}
 }
+
+// TestReadBack: with ReadBack every writing transaction ends, for each key it wrote, with a read
+// of the key and another write of it; the reads, served by the store after the transaction's
+// writes, must show them (the serial model checks each read against what came before it).
+func TestReadBack(t *testing.T) {
+	for _, reg := range []bool{false, true} {
+		w, err := New(testTopo(t), Config{Keys: 8, Register: reg, ReadBack: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen := w.NewClient(0, 0, rand.New(rand.NewPCG(7, 1)))
+		for range 200 {
+			tx := gen.Next()
+			if tx.ReadOnly {
+				continue
+			}
+			written := map[int64]bool{}
+			n := len(tx.Invoke)
+			for _, op := range tx.Invoke {
+				if op.F != history.FRead {
+					written[op.Key] = true
+				}
+			}
+			tail := tx.Invoke[n-2*len(written):]
+			for i := 0; i < len(tail); i += 2 {
+				if tail[i].F != history.FRead || tail[i+1].F == history.FRead || tail[i].Key != tail[i+1].Key || !written[tail[i].Key] {
+					t.Fatalf("register=%v: transaction %s does not end with a read and a write of each key it wrote", reg, mustJSONs(tx.Invoke))
+				}
+				delete(written, tail[i].Key)
+			}
+		}
+		if err := runSerial(t, w, 5, 2000, nil); err != nil {
+			t.Errorf("register=%v: %v", reg, err)
+		}
+	}
+}
+
+func mustJSONs(ops []history.MicroOp) string {
+	s := ""
+	for _, op := range ops {
+		s += string(mustJSON(op)) + " "
+	}
+	return s
+}
