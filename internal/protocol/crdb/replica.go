@@ -291,17 +291,25 @@ func (n *Node) evalWrite(from topo.NodeID, req *WriteReq, since int64, respond f
 	}
 	n.observeWait(since)
 	resp := &WriteResp{WrittenTS: wts}
+	// A write that replaces the transaction's own intent is answered only once durable, even
+	// with pipelining: the commit's proof finds an intent of the transaction on the key, not
+	// which write laid it, so a crash that lost the replacement but kept the earlier intent on
+	// disk let the transaction commit its earlier value over its later one (an intermediate
+	// value committed: sim --workload list-append --read-back --flush-latency 30ms with
+	// crashes, G1b). Answered only once durable, a lost replacement is one its coordinator
+	// still awaits, and sends again to the restarted node.
+	pipelined := n.set.pipelining && own == nil
 	if g := n.writeGroup; g != nil {
 		// Part of an OpsReq: its intents go to disk together once all are evaluated.
 		g.keys = append(g.keys, req.Key)
-		if n.set.pipelining {
+		if pipelined {
 			reply(resp)
 		} else {
 			g.durable = append(g.durable, func() { reply(resp) })
 		}
 		return
 	}
-	if n.set.pipelining {
+	if pipelined {
 		n.intentGen[req.Key] = n.flush(nil, nil)
 		reply(resp)
 		return
