@@ -140,6 +140,7 @@ type Batcher struct {
 
 	nextID  uint64
 	pending []pendingRequest // ascending by id and by sentLocal, at most maxInFlight
+	lastRTT int64            // local time from the latest answered request to its reply
 
 	cur     oracleReading   // batching: the batch in use (valid iff haveCur)
 	haveCur bool            //
@@ -254,10 +255,15 @@ func (b *Batcher) fresh(sentLocal, localNow int64) bool {
 }
 
 // strawmanRequestTimeout is how long the strawman counts a request as in flight before asking
-// again (a guard against lost replies). A strawman reply is valid whenever it arrives (its
-// timestamp is T_up and the commit wait runs from receipt), so unlike a batch it does not expire
-// after TTL; counting it lost after TTL made an oracle slower than TTL receive a new request per
-// waiter every TTL, a retry storm that collapsed it.
+// again (a guard against lost replies), at least: twice the latest reply's round trip when that
+// is longer. A strawman reply is valid whenever it arrives (its timestamp is T_up and the commit
+// wait runs from receipt), so unlike a batch it does not expire after TTL; counting it lost after
+// TTL made an oracle slower than TTL receive a new request per waiter every TTL, a retry storm
+// that collapsed it. A fixed 50 ms did the same once an oracle's queue took longer than that:
+// five coordinators of 1,000 waiting transactions each queued 83 ms of requests at their
+// region's oracle (8 cores at ~60k requests per second), re-sent them all at 50 ms, and no
+// transaction got a timestamp for the next 30 s (repro k2-fig16 --scale paper, the strawman at
+// 6,400 clients per region).
 const strawmanRequestTimeout = 50 * time.Millisecond
 
 // inFlightWindow is how long a request counts as in flight.
@@ -265,7 +271,7 @@ func (b *Batcher) inFlightWindow() int64 {
 	if b.cfg.Batching {
 		return b.expiryLocal
 	}
-	return int64(strawmanRequestTimeout)
+	return max(int64(strawmanRequestTimeout), 2*b.lastRTT)
 }
 
 // InFlight reports how many requests sent within RequestTimeout are still unanswered.
@@ -345,6 +351,7 @@ func (b *Batcher) OnReply(localNow int64, r *TSBatchReply) bool {
 	}
 	sent := b.pending[i].sentLocal
 	b.pending = append(b.pending[:i], b.pending[i+1:]...)
+	b.lastRTT = max(localNow-sent, 0)
 	reading := oracleReading{up: r.Up, sentLocal: sent}
 	if !b.cfg.Batching {
 		j := len(b.unused)

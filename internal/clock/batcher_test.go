@@ -271,3 +271,29 @@ func TestBatcherIgnoresRepliesOfAnEarlierLife(t *testing.T) {
 		t.Fatal("the reply to this life's request was refused")
 	}
 }
+
+// TestStrawmanSlowOracleNoRetryStorm: the strawman asks again for a timestamp whose reply has not
+// come within its request timeout. With an oracle whose queue takes longer than that timeout,
+// every waiter's request went again, the queue doubled, and no reply came in time any more (repro
+// k2-fig16 --scale paper: no commit in 30 s at 6,400 clients per region). Once replies show the
+// oracle answers in 40 ms, requests sent 60 ms ago are still in flight; one that stays unanswered
+// for twice the latest round trip is asked for again.
+func TestStrawmanSlowOracleNoRetryStorm(t *testing.T) {
+	cfg := K2BatcherConfig(2)
+	cfg.Batching = false
+	b := mustBatcher(t, cfg)
+	const ms = int64(time.Millisecond)
+	for b.NeedRequest(0, 10) {
+		b.StartRequest(0)
+	}
+	b.OnReply(40*ms, &TSBatchReply{ReqID: 1, Up: 40 * ms})
+	if _, _, ok := b.Take(0, 40*ms); !ok {
+		t.Fatal("the first reply served no waiter")
+	}
+	if b.NeedRequest(60*ms, 9) {
+		t.Fatal("9 requests 60 ms old counted lost, although the oracle answers in 40 ms: a retry storm")
+	}
+	if !b.NeedRequest(81*ms, 9) {
+		t.Fatal("9 requests unanswered for twice the oracle's round trip not asked for again")
+	}
+}
