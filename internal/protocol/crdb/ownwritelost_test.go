@@ -23,20 +23,8 @@ import (
 func TestReadOwnLostPipelinedWrite(t *testing.T) {
 	for _, scan := range []bool{false, true} {
 		t.Run(map[bool]string{false: "get", true: "scan"}[scan], func(t *testing.T) {
-			cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.FlushLatency = 200 * time.Millisecond // the put's answer comes back before its intent is on disk
-			s, err := sim.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, x, c, k, r := slowDiskSim(t, "own")
 			defer s.Stop()
-			tp := cfg.Topology
-			x, c := tp.DataNodes(0)[0], tp.DataNodes(1)[0]
-			k := prototest.KeysOn(t, tp, x, "own", 1)[0]
-			r := prototest.KeysOn(t, tp, c, "rec", 1)[0] // the record's key, on the coordinator
 			var failures []string
 			fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
 			var crashed, done bool
@@ -105,6 +93,25 @@ func TestReadOwnLostPipelinedWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowDiskSim builds a simulation whose disks take 200 ms a flush, so that a pipelined write is
+// answered long before its intent is on disk, and returns it with a data node x, a gateway c in
+// another region, a key k that x leads, and a key r that c leads (a transaction that writes r
+// first keeps its record on its gateway, away from x's crashes).
+func slowDiskSim(t *testing.T, prefix string) (s *sim.Sim, x, c topo.NodeID, k, r string) {
+	t.Helper()
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.FlushLatency = 200 * time.Millisecond
+	if s, err = sim.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	tp := cfg.Topology
+	x, c = tp.DataNodes(0)[0], tp.DataNodes(1)[0]
+	return s, x, c, prototest.KeysOn(t, tp, x, prefix, 1)[0], prototest.KeysOn(t, tp, c, "rec", 1)[0]
 }
 
 // durableHas reports whether node's durable state holds a version of key (any key with it as

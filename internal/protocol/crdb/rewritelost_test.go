@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/client"
-	"github.com/meridiandb/meridian/internal/protocol/prototest"
-	"github.com/meridiandb/meridian/internal/sim"
 )
 
 // TestRewriteLostInCrashNotCommitted: a transaction writes k = v1 (its intent durable), then
@@ -18,20 +16,9 @@ import (
 // --read-back with crashes and slow flushes: an intermediate read, G1b). The transaction must
 // commit v2, or not commit.
 func TestRewriteLostInCrashNotCommitted(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.FlushLatency = 200 * time.Millisecond
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, x, c, k, r := slowDiskSim(t, "rewrite")
 	defer s.Stop()
-	tp := cfg.Topology
-	x, c := tp.DataNodes(0)[0], tp.DataNodes(1)[0]
-	k := prototest.KeysOn(t, tp, x, "rewrite", 1)[0]
-	r := prototest.KeysOn(t, tp, c, "rec", 1)[0] // the record's key, on the coordinator
+	tp := s.Topology()
 	var failures []string
 	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
 	var crashed, done bool
