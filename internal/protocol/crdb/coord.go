@@ -285,6 +285,10 @@ func (n *Node) sendRead(t *coordTxn, key string, ob *outbox, then func(*ReadResp
 		if _, ok := t.observed[nd]; !ok {
 			t.observed[nd] = resp.Clock
 		}
+		if resp.WriteLost && resp.Aborted {
+			n.abort(t, "push-abort") // an older writer's push removed the intent
+			return
+		}
 		if resp.WriteLost {
 			n.abort(t, "write-lost")
 			return

@@ -49,6 +49,9 @@ type ReadResp struct {
 	// WriteLost: the request's OwnWrite, but the transaction has no intent on Key here (lost in
 	// a crash); the transaction aborts (cause write-lost).
 	WriteLost bool `cbor:",omitempty"`
+	// Aborted, with WriteLost: the intent went because the transaction was aborted here (an
+	// older writer's push), not lost in a crash; the transaction aborts (cause push-abort).
+	Aborted bool `cbor:",omitempty"`
 }
 
 // WriteReq lays down an intent.

@@ -128,3 +128,25 @@ func durableHas(t *testing.T, s *sim.Sim, node topo.NodeID, key string) bool {
 	})
 	return found
 }
+
+// TestOwnWriteGoneAfterPushIsAPushAbort: a read of a key the transaction wrote finds its intent
+// gone because an older writer's push aborted the transaction there, not because a crash lost
+// it: the answer says so, and the transaction aborts as pushed (push-abort), not write-lost,
+// which is kept for writes a crash took (18 of a fault-free read-back run's aborts were
+// labelled write-lost).
+func TestOwnWriteGoneAfterPushIsAPushAbort(t *testing.T) {
+	g := newGCScript(t, false)
+	meta := TxnMeta{ID: g.txn, Age: g.at, RecordNode: g.n.self, Coord: g.c}
+	g.writeAnswer(&WriteReq{Req: 1, Txn: meta, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
+	g.deliver(g.l, &ResolveReq{Txn: g.txn, Keys: []string{g.kh}, Commit: false, Record: g.n.self}) // the pusher's resolution
+	read := &ReadReq{Req: 2, Txn: meta, Key: g.kh, ReadTS: g.at, Limit: g.at, OwnWrite: true}
+	var got *ReadResp
+	for _, s := range g.deliver(g.c, read) {
+		if r, ok := s.M.(*ReadResp); ok && r.Req == read.Req {
+			got = r
+		}
+	}
+	if got == nil || !got.WriteLost || !got.Aborted {
+		t.Fatalf("read of its own aborted write: %+v, want WriteLost and Aborted", got)
+	}
+}

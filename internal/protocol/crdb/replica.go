@@ -139,7 +139,7 @@ func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64, respond fun
 		// crash lost it before it was durable. What lies below is not what the transaction
 		// wrote (ReadReq.OwnWrite).
 		n.m.Add("read/own-write-lost", 1)
-		reply(&ReadResp{WriteLost: true})
+		reply(&ReadResp{WriteLost: true, Aborted: n.aborted[req.Txn.ID]})
 		return
 	}
 	for i := len(vs) - 1; i >= 0; i-- {

@@ -64,6 +64,7 @@ type ScanResp struct {
 	TooOld    bool         `cbor:",omitempty"`
 	TooLarge  bool         `cbor:",omitempty"`
 	WriteLost bool         `cbor:",omitempty"` // an OwnKeys key has no intent of the transaction
+	Aborted   bool         `cbor:",omitempty"` // with WriteLost: the transaction was aborted here (ReadResp.Aborted)
 }
 
 func (*ScanReq) Kind() wire.Kind  { return 421 }
@@ -128,7 +129,7 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 	for _, k := range req.OwnKeys {
 		if !n.hasOwnIntent(k, req.Txn.ID) {
 			n.m.Add("read/own-write-lost", 1)
-			reply(&ScanResp{WriteLost: true})
+			reply(&ScanResp{WriteLost: true, Aborted: n.aborted[req.Txn.ID]})
 			return
 		}
 	}
@@ -262,6 +263,7 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 		tooOld    bool
 		tooLarge  bool
 		writeLost bool
+		pushed    bool // a leaseholder had aborted the transaction: the cause of a write it lost
 	)
 	for _, nd := range nodes {
 		ulimit := t.limit
@@ -287,6 +289,7 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 			tooOld = tooOld || resp.TooOld
 			tooLarge = tooLarge || resp.TooLarge
 			writeLost = writeLost || resp.WriteLost
+			pushed = pushed || resp.Aborted
 			if resp.Uncertain {
 				uncertain = ts.MaxOf(uncertain, resp.ValueTS)
 			}
@@ -295,6 +298,8 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 				return
 			}
 			switch {
+			case writeLost && pushed:
+				n.abort(t, "push-abort")
 			case writeLost:
 				n.abort(t, "write-lost")
 			case tooOld:
