@@ -37,8 +37,11 @@ type Config struct {
 	EmulateLatency bool
 	LatencyScale   float64
 	ClientTimeout  time.Duration
-	Source         string // the file it came from, or configs.DefaultName
-	Text           string // the TOML it was parsed from
+	// FlushDelay holds each node's persist batches back this long before they reach its disk
+	// ([disk] flush_delay; durable.WithApplyDelay): a slower disk for crash reviews.
+	FlushDelay time.Duration
+	Source     string // the file it came from, or configs.DefaultName
+	Text       string // the TOML it was parsed from
 }
 
 // MaxEpsilon bounds the TrueTime ε a configuration may declare. Protocols add ε to clock
@@ -53,6 +56,10 @@ const MaxEpsilon = 100 * time.Second
 // round trips at latency scale ≤ 100: minutes at most. Past an hour a timeout no longer bounds
 // anything: with "2000000h" a client of a stopped node waited for centuries.
 const MaxClientTimeout = time.Hour
+
+// MaxFlushDelay bounds [disk] flush_delay: a disk slower than that is no disk a review needs,
+// and every acknowledged commit waits for it.
+const MaxFlushDelay = time.Second
 
 // NodeConfig is one [[node]] table.
 type NodeConfig struct {
@@ -84,6 +91,9 @@ type fileConfig struct {
 	Client struct {
 		Timeout string `toml:"timeout"`
 	} `toml:"client"`
+	Disk struct {
+		FlushDelay string `toml:"flush_delay"`
+	} `toml:"disk"`
 	Nodes []fileNode `toml:"node"`
 }
 
@@ -200,6 +210,11 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		if c.ClientTimeout, err = time.ParseDuration(f.Client.Timeout); err != nil || c.ClientTimeout <= 0 || c.ClientTimeout > MaxClientTimeout {
 			return nil, fail(lineOfKey(text, "timeout"), "client timeout %q: want a positive duration up to %dh (no request a configuration allows takes that long)",
 				f.Client.Timeout, MaxClientTimeout/time.Hour)
+		}
+	}
+	if f.Disk.FlushDelay != "" {
+		if c.FlushDelay, err = time.ParseDuration(f.Disk.FlushDelay); err != nil || c.FlushDelay < 0 || c.FlushDelay > MaxFlushDelay {
+			return nil, fail(lineOfKey(text, "flush_delay"), "disk flush_delay %q: want a duration from 0 to %v such as 10ms", f.Disk.FlushDelay, MaxFlushDelay)
 		}
 	}
 	c.DataDir = f.DataDir

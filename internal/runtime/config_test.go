@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridiandb/meridian/configs"
 )
@@ -126,5 +127,26 @@ func TestShardsPerNodeZeroRefused(t *testing.T) {
 	_, err := Parse("c.toml", editDefault(t, `shards_per_node = 4`, `shards_per_node = 0`), "")
 	if err == nil || !strings.Contains(err.Error(), "shards_per_node 0: want 1..1024") {
 		t.Fatalf("shards_per_node = 0: %v, want refused", err)
+	}
+}
+
+// [disk] flush_delay slows every node's disk for crash reviews: a duration up to a second;
+// anything else is refused on its line.
+func TestDiskFlushDelay(t *testing.T) {
+	add := func(v string) string {
+		return editDefault(t, "[client]\n", "[disk]\nflush_delay = "+v+"\n\n[client]\n")
+	}
+	cfg, err := Parse("c.toml", add(`"10ms"`), "")
+	if err != nil || cfg.FlushDelay != 10*time.Millisecond {
+		t.Fatalf(`flush_delay = "10ms": %v, %v`, cfg, err)
+	}
+	if cfg, err = Parse("c.toml", configs.Default, ""); err != nil || cfg.FlushDelay != 0 {
+		t.Fatalf("default: flush delay %v, %v; want none", cfg.FlushDelay, err)
+	}
+	for _, bad := range []string{`"2s"`, `"-1ms"`, `"soon"`} {
+		_, err := Parse("c.toml", add(bad), "")
+		if err == nil || !strings.Contains(err.Error(), "flush_delay") || !strings.Contains(err.Error(), "c.toml:") {
+			t.Errorf("flush_delay = %s: %v, want a refusal naming the setting and its line", bad, err)
+		}
 	}
 }

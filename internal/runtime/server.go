@@ -154,7 +154,7 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 	s.endpoints.limit = s.endpoints.next
 	// A handler may persist, send and set timers while it is being built (k2 persists its
 	// incarnation), so the committer and the links to peers exist first.
-	s.committer = durable.NewCommitter(s.store, 0)
+	s.committer = durable.NewCommitter(durable.WithApplyDelay(s.store, cfg.FlushDelay), 0)
 	s.peers = make([]*link, len(cfg.Nodes))
 	for _, n := range cfg.Nodes {
 		if n.ID != id {
