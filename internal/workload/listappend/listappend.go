@@ -389,27 +389,8 @@ func (b *body) readBackAndWrite(tx *client.Txn, from int) error {
 		keys = append(keys, back[i].Key)
 	}
 	state := map[int64]*keyState{}
-	if b.batch {
-		names := make([]string, len(keys))
-		for i, k := range keys {
-			names[i] = b.w.names[k]
-		}
-		reads, err := tx.GetMany(names)
-		if err != nil {
-			return err
-		}
-		for i, k := range keys {
-			if state[k], err = b.decode(k, reads[i].Value, reads[i].Found); err != nil {
-				return err
-			}
-		}
-	} else {
-		for _, k := range keys {
-			var err error
-			if state[k], err = b.load(tx, k); err != nil {
-				return err
-			}
-		}
+	if err := b.readKeys(tx, keys, state); err != nil {
+		return err
 	}
 	for i, k := range keys {
 		st := state[k]
@@ -439,7 +420,6 @@ func (b *body) record(i int, st *keyState) {
 // loadAll reads every key the transaction touches with one GetMany.
 func (b *body) loadAll(tx *client.Txn, state map[int64]*keyState) error {
 	var keys []int64
-	var names []string
 	for _, op := range b.ops[:len(b.ops)-b.readBack] {
 		if _, ok := state[op.Key]; !ok {
 			if b.blind(op) {
@@ -448,8 +428,26 @@ func (b *body) loadAll(tx *client.Txn, state map[int64]*keyState) error {
 			}
 			state[op.Key] = nil
 			keys = append(keys, op.Key)
-			names = append(names, b.w.names[op.Key])
 		}
+	}
+	return b.readKeys(tx, keys, state)
+}
+
+// readKeys reads keys from the store into state: with one GetMany if the transaction batches,
+// else one Get each.
+func (b *body) readKeys(tx *client.Txn, keys []int64, state map[int64]*keyState) error {
+	if !b.batch {
+		for _, k := range keys {
+			var err error
+			if state[k], err = b.load(tx, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = b.w.names[k]
 	}
 	reads, err := tx.GetMany(names)
 	if err != nil {
