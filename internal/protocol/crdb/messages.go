@@ -47,7 +47,8 @@ type ReadResp struct {
 	// be gone; it was refused and the transaction aborts (cause too-old).
 	TooOld bool `cbor:",omitempty"`
 	// WriteLost: the request's OwnWrite, but the transaction has no intent on Key here (lost in
-	// a crash); the transaction aborts (cause write-lost).
+	// a crash, or removed by its abort here: Aborted); the transaction aborts (cause write-lost,
+	// or push-abort).
 	WriteLost bool `cbor:",omitempty"`
 	// Aborted, with WriteLost: the intent went because the transaction was aborted here (an
 	// older writer's push), not lost in a crash; the transaction aborts (cause push-abort).

@@ -173,6 +173,7 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		m:            protocol.NewMetrics(),
 		lastReader:   map[string]readMark{},
 		intentGen:    map[string]uint64{},
+		rewritten:    map[string]bool{},
 		blocked:      map[string][]*blockedOp{},
 		scansWaiting: map[scanRef]bool{},
 		aborted:      map[storage.TxnID]bool{},
@@ -221,6 +222,9 @@ type Node struct {
 	vgc        *txnkit.VersionGC   // collects the versions no transaction young enough may read
 	lastReader map[string]readMark // which transaction set each key's timestamp-cache entry
 	intentGen  map[string]uint64   // persist generation of the latest write of the key's intent
+	// rewritten marks keys whose intent replaced an earlier intent of the same transaction:
+	// answers about it, a copy's included, wait until it is durable (evalWrite, writeDone).
+	rewritten  map[string]bool
 	issuedGen  uint64
 	doneGen    uint64
 	genWaiters []genWaiter // ascending gen

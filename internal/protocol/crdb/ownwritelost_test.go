@@ -149,4 +149,7 @@ func TestOwnWriteGoneAfterPushIsAPushAbort(t *testing.T) {
 	if got == nil || !got.WriteLost || !got.Aborted {
 		t.Fatalf("read of its own aborted write: %+v, want WriteLost and Aborted", got)
 	}
+	if n := g.n.m.Counters["read/own-write-lost"]; n != 0 {
+		t.Errorf("read/own-write-lost = %d, want 0: it counts writes a crash lost", n)
+	}
 }

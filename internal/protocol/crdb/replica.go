@@ -136,10 +136,10 @@ func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64, respond fun
 	}
 	if req.OwnWrite {
 		// This node acknowledged the transaction's write of Key, and the intent is gone: a
-		// crash lost it before it was durable. What lies below is not what the transaction
-		// wrote (ReadReq.OwnWrite).
-		n.m.Add("read/own-write-lost", 1)
-		reply(&ReadResp{WriteLost: true, Aborted: n.aborted[req.Txn.ID]})
+		// crash lost it before it was durable, or an older writer's push aborted the
+		// transaction here. What lies below is not what the transaction wrote
+		// (ReadReq.OwnWrite).
+		n.ownWriteGone(req.Txn.ID, func(aborted bool) { reply(&ReadResp{WriteLost: true, Aborted: aborted}) })
 		return
 	}
 	for i := len(vs) - 1; i >= 0; i-- {
@@ -178,6 +178,17 @@ func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64, respond fun
 	n.bumpReadTS(req.Key, req.ReadTS, req.Txn.ID)
 	n.observeWait(since)
 	reply(&ReadResp{})
+}
+
+// ownWriteGone answers a read or scan that found gone an intent of txn it says this node
+// acknowledged: aborted says whether this node aborted txn (a push), and a loss it did not
+// (a crash) is counted.
+func (n *Node) ownWriteGone(txn storage.TxnID, answer func(aborted bool)) {
+	aborted := n.aborted[txn]
+	if !aborted {
+		n.m.Add("read/own-write-lost", 1)
+	}
+	answer(aborted)
 }
 
 // hasOwnIntent reports whether txn holds an intent on key here.
@@ -299,6 +310,11 @@ func (n *Node) evalWrite(from topo.NodeID, req *WriteReq, since int64, respond f
 	// crashes, G1b). Answered only once durable, a lost replacement is one its coordinator
 	// still awaits, and sends again to the restarted node.
 	pipelined := n.set.pipelining && own == nil
+	if own != nil {
+		n.rewritten[req.Key] = true
+	} else {
+		delete(n.rewritten, req.Key)
+	}
 	if g := n.writeGroup; g != nil {
 		// Part of an OpsReq: its intents go to disk together once all are evaluated.
 		g.keys = append(g.keys, req.Key)
@@ -347,9 +363,14 @@ func (n *Node) writeDone(req *WriteReq, reply func(*WriteResp)) bool {
 		case v.State == mvcc.Intent && req.Req <= intentReq(v.Meta):
 			at := v.TS
 			answer := func() { reply(&WriteResp{WrittenTS: at}) }
-			if n.set.pipelining {
+			if n.set.pipelining && !n.rewritten[req.Key] {
 				answer()
 			} else {
+				// A copy of a write that replaced the transaction's own intent waits for it as
+				// the write's own answer does (evalWrite): answered at once, a retransmission
+				// of a replacement whose flush outlasted the retransmission timeout let a crash
+				// keep the earlier intent for the commit (sim --workload list-append
+				// --read-back --flush-latency 400ms with crashes, seed 3: G1b).
 				n.afterGen(n.intentGen[req.Key], answer)
 			}
 			return true

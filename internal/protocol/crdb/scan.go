@@ -48,7 +48,7 @@ type ScanReq struct {
 	RowLimit int32 `cbor:",omitempty"` // at most this many rows (0: all)
 	// OwnKeys are the keys of Span this leaseholder leads that the transaction wrote and had
 	// acknowledged, as ReadReq.OwnWrite: one without the transaction's intent was lost in a
-	// crash, and the scan is answered WriteLost.
+	// crash (or the transaction aborted here), and the scan is answered WriteLost.
 	OwnKeys []string `cbor:",omitempty"`
 }
 
@@ -128,8 +128,7 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 	}
 	for _, k := range req.OwnKeys {
 		if !n.hasOwnIntent(k, req.Txn.ID) {
-			n.m.Add("read/own-write-lost", 1)
-			reply(&ScanResp{WriteLost: true, Aborted: n.aborted[req.Txn.ID]})
+			n.ownWriteGone(req.Txn.ID, func(aborted bool) { reply(&ScanResp{WriteLost: true, Aborted: aborted}) })
 			return
 		}
 	}
