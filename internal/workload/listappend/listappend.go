@@ -15,7 +15,9 @@
 //
 // The body reads each key at most once per attempt and buffers its appends, writing each changed
 // key once at the end, so it does not rely on a protocol's read-your-own-writes; reads that come
-// after an append in the same transaction observe that append, as Elle expects.
+// after an append in the same transaction observe that append, as Elle expects. Config.ReadBack
+// adds, on purpose, a read of each written key from the store after the writes and a second
+// write of it, so that a protocol's read-your-own-writes is checked too.
 package listappend
 
 import (
