@@ -61,6 +61,17 @@ func (g *gcScript) stageAndRecover() *WriteResp {
 	return w
 }
 
+// overwriteForGC overwrites key, then, pause later, writes trigger, whose persist runs its
+// leaseholder's version GC (the trigger should share key's leaseholder), and pauses again.
+func overwriteForGC(db *client.DB, key, trigger string, pause time.Duration, fail func(string, ...any)) {
+	for _, k := range []string{key, trigger} {
+		if err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return tx.Put(k, []byte("y")) }); err != nil {
+			fail("put %s: %v", k, err)
+		}
+		db.Transport().Sleep(pause)
+	}
+}
+
 // TestProofAfterRecoveryAndGCKeepsCommit runs the whole of it: transaction X on gateway C
 // writes kR (on R, which holds its record) and k1 (on L1) and commits with parallel commits.
 // C is cut off from L1 before its proof goes out, and from R once the staging has arrived, so
@@ -99,12 +110,7 @@ func TestProofAfterRecoveryAndGCKeepsCommit(t *testing.T) {
 	// write on L1 past the GC horizon, whose persist runs L1's version GC.
 	s.AddClient(2, l1, 100*ms, func(db *client.DB) {
 		db.Transport().Sleep(2200 * time.Millisecond)
-		for _, k := range []string{k1, k2} {
-			if err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return tx.Put(k, []byte("y")) }); err != nil {
-				fail("put %s: %v", k, err)
-			}
-			db.Transport().Sleep(400 * time.Millisecond)
-		}
+		overwriteForGC(db, k1, k2, 400*time.Millisecond, fail)
 	})
 	s.RunUntil(int64(12 * time.Second))
 	for _, f := range failures {

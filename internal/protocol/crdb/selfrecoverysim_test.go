@@ -72,12 +72,7 @@ func TestSelfHeldProofAfterRecoveryAndGCKeepsCommit(t *testing.T) {
 				return
 			}
 		}
-		for _, k := range []string{k1, k2} { // the overwrite, then a write whose persist runs GC
-			if err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return tx.Put(k, []byte("y")) }); err != nil {
-				fail("put %s: %v", k, err)
-			}
-			db.Transport().Sleep(1200 * time.Millisecond)
-		}
+		overwriteForGC(db, k1, k2, 1200*time.Millisecond, fail)
 	})
 	s.RunUntil(int64(12 * time.Second))
 	for _, f := range failures {
