@@ -134,6 +134,43 @@ func TestLostMessageCostsAKeepAlive(t *testing.T) {
 	}
 }
 
+// TestLossSeenChasesLaterLosses: once a participant has asked for a request it never got, the
+// coordinator takes messages for being lost and chases a transaction that waits longer than
+// chaseAfter, rather than leave it to the next keep-alive. The first lost message costs a
+// keep-alive period; a later one, here a lost answer, costs about two chase periods at most.
+// Before, each cost up to a keep-alive period (a third of the idle timeout, ~1.7 s here), and
+// under 15% loss a run's transactions fell so far behind that clients were still waiting when
+// the drain ended.
+func TestLossSeenChasesLaterLosses(t *testing.T) {
+	cfg := Config{Policy: locks.WoundWait, IdleTimeout: 5 * time.Second, DecisionTimeout: 500 * time.Millisecond}
+	c := newTestClusterConfig(t, cfg)
+	const client node.ID = 100
+	a2, b2 := c.key(2, 0, "a2"), c.key(2, 1, "b2")
+	lostRequest := dropFirst(func(d delivered) bool { m, ok := d.m.(*ReadReq); return ok && m.Seq == 0 })
+	lostAnswer := dropFirst(func(d delivered) bool { m, ok := d.m.(*ReadResp); return ok && m.Seq == 1 })
+	c.drop = func(d delivered) bool { return lostRequest(d) || lostAnswer(d) }
+
+	if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 0, Op: wire.OpGet, Key: a2}); r != nil {
+		t.Fatalf("first read answered at once (%+v): its request was not lost", r)
+	}
+	if r, waited := c.awaitReply(client, 0, 2*cfg.IdleTimeout); r == nil || r.Code != wire.CodeOK || waited > cfg.IdleTimeout/3+cfg.DecisionTimeout {
+		t.Fatalf("first read after its request was lost: %+v after %v", r, waited)
+	}
+	if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 1, Op: wire.OpGet, Key: b2}); r != nil {
+		t.Fatalf("second read answered at once (%+v): its answer was not lost", r)
+	}
+	bound := 2*c.nodes[0].Coord.chaseAfter() + 50*time.Millisecond
+	r, waited := c.awaitReply(client, 1, 2*cfg.IdleTimeout)
+	if r == nil || r.Code != wire.CodeOK || waited > bound {
+		t.Fatalf("second read after its answer was lost: %+v after %v, want OK within %v (a keep-alive period is %v)", r, waited, bound, cfg.IdleTimeout/3)
+	}
+	if r := c.request(client, &wire.ClientRequest{Txn: 1, Seq: 2, Op: wire.OpCommit}); r == nil || r.Code != wire.CodeOK {
+		t.Fatalf("commit: %+v", r)
+	}
+	c.fireTimers(cfg.IdleTimeout)
+	checkSettled(t, c)
+}
+
 // TestLostAbortDecisionFreesLocks: a transaction's abort decision to a participant is lost, so
 // the participant keeps its read lock with no coordinator driving it. A live coordinator keeps
 // its transactions alive every keep-alive period, so the participant asks about one silent for
