@@ -263,15 +263,20 @@ func (b *Batcher) fresh(sentLocal, localNow int64) bool {
 // five coordinators of 1,000 waiting transactions each queued 83 ms of requests at their
 // region's oracle (8 cores at ~60k requests per second), re-sent them all at 50 ms, and no
 // transaction got a timestamp for the next 30 s (repro k2-fig16 --scale paper, the strawman at
-// 6,400 clients per region).
-const strawmanRequestTimeout = 50 * time.Millisecond
+// 6,400 clients per region). The window stops at strawmanMaxRequestTimeout: one reply delayed by
+// seconds (an oracle paused, or restarted with its queue) would otherwise leave a request lost
+// after it unasked-for twice as long, every waiter behind it stalled.
+const (
+	strawmanRequestTimeout    = 50 * time.Millisecond
+	strawmanMaxRequestTimeout = time.Second
+)
 
 // inFlightWindow is how long a request counts as in flight.
 func (b *Batcher) inFlightWindow() int64 {
 	if b.cfg.Batching {
 		return b.expiryLocal
 	}
-	return max(int64(strawmanRequestTimeout), 2*b.lastRTT)
+	return min(max(int64(strawmanRequestTimeout), 2*b.lastRTT), int64(strawmanMaxRequestTimeout))
 }
 
 // InFlight reports how many requests sent within RequestTimeout are still unanswered.

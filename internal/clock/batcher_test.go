@@ -297,3 +297,28 @@ func TestStrawmanSlowOracleNoRetryStorm(t *testing.T) {
 		t.Fatal("9 requests unanswered for twice the oracle's round trip not asked for again")
 	}
 }
+
+// TestStrawmanWindowCapped: the strawman's request window follows the oracle's latest round trip
+// only up to strawmanMaxRequestTimeout. One reply that took 3 s stretched it to 6 s, so a
+// request lost after it stalled its waiters that long.
+func TestStrawmanWindowCapped(t *testing.T) {
+	cfg := K2BatcherConfig(2)
+	cfg.Batching = false
+	b := mustBatcher(t, cfg)
+	const ms = int64(time.Millisecond)
+	b.StartRequest(0)
+	b.OnReply(3000*ms, &TSBatchReply{ReqID: 1, Up: 3000 * ms})
+	if _, _, ok := b.Take(0, 3000*ms); !ok {
+		t.Fatal("the slow reply served no waiter")
+	}
+	if !b.NeedRequest(3000*ms, 1) {
+		t.Fatal("a waiter with nothing in flight asked for no timestamp")
+	}
+	b.StartRequest(3000 * ms)
+	if b.NeedRequest(3000*ms+int64(strawmanMaxRequestTimeout)-ms, 1) {
+		t.Fatal("a request younger than the cap counted lost")
+	}
+	if !b.NeedRequest(3000*ms+int64(strawmanMaxRequestTimeout), 1) {
+		t.Fatalf("a request unanswered for %v after a 3 s reply not asked for again: the window is not capped", strawmanMaxRequestTimeout)
+	}
+}
