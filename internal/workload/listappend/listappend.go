@@ -285,16 +285,20 @@ type body struct {
 	// writes and write them again, a read and a write per key (Config.ReadBack).
 	readBack int
 	latest   []history.MicroOp // the last attempt's completed micro-ops
-	reached  []bool            // which of the last attempt's reads returned a value
+	// reached says which of the last attempt's reads returned a value, and which of its writes
+	// went to the store.
+	reached []bool
 }
 
-// result is what the last attempt did: its writes, and only the reads it actually completed. An
-// attempt that aborted before a read must not claim to have read anything there (a null read of a
-// list means "empty", which opacity would then judge).
+// result is what the last attempt did: only the reads it actually completed and the writes it
+// sent. An attempt that aborted before a read must not claim to have read anything there (a null
+// read of a list means "empty", which opacity would then judge); one that aborted before a write
+// went did not attempt it, and it would only swell the count of failed writes the final read
+// checks (bench.Durability).
 func (b *body) result() []history.MicroOp {
 	out := make([]history.MicroOp, 0, len(b.latest))
 	for i, op := range b.latest {
-		if op.F == history.FRead && !b.reached[i] {
+		if !b.reached[i] {
 			continue
 		}
 		out = append(out, op)
@@ -350,14 +354,22 @@ func (b *body) run(tx *client.Txn) error {
 			}
 		}
 	}
-	if err := b.write(tx, dirty, state); err != nil {
+	sent := func(k int64) {
+		for i, op := range ops {
+			if op.Key == k && op.F != history.FRead {
+				b.reached[i] = true
+			}
+		}
+	}
+	if err := b.write(tx, dirty, state, sent); err != nil {
 		return err
 	}
 	return b.readBackAndWrite(tx, len(ops))
 }
 
-// write puts the keys of dirty with the values state holds for them.
-func (b *body) write(tx *client.Txn, dirty []int64, state map[int64]*keyState) error {
+// write puts the keys of dirty with the values state holds for them; sent learns each key as
+// its put goes.
+func (b *body) write(tx *client.Txn, dirty []int64, state map[int64]*keyState, sent func(key int64)) error {
 	rows := make([]wire.KV, len(dirty))
 	for i, k := range dirty {
 		st := state[k]
@@ -369,9 +381,13 @@ func (b *body) write(tx *client.Txn, dirty []int64, state map[int64]*keyState) e
 		}
 	}
 	if b.batch {
+		for _, k := range dirty {
+			sent(k)
+		}
 		return tx.PutMany(rows)
 	}
-	for _, r := range rows {
+	for i, r := range rows {
+		sent(dirty[i])
 		if err := tx.Put(r.Key, r.Value); err != nil {
 			return err
 		}
@@ -394,16 +410,18 @@ func (b *body) readBackAndWrite(tx *client.Txn, from int) error {
 	if err := b.readKeys(tx, keys, state); err != nil {
 		return err
 	}
+	at := map[int64]int{} // each key's write micro-op
 	for i, k := range keys {
 		st := state[k]
 		b.record(from+2*i, st)
+		at[k] = from + 2*i + 1
 		if again := back[2*i+1]; b.w.cfg.Register {
 			st.reg, st.exists = again.Value.Int, true
 		} else {
 			st.list, st.exists = append(st.list, again.Value.Int), true
 		}
 	}
-	return b.write(tx, keys, state)
+	return b.write(tx, keys, state, func(k int64) { b.reached[at[k]] = true })
 }
 
 // record completes read micro-op i of the attempt with the value st holds.

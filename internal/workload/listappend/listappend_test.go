@@ -9,6 +9,7 @@ import (
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/history"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/wire"
 	"github.com/meridiandb/meridian/internal/workload"
 	"github.com/meridiandb/meridian/internal/workload/memdb"
 )
@@ -231,4 +232,73 @@ func mustJSONs(ops []history.MicroOp) string {
 		s += string(mustJSON(op)) + " "
 	}
 	return s
+}
+
+// abortReadsAfterWrite aborts the first read a transaction sends after one of its writes (the
+// read-back's), as a store that aborts the transaction there would.
+type abortReadsAfterWrite struct {
+	*memdb.Transport
+	wrote bool
+}
+
+func (a *abortReadsAfterWrite) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	writes, reads := req.Op == wire.OpPut, req.Op == wire.OpGet
+	for _, op := range req.Batch {
+		writes = writes || op.Op == wire.OpPut
+		reads = reads || op.Op == wire.OpGet
+	}
+	if reads && a.wrote {
+		a.wrote = false
+		return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeAborted, Cause: "test"}, nil
+	}
+	a.wrote = a.wrote || writes
+	return a.Transport.RoundTrip(req)
+}
+
+// TestAbortedAttemptListsOnlyWritesSent: an attempt aborted at its read-back lists the writes it
+// sent and the reads it completed, not the read-back's reads and writes, which never went. It
+// listed every write of the transaction, which swelled the final read's count of failed writes.
+func TestAbortedAttemptListsOnlyWritesSent(t *testing.T) {
+	w, err := New(testTopo(t), Config{Keys: 8, ReadBack: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := w.NewClient(0, 0, rand.New(rand.NewPCG(7, 1)))
+	checked := 0
+	for range 50 {
+		tx := gen.Next()
+		if tx.ReadOnly {
+			continue
+		}
+		db := client.Open(&abortReadsAfterWrite{Transport: memdb.New().Transport()})
+		if err := client.RunTxnWith(db, client.TxnOptions{}, client.RetryPolicy{MaxAttempts: 1}, tx.Run); err == nil {
+			t.Fatalf("transaction %s committed, want it aborted at its read-back", mustJSONs(tx.Invoke))
+		}
+		written := map[int64]bool{}
+		for _, op := range tx.Invoke {
+			if op.F != history.FRead {
+				written[op.Key] = true
+			}
+		}
+		main := tx.Invoke[:len(tx.Invoke)-2*len(written)]
+		var want []history.MicroOp
+		for _, op := range main {
+			if op.F != history.FRead {
+				want = append(want, op)
+			}
+		}
+		var got []history.MicroOp
+		for _, op := range tx.Result() {
+			if op.F != history.FRead {
+				got = append(got, op)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("aborted at its read-back, transaction %s lists writes %s, want only those it sent: %s", mustJSONs(tx.Invoke), mustJSONs(got), mustJSONs(want))
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no read-write transaction generated")
+	}
 }
