@@ -102,10 +102,11 @@ func (n *Node) decideWith(txn storage.TxnID, st txnrec.Status, at ts.Timestamp, 
 	}
 	n.flush(nil, func() {
 		n.recs.Decided(txn)
+		// Before done, which may forget the record, and the pushes waiting with it.
+		n.answerWaiting(txn)
 		if done != nil {
 			done()
 		}
-		n.answerWaiting(txn)
 		n.trackDecided(txn)
 	})
 	return nil
@@ -191,7 +192,15 @@ func (n *Node) onPush(from topo.NodeID, req *PushReq) {
 	expired := n.env.Now()-rs.lastHB > int64(n.set.expiry)
 	switch rs.status {
 	case statusCommit, statusAborted:
-		reply(PushPending, ts.Zero) // decided; the decision is being persisted
+		// Decided; the decision is being persisted, and the persist's completion answers the
+		// pushes waiting for it (answerWaiting). Answered "pending" at once, a pusher whose
+		// first push is waiting here for a forgotten transaction's decision, and whose copy
+		// the network (or its retransmission) brings in meanwhile, took the copy's answer for
+		// its request's and dropped the decision when it came; with 400 ms flushes the
+		// record was then forgotten and aborted anew between two pushes, for ever: a reader
+		// blocked behind a dead coordinator's intent until the run gave up (6 of 20 read-back
+		// runs with three crashes, the final read aborted coordinator-timeout).
+		rs.waiting = append(rs.waiting, reply)
 		return
 	case statusStaging:
 		// A staging transaction may already be implicitly committed: it can be neither pushed
