@@ -690,9 +690,9 @@ waits in its queue instead of retrying (an older one aborts the younger holder: 
 "deadlocks" counts). One run shows it
 (` + "`meridian sim --protocol k2|crdb --workload ycsbt --zipf 0.99 --clients 20 --warmup 500ms --duration 2s --seed 1`" + `,
 the quick scale's setup): K2 committed 1,122 transactions and aborted 214 attempts, every one a
-write below the read watermark; MVTO-HLC committed 215 and aborted 32 (18 age pushes, 7 failed
-refreshes, 7 uncertainty restarts), after pushing 38 writes above a read (40 refreshes
-succeeded) and waiting 336 ms per lock wait on average. In that run K2's abort rate is a little
+write below the read watermark; MVTO-HLC committed 214 and aborted 33 (15 age pushes, 8 failed
+refreshes, 10 uncertainty restarts), after pushing 41 writes above a read (40 refreshes
+succeeded) and waiting 350 ms per lock wait on average. In that run K2's abort rate is a little
 above MVTO-HLC's while it commits about five times as many (at paper scale, Zipf 0.99, fourteen
 times as many); k2-fig17's shape table counts the skews where K2's abort rate is the lower, and
 they are few. With ` + "`--opt read-mark=arrival`" + ` a read registers as it arrives, before it may
@@ -705,7 +705,7 @@ throughput to its "ability to lower the abort rate caused by conflicts", and its
 as an MVTO without refresh aborts a write below a read (the rule K2-MVTO itself applies, the
 paper's §5.4), and k2-fig17's
 shape table counts the skews where K2's abort rate is below it (the run above without refresh:
-199 committed, 113 aborted, 36.2% against K2's 16.0%). But the paper's MVTO-HLC refreshes
+199 committed, 107 aborted, 35.0% against K2's 16.0%). But the paper's MVTO-HLC refreshes
 too ("It implements read refresh to adjust the commit timestamps", its §7.3), as ours does by
 default, so if the paper's aborts more than K2 at every skew, refresh does not explain it; the
 series without it shows only how much of the comparison turns on that one mechanism. Nor do
@@ -713,7 +713,7 @@ YCSB-T's blind writes (the paper does not say whether its writes read their keys
 read-modify-writes (` + "`--rmw`" + `) K2's abort rate rises more than MVTO-HLC's, 28.3% against
 15.1% at Zipf 0.8 and 75.0% against 57.5% at 0.99
 (` + "`meridian sim --protocol k2|crdb --workload ycsbt --rmw --zipf 0.8|0.99 --clients 20 --warmup 500ms --duration 2s --seed 1`" + `;
-blind: 3.3% against 1.8%, and the 16.0% against 13.0% above). We have not found what
+blind: 3.3% against 1.8%, and the 16.0% against 13.4% above). We have not found what
 would: the paper's text gives no abort rates, nor their causes.
 `
 	whatDeadlocksCount = `
@@ -807,7 +807,7 @@ clients per warehouse, and finds margins below 2× there too. (6) At quick scale
 specification's 100,000 rows; with the simulation-sized 1,000 the stock rows are a hundred times
 hotter. (7) MVTO-HLC's read refresh: without it (the series "MVTO-HLC, no read refresh",
 ` + "`--opt read-refresh=off`" + `), a pushed transaction that has read aborts instead, and TPC-C's read-modify-writes are pushed
-often (quick scale, 20 clients per region, seed 1: 649 txn/s with refresh, 452 without,
+often (quick scale, 20 clients per region, seed 1: 719.5 txn/s with refresh, 492.5 without,
 ` + "`meridian sim --protocol crdb --opt read-refresh=off --workload tpcc --warehouses 10 --tpcc-items 100000 --clients 20 --warmup 500ms --duration 2s --verify=false`" + `).
 The paper's MVTO-HLC refreshes ("It implements read refresh to adjust the commit timestamps",
 its §7.3), so the margin to set beside its 2.32× is the one over MVTO-HLC; the table adds the
