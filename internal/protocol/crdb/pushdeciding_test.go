@@ -10,8 +10,8 @@ import (
 
 // TestPushWhileDecisionPersistsWaitsForIt: a push about a transaction the holder does not know
 // waits for the decision its coordinator's answer brings (answerWaiting); a copy of that push
-// (a retransmission) arriving while the abort decision is being persisted must wait for it too.
-// It was answered "pending" at once: the pusher took that for its request's answer, dropped the
+// (a retransmission) arriving before that answer, or while the abort decision is being
+// persisted, must wait for it too. Each was answered "pending" at once: the pusher took that for its request's answer, dropped the
 // decision when it came, and pushed again after the record was forgotten, to meet the same fate
 // for as long as a persist took longer than its retransmission timeout (with 400 ms flushes and
 // three crashes, 6 of 20 read-back runs ended with the final read blocked behind a dead
@@ -25,8 +25,9 @@ func TestPushWhileDecisionPersistsWaitsForIt(t *testing.T) {
 	if !recordgctest.SentTo(g.env.Take(), g.c, func(m *EndedQuery) bool { return len(m.Txns) == 1 && m.Txns[0] == g.txn }) {
 		t.Fatal("the holder did not ask the coordinator about a transaction it does not know")
 	}
+	g.n.Handle(g.l, push)                                 // a copy before the coordinator's answer
 	g.n.Handle(g.c, &Ended{Txns: []storage.TxnID{g.txn}}) // the abort decision's persist starts
-	g.n.Handle(g.l, push)                                 // the pusher's retransmission
+	g.n.Handle(g.l, push)                                 // a copy while it is persisted
 	answers := func(sent []nodetest.Sent) []uint8 {
 		var out []uint8
 		for _, s := range sent {
@@ -37,7 +38,7 @@ func TestPushWhileDecisionPersistsWaitsForIt(t *testing.T) {
 		return out
 	}
 	if got := answers(g.env.Take()); len(got) != 0 {
-		t.Fatalf("answered %v while the abort decision was being persisted; want the answers held until it is durable", got)
+		t.Fatalf("copies answered %v before the abort decision was durable; want the answers held until it is", got)
 	}
 	g.settle()
 	got := answers(g.env.Take())

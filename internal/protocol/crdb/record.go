@@ -2,6 +2,7 @@ package crdb
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/meridiandb/meridian/internal/node"
 	"github.com/meridiandb/meridian/internal/storage"
@@ -53,6 +54,16 @@ type recState struct {
 	// is aborted and forgotten anew between two polls once its coordinator says it ended it,
 	// so every poll would find it unknown again, and the request would wait forever.
 	waiting []func(outcome uint8, at ts.Timestamp)
+	// waitingReqs names the pushes in waiting, by pusher and request: a copy of one (the
+	// pusher's retransmission, or the network's) waits with it rather than being answered
+	// "pending", which would complete the pusher's request before the decision comes.
+	waitingReqs []pushRef
+}
+
+// pushRef names a push request: its pusher and the pusher's request id.
+type pushRef struct {
+	from topo.NodeID
+	req  uint64
 }
 
 func (n *Node) rec(txn storage.TxnID) *recState {
@@ -102,7 +113,8 @@ func (n *Node) decideWith(txn storage.TxnID, st txnrec.Status, at ts.Timestamp, 
 	}
 	n.flush(nil, func() {
 		n.recs.Decided(txn)
-		// Before done, which may forget the record, and the pushes waiting with it.
+		// The waiting pushes first: they need nothing done does, and were done ever to
+		// forget the record, they would go with it.
 		n.answerWaiting(txn)
 		if done != nil {
 			done()
@@ -120,7 +132,7 @@ func (n *Node) answerWaiting(txn storage.TxnID) {
 		return
 	}
 	ws := rs.waiting
-	rs.waiting = nil
+	rs.waiting, rs.waitingReqs = nil, nil
 	for _, reply := range ws {
 		if r.Status == txnrec.Committed {
 			reply(PushCommitted, r.CommitTS)
@@ -166,6 +178,12 @@ func (n *Node) endedAt(txn storage.TxnID, key string) bool {
 	return false
 }
 
+// wait holds a push's answer until the transaction's decision is durable (answerWaiting).
+func (rs *recState) wait(from topo.NodeID, req uint64, reply func(outcome uint8, at ts.Timestamp)) {
+	rs.waiting = append(rs.waiting, reply)
+	rs.waitingReqs = append(rs.waitingReqs, pushRef{from, req})
+}
+
 func (n *Node) onPush(from topo.NodeID, req *PushReq) {
 	n.observe(req.PushTo)
 	reply := func(outcome uint8, at ts.Timestamp) {
@@ -189,6 +207,9 @@ func (n *Node) onPush(from topo.NodeID, req *PushReq) {
 		}
 		return
 	}
+	if slices.Contains(rs.waitingReqs, pushRef{from, req.Req}) {
+		return // a copy of a push waiting here: its answer comes with the decision
+	}
 	expired := n.env.Now()-rs.lastHB > int64(n.set.expiry)
 	switch rs.status {
 	case statusCommit, statusAborted:
@@ -200,7 +221,7 @@ func (n *Node) onPush(from topo.NodeID, req *PushReq) {
 		// record was then forgotten and aborted anew between two pushes, for ever: a reader
 		// blocked behind a dead coordinator's intent until the run gave up (6 of 20 read-back
 		// runs with three crashes, the final read aborted coordinator-timeout).
-		rs.waiting = append(rs.waiting, reply)
+		rs.wait(from, req.Req, reply)
 		return
 	case statusStaging:
 		// A staging transaction may already be implicitly committed: it can be neither pushed
@@ -236,7 +257,7 @@ func (n *Node) onPush(from topo.NodeID, req *PushReq) {
 		key := storage.EncodeTxnID([]byte{prefixPushFloor}, req.Pushee)
 		n.flush([]node.Write{{Key: key, Value: req.PushTo.Encode(nil)}}, func() { reply(PushPushed, req.PushTo) })
 	case !known:
-		rs.waiting = append(rs.waiting, reply)
+		rs.wait(from, req.Req, reply)
 	default:
 		reply(PushPending, ts.Zero)
 	}

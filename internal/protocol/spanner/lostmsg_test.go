@@ -169,6 +169,11 @@ func TestLossSeenChasesLaterLosses(t *testing.T) {
 	}
 	c.fireTimers(cfg.IdleTimeout)
 	checkSettled(t, c)
+	// With no loss since, the chase stops an idle-timeout after the last one.
+	c.fireTimers(2 * c.nodes[0].Coord.chaseAfter())
+	if c.nodes[0].Coord.chasing {
+		t.Errorf("still chasing %v after the last loss; want the chase stopped after an idle-timeout (%v)", cfg.IdleTimeout+2*c.nodes[0].Coord.chaseAfter(), cfg.IdleTimeout)
+	}
 }
 
 // TestLostAbortDecisionFreesLocks: a transaction's abort decision to a participant is lost, so

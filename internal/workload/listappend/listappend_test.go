@@ -302,3 +302,56 @@ func TestAbortedAttemptListsOnlyWritesSent(t *testing.T) {
 		t.Fatal("no read-write transaction generated")
 	}
 }
+
+// abortFirstWrite aborts a transaction's first request that writes, as a store that refuses
+// the write there would: the write was sent, and may have reached the store.
+type abortFirstWrite struct {
+	*memdb.Transport
+	done bool
+}
+
+func (a *abortFirstWrite) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+	writes := req.Op == wire.OpPut
+	for _, op := range req.Batch {
+		writes = writes || op.Op == wire.OpPut
+	}
+	if writes && !a.done {
+		a.done = true
+		return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeAborted, Cause: "test"}, nil
+	}
+	return a.Transport.RoundTrip(req)
+}
+
+// TestAbortedAttemptListsTheWriteItSent: an attempt whose write was refused lists that write:
+// it went to the store, and a history without it could hide the write taking effect after all.
+func TestAbortedAttemptListsTheWriteItSent(t *testing.T) {
+	w, err := New(testTopo(t), Config{Keys: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := w.NewClient(0, 0, rand.New(rand.NewPCG(7, 1)))
+	checked := 0
+	for range 50 {
+		tx := gen.Next()
+		if tx.ReadOnly {
+			continue
+		}
+		db := client.Open(&abortFirstWrite{Transport: memdb.New().Transport()})
+		if err := client.RunTxnWith(db, client.TxnOptions{}, client.RetryPolicy{MaxAttempts: 1}, tx.Run); err == nil {
+			t.Fatalf("transaction %s committed, want it aborted at its first write", mustJSONs(tx.Invoke))
+		}
+		writes := 0
+		for _, op := range tx.Result() {
+			if op.F != history.FRead {
+				writes++
+			}
+		}
+		if writes == 0 {
+			t.Fatalf("aborted at its first write, transaction %s lists no write", mustJSONs(tx.Invoke))
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no read-write transaction generated")
+	}
+}
