@@ -234,124 +234,112 @@ func mustJSONs(ops []history.MicroOp) string {
 	return s
 }
 
-// abortReadsAfterWrite aborts the first read a transaction sends after one of its writes (the
-// read-back's), as a store that aborts the transaction there would.
-type abortReadsAfterWrite struct {
+// scriptedAborts aborts the requests abort picks, told whether each writes and reads, as a
+// store that aborts the transaction there would.
+type scriptedAborts struct {
 	*memdb.Transport
-	wrote bool
+	abort func(writes, reads bool) bool
 }
 
-func (a *abortReadsAfterWrite) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
+func (a *scriptedAborts) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
 	writes, reads := req.Op == wire.OpPut, req.Op == wire.OpGet
 	for _, op := range req.Batch {
 		writes = writes || op.Op == wire.OpPut
 		reads = reads || op.Op == wire.OpGet
 	}
-	if reads && a.wrote {
-		a.wrote = false
+	if a.abort(writes, reads) {
 		return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeAborted, Cause: "test"}, nil
 	}
-	a.wrote = a.wrote || writes
 	return a.Transport.RoundTrip(req)
+}
+
+// abortReadsAfterWrite aborts the first read a transaction sends after one of its writes (the
+// read-back's).
+func abortReadsAfterWrite() *scriptedAborts {
+	wrote := false
+	return &scriptedAborts{Transport: memdb.New().Transport(), abort: func(writes, reads bool) bool {
+		if reads && wrote {
+			wrote = false
+			return true
+		}
+		wrote = wrote || writes
+		return false
+	}}
+}
+
+// abortFirstWrite aborts a transaction's first request that writes: the write was sent, and
+// may have reached the store.
+func abortFirstWrite() *scriptedAborts {
+	done := false
+	return &scriptedAborts{Transport: memdb.New().Transport(), abort: func(writes, _ bool) bool {
+		if writes && !done {
+			done = true
+			return true
+		}
+		return false
+	}}
+}
+
+// eachAbortedAttempt runs 50 of the workload's read-write transactions, one attempt each, on a
+// store that aborts what abort picks, and hands each failed attempt to check.
+func eachAbortedAttempt(t *testing.T, cfg Config, store func() *scriptedAborts, check func(tx workload.Txn)) {
+	t.Helper()
+	w, err := New(testTopo(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := w.NewClient(0, 0, rand.New(rand.NewPCG(7, 1)))
+	checked := 0
+	for range 50 {
+		tx := gen.Next()
+		if tx.ReadOnly {
+			continue
+		}
+		db := client.Open(store())
+		if err := client.RunTxnWith(db, client.TxnOptions{}, client.RetryPolicy{MaxAttempts: 1}, tx.Run); err == nil {
+			t.Fatalf("transaction %s committed, want it aborted", mustJSONs(tx.Invoke))
+		}
+		check(tx)
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no read-write transaction generated")
+	}
+}
+
+// writesOf returns the micro-ops of ops that write.
+func writesOf(ops []history.MicroOp) []history.MicroOp {
+	var out []history.MicroOp
+	for _, op := range ops {
+		if op.F != history.FRead {
+			out = append(out, op)
+		}
+	}
+	return out
 }
 
 // TestAbortedAttemptListsOnlyWritesSent: an attempt aborted at its read-back lists the writes it
 // sent and the reads it completed, not the read-back's reads and writes, which never went. It
 // listed every write of the transaction, which swelled the final read's count of failed writes.
 func TestAbortedAttemptListsOnlyWritesSent(t *testing.T) {
-	w, err := New(testTopo(t), Config{Keys: 8, ReadBack: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gen := w.NewClient(0, 0, rand.New(rand.NewPCG(7, 1)))
-	checked := 0
-	for range 50 {
-		tx := gen.Next()
-		if tx.ReadOnly {
-			continue
-		}
-		db := client.Open(&abortReadsAfterWrite{Transport: memdb.New().Transport()})
-		if err := client.RunTxnWith(db, client.TxnOptions{}, client.RetryPolicy{MaxAttempts: 1}, tx.Run); err == nil {
-			t.Fatalf("transaction %s committed, want it aborted at its read-back", mustJSONs(tx.Invoke))
-		}
+	eachAbortedAttempt(t, Config{Keys: 8, ReadBack: true}, abortReadsAfterWrite, func(tx workload.Txn) {
 		written := map[int64]bool{}
-		for _, op := range tx.Invoke {
-			if op.F != history.FRead {
-				written[op.Key] = true
-			}
+		for _, op := range writesOf(tx.Invoke) {
+			written[op.Key] = true
 		}
-		main := tx.Invoke[:len(tx.Invoke)-2*len(written)]
-		var want []history.MicroOp
-		for _, op := range main {
-			if op.F != history.FRead {
-				want = append(want, op)
-			}
-		}
-		var got []history.MicroOp
-		for _, op := range tx.Result() {
-			if op.F != history.FRead {
-				got = append(got, op)
-			}
-		}
-		if !reflect.DeepEqual(got, want) {
+		want := writesOf(tx.Invoke[:len(tx.Invoke)-2*len(written)])
+		if got := writesOf(tx.Result()); !reflect.DeepEqual(got, want) {
 			t.Fatalf("aborted at its read-back, transaction %s lists writes %s, want only those it sent: %s", mustJSONs(tx.Invoke), mustJSONs(got), mustJSONs(want))
 		}
-		checked++
-	}
-	if checked == 0 {
-		t.Fatal("no read-write transaction generated")
-	}
-}
-
-// abortFirstWrite aborts a transaction's first request that writes, as a store that refuses
-// the write there would: the write was sent, and may have reached the store.
-type abortFirstWrite struct {
-	*memdb.Transport
-	done bool
-}
-
-func (a *abortFirstWrite) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
-	writes := req.Op == wire.OpPut
-	for _, op := range req.Batch {
-		writes = writes || op.Op == wire.OpPut
-	}
-	if writes && !a.done {
-		a.done = true
-		return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeAborted, Cause: "test"}, nil
-	}
-	return a.Transport.RoundTrip(req)
+	})
 }
 
 // TestAbortedAttemptListsTheWriteItSent: an attempt whose write was refused lists that write:
 // it went to the store, and a history without it could hide the write taking effect after all.
 func TestAbortedAttemptListsTheWriteItSent(t *testing.T) {
-	w, err := New(testTopo(t), Config{Keys: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gen := w.NewClient(0, 0, rand.New(rand.NewPCG(7, 1)))
-	checked := 0
-	for range 50 {
-		tx := gen.Next()
-		if tx.ReadOnly {
-			continue
-		}
-		db := client.Open(&abortFirstWrite{Transport: memdb.New().Transport()})
-		if err := client.RunTxnWith(db, client.TxnOptions{}, client.RetryPolicy{MaxAttempts: 1}, tx.Run); err == nil {
-			t.Fatalf("transaction %s committed, want it aborted at its first write", mustJSONs(tx.Invoke))
-		}
-		writes := 0
-		for _, op := range tx.Result() {
-			if op.F != history.FRead {
-				writes++
-			}
-		}
-		if writes == 0 {
+	eachAbortedAttempt(t, Config{Keys: 8}, abortFirstWrite, func(tx workload.Txn) {
+		if len(writesOf(tx.Result())) == 0 {
 			t.Fatalf("aborted at its first write, transaction %s lists no write", mustJSONs(tx.Invoke))
 		}
-		checked++
-	}
-	if checked == 0 {
-		t.Fatal("no read-write transaction generated")
-	}
+	})
 }
