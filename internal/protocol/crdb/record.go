@@ -363,8 +363,16 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			return
 		}
 		rs.status, rs.stageTS, rs.inFlight = statusStaging, req.TS, append([]string(nil), req.InFlight...)
+		txn := req.Txn
 		n.flush(nil, func() {
-			n.recs.Decided(req.Txn)
+			// This persist carried STAGING. A decision taken while it was in flight (recovery,
+			// or a commit after a resent stage) is the record's latest state now, and only its
+			// own, later persist may publish it: published here, a push was answered committed
+			// while the disk held STAGING, and after a crash recovery could abort what a pusher
+			// had already resolved as committed (TestStageFlushPublishesLaterDecision).
+			if rs := n.recState[txn]; rs != nil && rs.status == statusStaging {
+				n.recs.Decided(txn)
+			}
 			reply(EndOK, ts.Zero)
 		})
 	case EndAbort:
