@@ -447,7 +447,7 @@ func TestConformanceTxnRecords(t *testing.T) {
 				t.Fatalf("decision visible before persist: %v, %d woken", r.Status, len(woken))
 			}
 			persist(t, be, tab.TakeWrites())
-			if n := tab.Decided(txn(1)); n != 1 || len(woken) != 1 || woken[0].Status != txnrec.Committed || woken[0].Epoch != 4 {
+			if n := tab.Decided(txn(1), tab.Version(txn(1))); n != 1 || len(woken) != 1 || woken[0].Status != txnrec.Committed || woken[0].Epoch != 4 {
 				t.Fatalf("Decided woke %d: %+v", n, woken)
 			}
 			if err := tab.Decide(txn(1), txnrec.Aborted, ts.Zero, 0); !errors.Is(err, txnrec.ErrFinal) {
@@ -460,8 +460,8 @@ func TestConformanceTxnRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 			persist(t, be, tab.TakeWrites())
-			tab.Decided(txn(3))
-			tab.Decided(txn(2))
+			tab.Decided(txn(3), tab.Version(txn(3)))
+			tab.Decided(txn(2), tab.Version(txn(2)))
 			want := dumpRecords(tab)
 
 			be = b.restart(t, be)

@@ -63,8 +63,6 @@ func (n *simNode) crashAndRestart(t *testing.T) {
 	if n.recs, err = txnrec.Recover(n.disk); err != nil {
 		t.Fatal(err)
 	}
-	// Decisions read back from disk are durable by definition.
-	n.recs.Records(func(r txnrec.Record) bool { n.recs.Decided(r.Txn); return true })
 }
 
 // TestSimulatedCrashRebuild drives a node with random protocol-like mutations, persists them in
@@ -119,7 +117,7 @@ func TestSimulatedCrashRebuild(t *testing.T) {
 							}
 							n.store.AbortTxn(id)
 						}
-						n.recs.Decided(id)
+						n.recs.Decided(id, n.recs.Version(id))
 					case r < 60:
 						n.store.CollectGarbage(ts.New(clock-int64(rng.IntN(40))), math.MaxInt)
 					case r < 80:
@@ -141,7 +139,7 @@ func TestSimulatedCrashRebuild(t *testing.T) {
 							if err := n.recs.Decide(id, txnrec.Aborted, ts.Zero, 0); err != nil {
 								t.Fatal(err)
 							}
-							n.recs.Decided(id)
+							n.recs.Decided(id, n.recs.Version(id))
 							n.store.AbortTxn(id)
 						}
 					}

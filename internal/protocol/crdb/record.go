@@ -111,8 +111,9 @@ func (n *Node) decideWith(txn storage.TxnID, st txnrec.Status, at ts.Timestamp, 
 	if keys != nil {
 		rs.inFlight = append([]string(nil), keys...)
 	}
+	v := n.recs.Version(txn)
 	n.flush(nil, func() {
-		n.recs.Decided(txn)
+		n.recs.Decided(txn, v)
 		// The waiting pushes first: they need nothing done does, and were done ever to
 		// forget the record, they would go with it.
 		n.answerWaiting(txn)
@@ -363,16 +364,14 @@ func (n *Node) onEndTxn(from topo.NodeID, req *EndTxnReq) {
 			return
 		}
 		rs.status, rs.stageTS, rs.inFlight = statusStaging, req.TS, append([]string(nil), req.InFlight...)
-		txn := req.Txn
+		txn, v := req.Txn, n.recs.Version(req.Txn)
 		n.flush(nil, func() {
-			// This persist carried STAGING. A decision taken while it was in flight (recovery,
-			// or a commit after a resent stage) is the record's latest state now, and only its
-			// own, later persist may publish it: published here, a push was answered committed
-			// while the disk held STAGING, and after a crash recovery could abort what a pusher
-			// had already resolved as committed (TestStageFlushPublishesLaterDecision).
-			if rs := n.recState[txn]; rs != nil && rs.status == statusStaging {
-				n.recs.Decided(txn)
-			}
+			// This persist carried STAGING, and publishes only that. A decision taken while it
+			// was in flight (recovery, or a commit after a resent stage) waits for its own,
+			// later persist: published here, a push was answered committed while the disk held
+			// STAGING, and after a crash recovery could abort what a pusher had already resolved
+			// as committed (TestStageFlushPublishesLaterDecision).
+			n.recs.Decided(txn, v)
 			reply(EndOK, ts.Zero)
 		})
 	case EndAbort:

@@ -550,9 +550,9 @@ func (n *Node) onCommit(from topo.NodeID, c *CommitReq) {
 		return
 	}
 	delete(n.leases, c.Txn)
-	id, txn := c.ReqID, c.Txn
+	id, txn, v := c.ReqID, c.Txn, n.recs.Version(c.Txn)
 	n.persist(n.dataWrites(), func() {
-		n.recs.Decided(txn)
+		n.recs.Decided(txn, v)
 		r, _ := n.recs.Get(txn)
 		committed := r.Status == txnrec.Committed
 		if committed {
@@ -574,8 +574,9 @@ func (n *Node) decideAbort(txn storage.TxnID, ended bool) bool {
 	if err := n.recs.Decide(txn, txnrec.Aborted, ts.Zero, 0); err != nil {
 		return false
 	}
+	v := n.recs.Version(txn)
 	n.persist(n.dataWrites(), func() {
-		n.recs.Decided(txn)
+		n.recs.Decided(txn, v)
 		if r, ok := n.recs.Get(txn); ok && r.Status == txnrec.Aborted {
 			n.trackDecided(txn, r, ended)
 		}

@@ -1046,11 +1046,13 @@ func (c *Coordinator) decideCommit(t *coordTxn) {
 		// Broken on purpose: locks go and the client hears "committed" before the decision is
 		// durable and before TT.now().earliest has passed s.
 		release()
-		c.env.Persist(c.recs.TakeWrites(), func() { c.recs.Decided(t.id) })
+		v := c.recs.Version(t.id)
+		c.env.Persist(c.recs.TakeWrites(), func() { c.recs.Decided(t.id, v) })
 		return
 	}
+	v := c.recs.Version(t.id)
 	c.env.Persist(c.recs.TakeWrites(), func() {
-		c.recs.Decided(t.id)
+		c.recs.Decided(t.id, v)
 		if !c.cfg.CommitWait {
 			release()
 			return

@@ -4,7 +4,9 @@
 //
 // A decision becomes visible only once it is durable. Decide records it and produces the persist
 // write; until the protocol reports the persist complete with Decided, Status still answers
-// InProgress (or Staging) and new waiters queue. This is what lets a recorder answer PUSHWS
+// InProgress (or Staging) and new waiters queue. Every recorded state has a version, and Decided
+// names the one its persist carried (Version, read when the persist is issued): a state recorded
+// while an earlier persist was in flight is published only by its own persist. This is what lets a recorder answer PUSHWS
 // without ever exposing a decision a crash could undo. A record's fate is final: a transaction
 // decided committed can never be aborted and vice versa (K2 §3.5: a recorder that suspects a dead
 // coordinator aborts the transaction and "promises they will not be committed in the future").
@@ -63,13 +65,26 @@ type Record struct {
 	Meta     []byte       // per-protocol: coordinator id, in-flight writes, participants
 }
 
+// Version identifies one recorded state of a record. Versions grow across the whole table, so a
+// persist of a forgotten record's state never publishes a later record of the same transaction.
+type Version uint64
+
+type versioned struct {
+	v   Version
+	rec Record
+}
+
 // Waiter is called once with the durable decision.
 type Waiter func(Record)
 
 type entry struct {
-	durable Record   // what is known to be persisted (what Status reports)
-	latest  Record   // the newest state handed to TakeWrites, possibly not yet persisted
-	waiters []Waiter // FIFO
+	durable Record // what is known to be persisted (what Status reports)
+	latest  Record // the newest state handed to TakeWrites, possibly not yet persisted
+	// published is durable's version, version latest's; pending holds the states recorded
+	// since durable, oldest first, for Decided to publish the one its persist carried.
+	published, version Version
+	pending            []versioned
+	waiters            []Waiter // FIFO
 	// placeholder: made by Wait and never written; Create adopts it by writing it.
 	placeholder bool
 }
@@ -85,8 +100,9 @@ var (
 
 // Table holds the transaction records of one node.
 type Table struct {
-	recs   map[storage.TxnID]*entry
-	writes []node.Write
+	recs    map[storage.TxnID]*entry
+	writes  []node.Write
+	version Version // of the newest state recorded
 }
 
 // New returns an empty table.
@@ -115,15 +131,17 @@ func (t *Table) Create(txn storage.TxnID, meta []byte) (Record, error) {
 			e.placeholder = false
 			if !e.latest.Status.Final() {
 				e.latest.Meta = meta
-				t.record(e.latest)
+				t.record(e)
 			}
 		}
 		return e.durable, nil
 	}
 	r := Record{Txn: txn, Status: InProgress, Meta: meta}
 	// An InProgress record is durable-equivalent at once: answering "in progress" is always safe.
-	t.recs[txn] = &entry{durable: r, latest: r}
-	t.record(r)
+	e := &entry{durable: r, latest: r}
+	t.recs[txn] = e
+	t.record(e)
+	e.published, e.pending = e.version, nil
 	return r, nil
 }
 
@@ -149,14 +167,14 @@ func (t *Table) Stage(txn storage.TxnID, commitTS ts.Timestamp, meta []byte) err
 		return fmt.Errorf("%w: %v is %v", ErrFinal, txn, e.latest.Status)
 	}
 	e.latest.Status, e.latest.CommitTS, e.latest.Meta = Staging, commitTS, meta
-	t.record(e.latest)
+	t.record(e)
 	return nil
 }
 
 // Decide records txn's decision (Committed or Aborted), creating the record if needed (a recorder
 // aborting a transaction whose first write never arrived). Deciding the same way twice is a no-op;
 // deciding otherwise returns ErrFinal. The decision is not visible until Decided is called after
-// the returned writes (TakeWrites) are persisted.
+// the returned writes (TakeWrites) are persisted, with the Version read when they were taken.
 func (t *Table) Decide(txn storage.TxnID, status Status, commitTS ts.Timestamp, epoch uint64) error {
 	return t.decide(txn, status, commitTS, epoch, nil, false)
 }
@@ -192,19 +210,39 @@ func (t *Table) decide(txn storage.TxnID, status Status, commitTS ts.Timestamp, 
 	if setMeta {
 		e.latest.Meta = meta
 	}
-	t.record(e.latest)
+	t.record(e)
 	return nil
 }
 
-// Decided is called when the writes carrying txn's latest state are durable. It publishes that
-// state and, if it is a decision, wakes every waiter in FIFO order with it. It returns the number
-// of waiters woken.
-func (t *Table) Decided(txn storage.TxnID) int {
+// Version returns the version of txn's latest recorded state (zero if txn has no record). A
+// protocol reads it as it issues the persist carrying that state and hands it to Decided when
+// the persist completes.
+func (t *Table) Version(txn storage.TxnID) Version {
+	if e := t.recs[txn]; e != nil {
+		return e.version
+	}
+	return 0
+}
+
+// Decided is called when a persist issued once txn's state of version v was recorded is durable
+// (batches complete in the order issued, so that state is on disk). It publishes that state, not
+// one recorded since, whose own persist is still to come, and, if it is a decision, wakes every
+// waiter in FIFO order with it. It returns the number of waiters woken. A version already
+// published, or older than the record (forgotten and made again since), changes nothing.
+func (t *Table) Decided(txn storage.TxnID, v Version) int {
 	e := t.recs[txn]
-	if e == nil {
+	if e == nil || v <= e.published {
 		return 0
 	}
-	e.durable = e.latest
+	i := len(e.pending) - 1
+	for i >= 0 && e.pending[i].v > v {
+		i--
+	}
+	if i < 0 {
+		return 0
+	}
+	e.durable, e.published = e.pending[i].rec, e.pending[i].v
+	e.pending = e.pending[i+1:]
 	if !e.durable.Status.Final() {
 		return 0
 	}
@@ -266,7 +304,12 @@ func (t *Table) Forget(txn storage.TxnID) error {
 	return nil
 }
 
-func (t *Table) record(r Record) {
+// record hands e's latest state to TakeWrites under a new version.
+func (t *Table) record(e *entry) {
+	t.version++
+	e.version = t.version
+	r := e.latest
+	e.pending = append(e.pending, versioned{v: e.version, rec: r})
 	t.writes = append(t.writes, node.Write{Key: recordKey(r.Txn), Value: encodeRecord(r)})
 }
 

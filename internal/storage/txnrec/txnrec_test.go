@@ -50,7 +50,7 @@ func TestDecideWithKeepsMetaWithDecision(t *testing.T) {
 		t.Fatalf("oversized metadata: %v", err)
 	}
 	persist(t, tb, d)
-	tb.Decided(txn)
+	tb.Decided(txn, tb.Version(txn))
 	r, ok := recovered(t, d).Get(txn)
 	if !ok || r.Status != Committed || r.CommitTS != at || !bytes.Equal(r.Meta, []byte("parts")) {
 		t.Fatalf("recovered %+v (found %v), want committed at %v with meta %q", r, ok, at, "parts")
@@ -80,7 +80,7 @@ func TestForgetPersistsDeletion(t *testing.T) {
 		t.Fatal("a record was forgotten before its decision was durable")
 	}
 	persist(t, tb, d)
-	if tb.Decided(txn) != 1 || woken != 1 {
+	if tb.Decided(txn, tb.Version(txn)) != 1 || woken != 1 {
 		t.Fatalf("%d waiters woken, want 1", woken)
 	}
 	if err := tb.Forget(txn); err != nil {
@@ -122,5 +122,60 @@ func TestCreateAdoptsPlaceholder(t *testing.T) {
 	}
 	if _, err := tb.Create(txn, nil); err != nil || len(tb.TakeWrites()) != 0 {
 		t.Fatalf("creating an existing record again wrote something (err %v)", err)
+	}
+}
+
+// TestDecidedPublishesTheStateItsPersistCarried: a decision recorded while the persist of an
+// earlier state (CRDB's STAGING) is in flight is not published when that persist completes,
+// only when its own does; waiters hear it then, and a persist of a forgotten record's state
+// publishes nothing of the record made again since.
+func TestDecidedPublishesTheStateItsPersistCarried(t *testing.T) {
+	d := durable.NewMem()
+	tb := New()
+	txn := storage.MakeTxnID(4, 2)
+	if _, err := tb.Create(txn, nil); err != nil {
+		t.Fatal(err)
+	}
+	persist(t, tb, d)
+	at := ts.Timestamp{Wall: 9}
+	if err := tb.Stage(txn, at, []byte("in-flight")); err != nil {
+		t.Fatal(err)
+	}
+	staged := tb.Version(txn)
+	persist(t, tb, d) // issued: carries STAGING
+	var woken []Record
+	if _, decided := tb.Wait(txn, func(r Record) { woken = append(woken, r) }); decided {
+		t.Fatal("a staging record answered a waiter")
+	}
+	if err := tb.Decide(txn, Committed, at, 0); err != nil {
+		t.Fatal(err)
+	}
+	committed := tb.Version(txn)
+	if tb.Decided(txn, staged) != 0 || len(woken) != 0 {
+		t.Fatalf("the STAGING persist woke %d waiters with %+v", len(woken), woken)
+	}
+	if r, _ := tb.Get(txn); r.Status != Staging || r.CommitTS != at {
+		t.Fatalf("after the STAGING persist the record reads %+v, want staging at %v", r, at)
+	}
+	persist(t, tb, d) // carries the commit
+	if tb.Decided(txn, committed) != 1 || len(woken) != 1 || woken[0].Status != Committed {
+		t.Fatalf("the commit's persist woke %+v, want one waiter told committed", woken)
+	}
+	if tb.Decided(txn, staged) != 0 {
+		t.Fatal("a late completion of an older persist woke waiters")
+	}
+	if r, _ := tb.Get(txn); r.Status != Committed {
+		t.Fatalf("an older persist's completion moved the record back to %v", r.Status)
+	}
+
+	if err := tb.Forget(txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Decide(txn, Aborted, ts.Zero, 0); err != nil { // the record made again
+		t.Fatal(err)
+	}
+	tb.Decided(txn, committed)
+	if r, _ := tb.Get(txn); r.Status != InProgress {
+		t.Fatalf("the forgotten record's persist published the new record's %v", r.Status)
 	}
 }
