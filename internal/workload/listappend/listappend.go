@@ -380,15 +380,24 @@ func (b *body) write(tx *client.Txn, dirty []int64, state map[int64]*keyState, s
 			rows[i].Value = EncodeList(st.list)
 		}
 	}
+	// A write refused as a bad argument (a list grown past the value limit) was not applied;
+	// any other outcome, an abort or a lost answer included, may have reached the store. A
+	// PutMany of ours is one request (far below MaxBatchOps), refused whole.
 	if b.batch {
-		for _, k := range dirty {
-			sent(k)
+		err := tx.PutMany(rows)
+		if !errors.Is(err, client.ErrBadArgument) {
+			for _, k := range dirty {
+				sent(k)
+			}
 		}
-		return tx.PutMany(rows)
+		return err
 	}
 	for i, r := range rows {
-		sent(dirty[i])
-		if err := tx.Put(r.Key, r.Value); err != nil {
+		err := tx.Put(r.Key, r.Value)
+		if !errors.Is(err, client.ErrBadArgument) {
+			sent(dirty[i])
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -239,6 +239,8 @@ func mustJSONs(ops []history.MicroOp) string {
 type scriptedAborts struct {
 	*memdb.Transport
 	abort func(writes, reads bool) bool
+	// refuse answers the picked requests as bad arguments instead: refused, nothing applied.
+	refuse bool
 }
 
 func (a *scriptedAborts) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, error) {
@@ -247,7 +249,10 @@ func (a *scriptedAborts) RoundTrip(req *wire.ClientRequest) (*wire.ClientReply, 
 		writes = writes || op.Op == wire.OpPut
 		reads = reads || op.Op == wire.OpGet
 	}
-	if a.abort(writes, reads) {
+	switch pick := a.abort(writes, reads); {
+	case pick && a.refuse:
+		return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeBadArgument, Error: "value too large (test)"}, nil
+	case pick:
 		return &wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeAborted, Cause: "test"}, nil
 	}
 	return a.Transport.RoundTrip(req)
@@ -278,6 +283,14 @@ func abortFirstWrite() *scriptedAborts {
 		}
 		return false
 	}}
+}
+
+// refuseFirstWrite refuses a transaction's first request that writes as a bad argument (a
+// value over the limit): the store applied nothing of it.
+func refuseFirstWrite() *scriptedAborts {
+	a := abortFirstWrite()
+	a.refuse = true
+	return a
 }
 
 // eachAbortedAttempt runs 50 of the workload's read-write transactions, one attempt each, on a
@@ -342,4 +355,17 @@ func TestAbortedAttemptListsTheWriteItSent(t *testing.T) {
 			t.Fatalf("aborted at its first write, transaction %s lists no write", mustJSONs(tx.Invoke))
 		}
 	})
+}
+
+// TestRefusedWriteIsNotListed: a write refused as a bad argument was not applied, so the attempt
+// does not list it (it would count as a failed write the final read looks for), one at a time
+// and batched.
+func TestRefusedWriteIsNotListed(t *testing.T) {
+	for _, batch := range []float64{0, 1} {
+		eachAbortedAttempt(t, Config{Keys: 8, BatchRatio: batch}, refuseFirstWrite, func(tx workload.Txn) {
+			if w := writesOf(tx.Result()); len(w) != 0 {
+				t.Fatalf("batch ratio %v: its first write refused, transaction %s lists writes %s", batch, mustJSONs(tx.Invoke), mustJSONs(w))
+			}
+		})
+	}
 }
