@@ -380,17 +380,17 @@ func (b *body) write(tx *client.Txn, dirty []int64, state map[int64]*keyState, s
 			rows[i].Value = EncodeList(st.list)
 		}
 	}
-	// A write refused as a bad argument (a list grown past the value limit) was not applied;
-	// any other outcome, an abort or a lost answer included, may have reached the store. A
-	// PutMany of ours is one request (far below MaxBatchOps), refused whole.
+	// A Put refused as a bad argument (a list grown past the value limit) was not applied; any
+	// other outcome, an abort or a lost answer included, may have reached the store. A refused
+	// PutMany stays listed whole: rows over client.MaxScanBytes go as several requests, and a
+	// refusal of a later one keeps the earlier ones written (client.Put). Listing a write that
+	// did not go only swells the count of failed writes; leaving out one that did would hide it
+	// from the final read's check.
 	if b.batch {
-		err := tx.PutMany(rows)
-		if !errors.Is(err, client.ErrBadArgument) {
-			for _, k := range dirty {
-				sent(k)
-			}
+		for _, k := range dirty {
+			sent(k)
 		}
-		return err
+		return tx.PutMany(rows)
 	}
 	for i, r := range rows {
 		err := tx.Put(r.Key, r.Value)

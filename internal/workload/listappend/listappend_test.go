@@ -357,15 +357,54 @@ func TestAbortedAttemptListsTheWriteItSent(t *testing.T) {
 	})
 }
 
-// TestRefusedWriteIsNotListed: a write refused as a bad argument was not applied, so the attempt
-// does not list it (it would count as a failed write the final read looks for), one at a time
-// and batched.
+// TestRefusedWriteIsNotListed: a Put refused as a bad argument was not applied, so the attempt
+// does not list it (it would count as a failed write the final read looks for). One at a time:
+// a refused PutMany stays listed (TestSplitPutManyRefusalListsTheChunkSent).
 func TestRefusedWriteIsNotListed(t *testing.T) {
-	for _, batch := range []float64{0, 1} {
-		eachAbortedAttempt(t, Config{Keys: 8, BatchRatio: batch}, refuseFirstWrite, func(tx workload.Txn) {
-			if w := writesOf(tx.Result()); len(w) != 0 {
-				t.Fatalf("batch ratio %v: its first write refused, transaction %s lists writes %s", batch, mustJSONs(tx.Invoke), mustJSONs(w))
-			}
-		})
+	eachAbortedAttempt(t, Config{Keys: 8, BatchRatio: -1}, refuseFirstWrite, func(tx workload.Txn) {
+		if w := writesOf(tx.Result()); len(w) != 0 {
+			t.Fatalf("its first write refused, transaction %s lists writes %s", mustJSONs(tx.Invoke), mustJSONs(w))
+		}
+	})
+}
+
+// TestSplitPutManyRefusalListsTheChunkSent: a PutMany whose rows exceed client.MaxScanBytes
+// goes as several requests, and "one that needs several requests keeps the requests before the
+// refused one written" (client.Put). Refused at its second request, the attempt still sent its
+// first, which reached the store, and must list those writes.
+func TestSplitPutManyRefusalListsTheChunkSent(t *testing.T) {
+	w, err := New(testTopo(t), Config{Keys: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memdb.New()
+	// Five lists of ~0.9 MiB: within MaxValueBytes each, over MaxScanBytes (4 MiB) together.
+	big := make([]int64, 300_000)
+	for i := range big {
+		big[i] = 1_000_000
+	}
+	const keys = 5
+	var ops []history.MicroOp
+	for k := range int64(keys) {
+		store.Put(w.names[k], EncodeList(big))
+		ops = append(ops, history.MicroOp{F: history.FAppend, Key: k, Value: history.IntValue(k + 1)})
+	}
+	b := &body{w: w, ops: ops, batch: true}
+	seen := 0 // requests that write
+	tr := &scriptedAborts{Transport: store.Transport(), refuse: true, abort: func(writes, _ bool) bool {
+		if writes {
+			seen++
+		}
+		return writes && seen == 2
+	}}
+	db := client.Open(tr)
+	if err := client.RunTxnWith(db, client.TxnOptions{}, client.RetryPolicy{MaxAttempts: 1}, b.run); err == nil {
+		t.Fatal("the transaction committed, want its second write request refused")
+	}
+	if seen < 2 {
+		t.Fatalf("the PutMany went as %d write request(s), want it split", seen)
+	}
+	if got := writesOf(b.result()); len(got) == 0 {
+		t.Fatalf("the first of the PutMany's requests reached the store, but the attempt lists no write (result %s)", mustJSONs(b.result()))
 	}
 }
