@@ -242,7 +242,9 @@ func (t *Table) Decided(txn storage.TxnID, v Version) int {
 		return 0
 	}
 	e.durable, e.published = e.pending[i].rec, e.pending[i].v
-	e.pending = e.pending[i+1:]
+	if e.pending = e.pending[i+1:]; len(e.pending) == 0 {
+		e.pending = nil // most records stay a while once decided (until acknowledged): free it
+	}
 	if !e.durable.Status.Final() {
 		return 0
 	}
