@@ -59,10 +59,23 @@ func printResult(w io.Writer, r *bench.Result) {
 		// The checker judges every transaction the history holds, warm-up, drain and final read included,
 		// so its count is not the window's committed count.
 		rep := r.Check.(*check.Report)
-		fmt.Fprintf(tw, "check\t%s: %s (%s among the history's %d transactions, warm-up, drain and final read included)\n", model, verdict,
-			counted(n, "anomaly", "anomalies"), rep.Counts.OK+rep.Counts.Fail+rep.Counts.Info)
+		fmt.Fprintf(tw, "check\t%s: %s (%s among the history's %d transactions, %s)\n", model, verdict,
+			counted(n, "anomaly", "anomalies"), rep.Counts.OK+rep.Counts.Fail+rep.Counts.Info, historySpan(r.Durability))
 	}
 	tw.Flush()
+}
+
+// historySpan says what the checked history covers beyond the measured window: a final read
+// only if one ran to the end (a node down when the run ended stops it, and the check must not
+// claim it).
+func historySpan(d *bench.Durability) string {
+	switch {
+	case d == nil:
+		return "warm-up and drain included"
+	case d.NotRun != "":
+		return "warm-up and drain included; the final read did not finish"
+	}
+	return "warm-up, drain and final read included"
 }
 
 // printFirstAnomaly explains the first anomaly of an invalid history, the cycle that shows it,

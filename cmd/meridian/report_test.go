@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/check"
+)
+
+// TestCheckLineClaimsFinalReadOnlyIfItRan: a run whose final read could not finish (a node
+// still down when the run ended) must not say its checked history includes one.
+func TestCheckLineClaimsFinalReadOnlyIfItRan(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    *bench.Durability
+		want string
+	}{
+		{"ran", &bench.Durability{Keys: 3}, "warm-up, drain and final read included)"},
+		{"not run", &bench.Durability{NotRun: "sh-1 unreachable"}, "warm-up and drain included; the final read did not finish)"},
+		{"no final read", nil, "warm-up and drain included)"},
+	} {
+		r := &bench.Result{Durability: c.d, Check: &check.Report{Model: "serializable", Verdict: check.Valid}}
+		var out bytes.Buffer
+		printResult(&out, r)
+		var line string
+		for l := range strings.Lines(out.String()) {
+			if strings.HasPrefix(l, "check") {
+				line = l
+			}
+		}
+		if !strings.HasSuffix(strings.TrimSpace(line), c.want) {
+			t.Errorf("%s: check line %q, want it to end %q", c.name, line, c.want)
+		}
+	}
+}
