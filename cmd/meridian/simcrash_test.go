@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -95,5 +97,51 @@ func TestSimCrashRun(t *testing.T) {
 			t.Logf("committed %v, aborted %v, failed %v (unavailable %v, unknown %v), digest %v", m["committed"], m["aborted"],
 				m["failed"], m["unavailable"], m["unknown_outcome"], m["trace_digest"])
 		})
+	}
+}
+
+// TestCrdbEarlyStageCaughtByCrashes: crdb's early-stage mutant (a record holder answers a
+// STAGING record before it is durable) is a durability bug only a crash shows: the same run
+// without crashes is valid and loses nothing, and with three crashes during 400 ms flushes it
+// loses acknowledged commits, which the final read and the checker both report. The control that
+// crash reviews of crdb's record path lacked.
+func TestCrdbEarlyStageCaughtByCrashes(t *testing.T) {
+	args := []string{"sim", "--json", "--protocol", "crdb", "--workload", "list-append", "--read-back", "--keys", "10",
+		"--clients", "8", "--flush-latency", "400ms", "--duration", "3s", "--seed", "2"}
+	crashes := []string{"--crash", "1@1s/200ms", "--crash", "2@1500ms/200ms", "--crash", "3@2s/200ms"}
+	mutant := []string{"--opt", "mutant=early-stage"}
+	result := func(args ...string) (verdict string, lost int, code int) {
+		out, errs, code := run(t, args...)
+		var m struct {
+			Check      struct{ Verdict string }
+			Durability struct {
+				Lost   []string
+				NotRun string `json:"not_run"`
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("sim %v: output is not JSON (%v): %s", args, err, errs)
+		}
+		if m.Durability.NotRun != "" {
+			t.Fatalf("sim %v: durability not checked: %s", args, m.Durability.NotRun)
+		}
+		return m.Check.Verdict, len(m.Durability.Lost), code
+	}
+	for _, c := range []struct {
+		name   string
+		args   []string
+		broken bool
+	}{
+		{"mutant, crashes", append(append(slices.Clone(args), mutant...), crashes...), true},
+		{"mutant, no crash", append(slices.Clone(args), mutant...), false},
+		{"crashes, no mutant", append(slices.Clone(args), crashes...), false},
+	} {
+		verdict, lost, code := result(c.args...)
+		if got := verdict == "invalid" && lost > 0 && code == 1; got != c.broken {
+			t.Errorf("%s: verdict %s, %d acknowledged writes lost, exit %d; want broken=%v", c.name, verdict, lost, code, c.broken)
+		}
+		if !c.broken && (verdict != "valid" || lost != 0 || code != 0) {
+			t.Errorf("%s: verdict %s, %d lost, exit %d; want valid, none lost, exit 0", c.name, verdict, lost, code)
+		}
 	}
 }

@@ -223,6 +223,10 @@
 //	                        by the serializable checker as lost updates / G0 / G2)
 //	mutant=no-span-tscache  scans leave no timestamp-cache entry, so a write can land under a
 //	                        finished scan (TestScanNoPhantoms catches the phantom)
+//	mutant=early-stage      a record holder answers a STAGING record before it is durable: a
+//	                        crash can then lose a commit the client was told of (valid without
+//	                        faults; with crashes the final read and the checker catch it:
+//	                        TestCrdbEarlyStageCaughtByCrashes in cmd/meridian)
 //
 // # Metrics (protocol.MetricsSource)
 //

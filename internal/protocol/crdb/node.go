@@ -36,7 +36,7 @@ func (proto) Options() map[string]string {
 		"parallel-commits":   "persist a STAGING record in parallel with proving the writes (default on)",
 		"read-refresh":       "off: a transaction whose timestamp must move past its reads (pushed by a later read, a newer value, or an uncertain one) aborts instead of refreshing them, as MVTO without refresh does (default on)",
 		txnkit.GCTTLOption:   "a leaseholder keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s, from 10ms to 1000h, and at least twice max-offset)",
-		"mutant":             "break a rule on purpose: 'no-refresh' commits at a pushed timestamp without read refresh; 'no-span-tscache' lets writes land under a finished scan (phantoms)",
+		"mutant":             "break a rule on purpose: 'no-refresh' commits at a pushed timestamp without read refresh; 'no-span-tscache' lets writes land under a finished scan (phantoms); 'early-stage' has a record holder answer a STAGING record before it is durable (a crash then loses acknowledged commits)",
 	}
 }
 
@@ -61,8 +61,11 @@ type settings struct {
 	// noSpanTSCache is a mutant: scans leave no timestamp-cache entry, so a write may land
 	// under a finished scan (a phantom).
 	noSpanTSCache bool
-	pollPeriod    time.Duration // how often a blocked request re-pushes a transaction it waits for
-	abortMemory   int           // how many aborted transactions a leaseholder remembers
+	// earlyStage is a mutant (with parallel commits): a record holder answers a STAGING record
+	// before it is durable, so a commit can be acknowledged that a crash then undoes.
+	earlyStage  bool
+	pollPeriod  time.Duration // how often a blocked request re-pushes a transaction it waits for
+	abortMemory int           // how many aborted transactions a leaseholder remembers
 	// forgetAtDecision breaks record garbage collection on purpose (tests only, no option): a
 	// record is forgotten as soon as its decision is durable, before the leaseholders
 	// acknowledge the resolution, so a late push finds the transaction unknown.
@@ -87,11 +90,13 @@ func parseSettings(opts map[string]string) (settings, error) {
 		gcTTL:       o.GCTTL(),
 		abortMemory: 1 << 16,
 	}
-	switch o.Enum("mutant", "", "no-refresh", "no-span-tscache") {
+	switch o.Enum("mutant", "", "no-refresh", "no-span-tscache", "early-stage") {
 	case "no-refresh":
 		s.noRefresh = true
 	case "no-span-tscache":
 		s.noSpanTSCache = true
+	case "early-stage":
+		s.earlyStage = true
 	}
 	if o.Err != nil {
 		return s, o.Err
