@@ -100,16 +100,14 @@ func TestSimCrashRun(t *testing.T) {
 	}
 }
 
-// TestCrdbEarlyStageCaughtByCrashes: crdb's early-stage mutant (a record holder answers a
-// STAGING record before it is durable) is a durability bug only a crash shows: the same run
-// without crashes is valid and loses nothing, and with three crashes during 400 ms flushes it
-// loses acknowledged commits, which the final read and the checker both report. The control that
-// crash reviews of crdb's record path lacked.
-func TestCrdbEarlyStageCaughtByCrashes(t *testing.T) {
-	args := []string{"sim", "--json", "--protocol", "crdb", "--workload", "list-append", "--read-back", "--keys", "10",
-		"--clients", "8", "--flush-latency", "400ms", "--duration", "3s", "--seed", "2"}
+// TestDurabilityMutantsCaughtByCrashes: each durability mutant answers a commit before it is
+// durable (crdb's early-stage: a record holder answers a STAGING record; k2's early-commit: a
+// recorder answers the commit), a bug only a crash shows: the same run without crashes is valid
+// and loses nothing, and with three crashes during 400 ms flushes it loses acknowledged
+// commits, which the final read and the checker both report. These are the controls crash
+// reviews of the record paths need; the isolation mutants fail without any fault.
+func TestDurabilityMutantsCaughtByCrashes(t *testing.T) {
 	crashes := []string{"--crash", "1@1s/200ms", "--crash", "2@1500ms/200ms", "--crash", "3@2s/200ms"}
-	mutant := []string{"--opt", "mutant=early-stage"}
 	result := func(args ...string) (verdict string, lost int, code int) {
 		out, errs, code := run(t, args...)
 		var m struct {
@@ -127,21 +125,31 @@ func TestCrdbEarlyStageCaughtByCrashes(t *testing.T) {
 		}
 		return m.Check.Verdict, len(m.Durability.Lost), code
 	}
-	for _, c := range []struct {
-		name   string
-		args   []string
-		broken bool
-	}{
-		{"mutant, crashes", append(append(slices.Clone(args), mutant...), crashes...), true},
-		{"mutant, no crash", append(slices.Clone(args), mutant...), false},
-		{"crashes, no mutant", append(slices.Clone(args), crashes...), false},
+	for _, p := range []struct{ protocol, mutant, seed string }{
+		{"crdb", "early-stage", "2"},
+		{"k2", "early-commit", "1"},
 	} {
-		verdict, lost, code := result(c.args...)
-		if got := verdict == "invalid" && lost > 0 && code == 1; got != c.broken {
-			t.Errorf("%s: verdict %s, %d acknowledged writes lost, exit %d; want broken=%v", c.name, verdict, lost, code, c.broken)
-		}
-		if !c.broken && (verdict != "valid" || lost != 0 || code != 0) {
-			t.Errorf("%s: verdict %s, %d lost, exit %d; want valid, none lost, exit 0", c.name, verdict, lost, code)
-		}
+		t.Run(p.protocol, func(t *testing.T) {
+			args := []string{"sim", "--json", "--protocol", p.protocol, "--workload", "list-append", "--read-back",
+				"--keys", "10", "--clients", "8", "--flush-latency", "400ms", "--duration", "3s", "--seed", p.seed}
+			mutant := []string{"--opt", "mutant=" + p.mutant}
+			for _, c := range []struct {
+				name   string
+				args   []string
+				broken bool
+			}{
+				{"mutant, crashes", append(append(slices.Clone(args), mutant...), crashes...), true},
+				{"mutant, no crash", append(slices.Clone(args), mutant...), false},
+				{"crashes, no mutant", append(slices.Clone(args), crashes...), false},
+			} {
+				verdict, lost, code := result(c.args...)
+				if got := verdict == "invalid" && lost > 0 && code == 1; got != c.broken {
+					t.Errorf("%s: verdict %s, %d acknowledged writes lost, exit %d; want broken=%v", c.name, verdict, lost, code, c.broken)
+				}
+				if !c.broken && (verdict != "valid" || lost != 0 || code != 0) {
+					t.Errorf("%s: verdict %s, %d lost, exit %d; want valid, none lost, exit 0", c.name, verdict, lost, code)
+				}
+			}
+		})
 	}
 }

@@ -226,7 +226,7 @@
 //	mutant=early-stage      a record holder answers a STAGING record before it is durable: a
 //	                        crash can then lose a commit the client was told of (valid without
 //	                        faults; with crashes the final read and the checker catch it:
-//	                        TestCrdbEarlyStageCaughtByCrashes in cmd/meridian)
+//	                        TestDurabilityMutantsCaughtByCrashes in cmd/meridian)
 //
 // # Metrics (protocol.MetricsSource)
 //

@@ -551,6 +551,13 @@ func (n *Node) onCommit(from topo.NodeID, c *CommitReq) {
 	}
 	delete(n.leases, c.Txn)
 	id, txn, v := c.ReqID, c.Txn, n.recs.Version(c.Txn)
+	answered := false
+	if n.cfg.earlyCommit {
+		// Broken on purpose: the coordinator may tell the client before a crash can no longer
+		// undo the commit.
+		n.env.Send(from, &CommitResp{ReqID: id, Committed: true})
+		answered = true
+	}
 	n.persist(n.dataWrites(), func() {
 		n.recs.Decided(txn, v)
 		r, _ := n.recs.Get(txn)
@@ -558,7 +565,9 @@ func (n *Node) onCommit(from topo.NodeID, c *CommitReq) {
 		if committed {
 			n.trackDecided(txn, r, false)
 		}
-		n.env.Send(from, &CommitResp{ReqID: id, Committed: committed})
+		if !answered {
+			n.env.Send(from, &CommitResp{ReqID: id, Committed: committed})
+		}
 	})
 }
 

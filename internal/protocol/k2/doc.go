@@ -213,6 +213,9 @@
 //     the batch TTL in the unsafe direction. Neither is observable with honest clocks and
 //     transactions longer than CWT; skew an oracle ahead of true time (sim.SkewClock) and the
 //     checker finds real-time violations (TestMutantCaught).
+//   - mutant=early-commit: a recorder answers a commit before the decision is durable. Valid
+//     without faults; a crash of the recorder during the flush loses a commit the client was
+//     told of (TestDurabilityMutantsCaughtByCrashes in cmd/meridian).
 //
 // # Metrics
 //

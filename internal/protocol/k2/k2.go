@@ -42,7 +42,7 @@ func (proto) Options() map[string]string {
 		"idle-timeout":       "a coordinator aborts a transaction whose client sends nothing for this long (default 5s)",
 		"read-block-timeout": "with mv-reads=off, a read blocked on a higher-timestamp intent aborts after this long (default 100ms)",
 		txnkit.GCTTLOption:   "a data node keeps superseded versions this long, and refuses a transaction older than that (cause too-old) (default 10s)",
-		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait (on k2-5region seen only with a skewed clock, sim --clock-skew; with honest clocks on one datacenter of fast nodes: see sim --help), ttl-wrong-drift (its error, drift times TTL, is below what a history shows: internal/clock's K2-TB scenario tests catch it), no-scan-watermark (scans leave no range watermark: phantoms)",
+		"mutant":             "break a rule on purpose so checkers can be shown to catch it: no-commit-wait (on k2-5region seen only with a skewed clock, sim --clock-skew; with honest clocks on one datacenter of fast nodes: see sim --help), ttl-wrong-drift (its error, drift times TTL, is below what a history shows: internal/clock's K2-TB scenario tests catch it), no-scan-watermark (scans leave no range watermark: phantoms), early-commit (a recorder answers a commit before it is durable: a crash then loses acknowledged commits)",
 	}
 }
 
@@ -69,6 +69,7 @@ type config struct {
 	gcTTL            time.Duration
 	mutation         clock.BatcherMutation
 	noScanWatermark  bool // mutant: scans leave no range watermark, so phantoms can appear
+	earlyCommit      bool // mutant: a recorder answers a commit before the decision is durable
 	// forgetAtDecision breaks record garbage collection on purpose (tests only, no option):
 	// a record is forgotten as soon as its decision is durable, before the participants
 	// acknowledge, so a late PUSHWS finds the transaction unknown.
@@ -131,9 +132,11 @@ func parseConfig(eps, intraRTT time.Duration, m map[string]string) (config, erro
 		gcTTL:            o.GCTTL(),
 		maxDrift:         clock.K2TrueTime.MaxDrift,
 	}
-	switch o.Enum("mutant", "", "", "no-commit-wait", "ttl-wrong-drift", "no-scan-watermark") {
+	switch o.Enum("mutant", "", "", "no-commit-wait", "ttl-wrong-drift", "no-scan-watermark", "early-commit") {
 	case "no-scan-watermark":
 		c.noScanWatermark = true
+	case "early-commit":
+		c.earlyCommit = true
 	case "no-commit-wait":
 		c.mutation = clock.MutationNoCommitWait
 	case "ttl-wrong-drift":
