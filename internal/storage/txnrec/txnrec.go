@@ -6,10 +6,11 @@
 // write; until the protocol reports the persist complete with Decided, Status still answers
 // InProgress (or Staging) and new waiters queue. Every recorded state has a version, and Decided
 // names the one its persist carried (Version, read when the persist is issued): a state recorded
-// while an earlier persist was in flight is published only by its own persist. This is what lets a recorder answer PUSHWS
-// without ever exposing a decision a crash could undo. A record's fate is final: a transaction
-// decided committed can never be aborted and vice versa (K2 §3.5: a recorder that suspects a dead
-// coordinator aborts the transaction and "promises they will not be committed in the future").
+// while an earlier persist was in flight is published only by its own persist. This is what lets
+// a recorder answer PUSHWS without ever exposing a decision a crash could undo. A record's fate
+// is final: a transaction decided committed can never be aborted and vice versa (K2 §3.5: a
+// recorder that suspects a dead coordinator aborts the transaction and "promises they will not
+// be committed in the future").
 //
 // Like mvcc, the Table is protocol-side code: one logical thread, no I/O, deterministic. Waiters
 // are opaque callbacks run by Decided in FIFO order on the caller's thread.
