@@ -99,7 +99,13 @@ func (n *Node) onRead(r *ReadReq, reply func(*ReadResp)) {
 // read would keep the doomed transaction's intents in other readers' way for as long as the
 // read waits.
 func (n *Node) onOps(from topo.NodeID, r *OpsReq) {
-	var ready OpsResp
+	var ready OpsResp // sized for all: most operations are answered while the request is served
+	if len(r.Reads) > 0 {
+		ready.Reads = make([]ReadResp, 0, len(r.Reads))
+	}
+	if len(r.Writes) > 0 {
+		ready.Writes = make([]WriteResp, 0, len(r.Writes))
+	}
 	left := len(r.Reads) + len(r.Writes)
 	serving, refused := true, false
 	send := func() {
