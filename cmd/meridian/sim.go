@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -16,6 +18,7 @@ import (
 	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/sim"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload"
 )
 
 type simCommand struct {
@@ -32,6 +35,8 @@ type simCommand struct {
 	verify   bool
 	crashes  []string
 	skews    []string
+	seeds    int
+	parallel int
 
 	loss, duplicate float64
 	duplicateDelay  time.Duration
@@ -92,12 +97,38 @@ fast (on k2-5region each region's one coordinator hands out increasing timestamp
 	cmd.Flags().Float64Var(&c.duplicate, "duplicate", 0, "probability in [0, 1) that a message between nodes is delivered twice")
 	cmd.Flags().DurationVar(&c.duplicateDelay, "duplicate-delay", sim.DefaultDuplicateDelay, "with --duplicate: a copy arrives up to this long after its original (uniform, seeded)")
 	cmd.Flags().StringArrayVar(&c.partitions, "partition", nil, "cut regions A and B from each other at virtual time AT (from the clients' start, warm-up included) for FOR, as A|B@AT/FOR, e.g. SH|BJ@2s/1s (repeatable)")
+	cmd.Flags().IntVar(&c.seeds, "seeds", 1, "run seeds --seed, --seed+1, … (this many), each judged as one run is: a line per seed and a summary; exit 1 if any failed, else 2 if any could not be judged")
+	cmd.Flags().IntVar(&c.parallel, "parallel", 0, "with --seeds: simulations at once (0: one per CPU, as memory allows)")
 	cmd.Flags().StringVar(&c.cpuProf, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	cmd.Flags().StringVar(&c.memProf, "memprofile", "", "write a Go heap profile, taken as the measured window ends, to this file")
 	return cmd
 }
 
 func init() { rootCmd.AddCommand(newSimCmd()) }
+
+// checkSeeds refuses --seeds and --parallel values that make no sweep, and the outputs that
+// belong to one run.
+func (c *simCommand) checkSeeds() error {
+	switch {
+	case c.seeds < 1:
+		return fmt.Errorf("--seeds %d: want 1 or more", c.seeds)
+	case c.parallel < 0:
+		return fmt.Errorf("--parallel %d: want 0 (one per CPU) or more", c.parallel)
+	case c.sf.seed > math.MaxUint64-uint64(c.seeds-1):
+		return fmt.Errorf("--seed %d with --seeds %d: the last seed would pass %d", c.sf.seed, c.seeds, uint64(math.MaxUint64))
+	case c.seeds == 1:
+		if c.parallel > 0 {
+			return fmt.Errorf("--parallel is for a sweep of several seeds (--seeds)")
+		}
+		return nil
+	}
+	for _, o := range []struct{ flag, path string }{{"--history", c.history}, {"--cpuprofile", c.cpuProf}, {"--memprofile", c.memProf}} {
+		if o.path != "" {
+			return fmt.Errorf("%s is for one run: give it with --seed, not --seeds", o.flag)
+		}
+	}
+	return nil
+}
 
 func (c *simCommand) run(cmd *cobra.Command) error {
 	if err := checkRunTime(c.warmup, c.duration); err != nil {
@@ -136,6 +167,35 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err := checkMemory(wl, cfg.Topology, c.clients); err != nil {
 		return err
 	}
+	if err := c.checkSeeds(); err != nil {
+		return err
+	}
+	spec := func(wl workload.Workload) bench.Spec {
+		return bench.Spec{
+			Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
+			Record: model != "" || c.history != "" || (c.verify && checkable(wl)), SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes, Network: network, ClockSkews: skews,
+		}
+	}
+	if c.seeds > 1 {
+		var mu sync.Mutex // building reads and fills the flags' structs
+		build := func(seed uint64) (simPlan, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			f := c.sf
+			f.seed = seed
+			cfg, err := f.config()
+			if err != nil {
+				return simPlan{}, err
+			}
+			wl, err := c.wf.build(cfg.Topology)
+			if err != nil {
+				return simPlan{}, err
+			}
+			return simPlan{cfg: cfg, spec: spec(wl)}, nil
+		}
+		need, _, _ := memoryNeed(wl, cfg.Topology, c.clients)
+		return c.runSeeds(cmd.OutOrStdout(), sweepParallel(c.parallel, need, c.seeds), build, model)
+	}
 	// The history and heap profile are written when the run ends: a path that cannot be
 	// written should fail now, not after the run.
 	outputs := []struct{ flag, path string }{{"--history", c.history}, {"--cpuprofile", c.cpuProf}, {"--memprofile", c.memProf}}
@@ -166,15 +226,13 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	// first virtual second runs; say so on a terminal rather than sit silent.
 	bar := newRunBar()
 	var profErr error
-	res, err := bench.SimRun(cfg, bench.Spec{
-		Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-		Record: model != "" || c.history != "" || (c.verify && checkable(wl)), SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes, Network: network, ClockSkews: skews,
-		Progress: bar.running, AtWindowEnd: func() {
-			if c.memProf != "" {
-				profErr = writeHeapProfile(c.memProf)
-			}
-		},
-	})
+	one := spec(wl)
+	one.Progress, one.AtWindowEnd = bar.running, func() {
+		if c.memProf != "" {
+			profErr = writeHeapProfile(c.memProf)
+		}
+	}
+	res, err := bench.SimRun(cfg, one)
 	bar.done()
 	if err != nil {
 		return optionError(err)

@@ -393,26 +393,28 @@ func tpccRows(c tpcc.Config, shards int) int64 {
 // has, before it spends minutes loading and is then killed.
 func checkMemory(wl workload.Workload, tp *topo.Topology, clientsPerRegion int) error {
 	avail := heapLimit(memoryLimit())
-	if avail <= 0 {
+	need, what, lower := memoryNeed(wl, tp, clientsPerRegion)
+	if avail <= 0 || need <= avail {
 		return nil
 	}
+	return fmt.Errorf("this run needs at least %s of memory (%s) but the heap may use %s of this machine's memory: lower %s",
+		gb(need), what, gb(avail), lower)
+}
+
+// memoryNeed is a lower bound on a run's memory, what it goes to, and the flags that lower it.
+func memoryNeed(wl workload.Workload, tp *topo.Topology, clientsPerRegion int) (need int64, what, lower string) {
 	var rows int64
 	if w, ok := wl.(*tpcc.Workload); ok {
 		rows = tpccRows(w.Config(), len(tp.Shards))
 	}
 	clients := int64(clientsPerRegion) * int64(len(tp.Regions))
-	need := rows*bytesPerRow + clients*bytesPerClient
-	if need <= avail {
-		return nil
-	}
-	what := fmt.Sprintf("%d clients", clients)
-	lower := "--clients"
+	need = rows*bytesPerRow + clients*bytesPerClient
+	what, lower = fmt.Sprintf("%d clients", clients), "--clients"
 	if rows*bytesPerRow > clients*bytesPerClient {
 		what = fmt.Sprintf("%.1fM TPC-C rows and %s", float64(rows)/1e6, what)
 		lower = "--warehouses or --tpcc-items"
 	}
-	return fmt.Errorf("this run needs at least %s of memory (%s) but the heap may use %s of this machine's memory: lower %s",
-		gb(need), what, gb(avail), lower)
+	return need, what, lower
 }
 
 func gb(b int64) string { return fmt.Sprintf("%.1f GB", float64(b)/(1<<30)) }
