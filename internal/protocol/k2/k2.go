@@ -369,8 +369,15 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	now := env.Now()
 	n.recs.Records(func(r txnrec.Record) bool {
 		if !r.Status.Final() {
-			// Its coordinator gets one lease from our restart to show it is alive.
+			// Its coordinator gets one lease from our restart to show it is alive, unless it
+			// was this node's earlier life, which crashed with everything it kept of the
+			// transaction: nothing more can come from it (this life has minted no id yet, and
+			// mints none of that life's), so the lease is out and the first tick aborts it.
+			// Leased from now, its PUSHWS readers waited a full lease after the restart.
 			n.leases[r.Txn] = now
+			if topo.NodeID(r.Txn.Coordinator()) == self {
+				n.leases[r.Txn] = now - int64(c.lease) - 1
+			}
 			return true
 		}
 		// Decided and not forgotten: who acknowledged, and which coordinators said they
