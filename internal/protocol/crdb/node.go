@@ -432,7 +432,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 	case *Ended:
 		n.onEnded(from, m)
 	case *Restarted:
-		n.onRestarted(from)
+		n.onRestarted(from, m)
 	case *HeartbeatResp:
 		n.onHeartbeatResp(m)
 	case *ReadResp:
@@ -576,7 +576,8 @@ func (n *Node) announceRestart() {
 // twice is harmless: reads, refreshes and intent queries change nothing the first evaluation
 // did not, a write that laid its intent is answered from it (writeDone), staging again stages
 // the same record, and the first answer wins (complete drops the second).
-func (n *Node) onRestarted(from topo.NodeID) {
+func (n *Node) onRestarted(from topo.NodeID, m *Restarted) {
+	n.expireDeadLives(from, m.Life)
 	var ids []uint64
 	for id, c := range n.pending {
 		if c.to == from && !c.held {
@@ -587,6 +588,23 @@ func (n *Node) onRestarted(from topo.NodeID) {
 	for _, id := range ids {
 		n.m.Add("rpc/resent", 1)
 		n.resend(n.pending[id], n.rto(from))
+	}
+}
+
+// expireDeadLives counts as silent since before now every undecided record held here whose
+// coordinator was an earlier life of node from, which restarted as its life-th: that life
+// crashed with everything it kept of its transactions, so no heartbeat, stage or commit of them
+// can come. Counted alive until their expiry ran out, their records kept every request on
+// their keys waiting up to a further second after the coordinator was back (the restarted
+// node's own records are expired as it recovers, recover). The next push aborts a PENDING one
+// and recovers a STAGING one.
+func (n *Node) expireDeadLives(from topo.NodeID, life uint64) {
+	silent := n.env.Now() - int64(n.set.expiry) - 1
+	for txn, rs := range n.recState {
+		if topo.NodeID(txn.Coordinator()) == from && txnkit.LifeOf(txn) < life && rs.lastHB > silent {
+			n.m.Add("record/coordinator-restarted", 1)
+			rs.lastHB = silent
+		}
 	}
 }
 

@@ -655,16 +655,13 @@ func (p *Participant) askSilent() {
 func (p *Participant) onRestarted(from node.ID, m *Restarted) {
 	for _, id := range slices.Sorted(maps.Keys(p.txns)) {
 		t := p.txns[id]
-		if t.state == partActive && node.ID(id.Coordinator()) == from && lifeOf(id) < m.Life {
+		if t.state == partActive && node.ID(id.Coordinator()) == from && txnkit.LifeOf(id) < m.Life {
 			p.metrics.Add("restart-aborts", 1)
 			p.abortLocal(t, causeRestarted)
 		}
 	}
 	p.drain()
 }
-
-// lifeOf is the incarnation number that issued id (txnkit.Incarnation.NextTxnID).
-func lifeOf(id storage.TxnID) uint64 { return id.Seq() >> 32 }
 
 // startWait notes that t's current request waits for a lock: it wounds younger conflicting
 // transactions under wound-wait; under detect the next wait-for report will include it; under

@@ -89,6 +89,11 @@ func (i *Incarnation) Renew() error {
 	return nil
 }
 
+// LifeOf is the incarnation number that issued id (NextTxnID). Every id an earlier life of a
+// node handed out is below its next life's number, so a restart notice carrying that number
+// tells the transactions of the dead lives from those of the new one in any message order.
+func LifeOf(id storage.TxnID) uint64 { return id.Seq() >> 32 }
+
 // NextTxnID hands out the next transaction id of this life for coordinator self. Called once
 // Spent, it panics rather than hand out an id again.
 func (i *Incarnation) NextTxnID(self topo.NodeID) storage.TxnID {
