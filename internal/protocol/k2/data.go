@@ -633,6 +633,21 @@ func (n *Node) onHeartbeat(h *Heartbeat) {
 	}
 }
 
+// expireDeadLives ends the leases of the undecided transactions recorded here that an earlier
+// life of node from coordinated, from having restarted as its life-th: that life crashed with
+// everything it kept of them, so no heartbeat or commit of them can come, and the next tick
+// aborts them. Leased on, their PUSHWS readers waited up to a further lease after the
+// coordinator was back. (A recorder's own are ended as it recovers, newNode.)
+func (n *Node) expireDeadLives(from topo.NodeID, life uint64) {
+	out := n.env.Now() - int64(n.cfg.lease) - 1
+	for txn, at := range n.leases {
+		if topo.NodeID(txn.Coordinator()) == from && txnkit.LifeOf(txn) < life && at > out {
+			n.m.Add("recorder.coordinator-restarted", 1)
+			n.leases[txn] = out
+		}
+	}
+}
+
 // recorderTick aborts undecided transactions whose coordinator has been silent for a lease
 // (coordinator failure, §3.5): "the recorder marks these transactions as aborted and promises
 // they will not be committed in the future".

@@ -464,6 +464,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 			n.onReadResp(&m.Reads[i])
 		}
 	case *Restarted:
+		n.expireDeadLives(from, m.Life)
 		n.onRestarted(from)
 	case *OpsProbeResp:
 		n.onOpsProbeResp(from, m)
@@ -533,7 +534,7 @@ func (n *Node) announceRestart() {
 	for id := range n.tp.Nodes {
 		peer := topo.NodeID(id)
 		if peer != n.self && n.tp.Nodes[id].Roles&topo.RoleData != 0 {
-			n.env.Send(peer, &Restarted{})
+			n.env.Send(peer, &Restarted{Life: n.inc.N})
 		}
 	}
 }

@@ -192,10 +192,11 @@ type OpsResp struct {
 	Writes []WriteResp `cbor:",omitempty"`
 }
 
-// Restarted tells the other data nodes that the sender has just restarted after a crash. A
-// coordinator with operations out at the sender answers it with one OpsProbe. It is sent once
-// per restart, so a run without crashes never sends it.
-type Restarted struct{}
+// Restarted tells the other data nodes that the sender has just restarted after a crash, as its
+// Life-th life. A coordinator with operations out at the sender answers it with one OpsProbe; a
+// recorder ends the leases of the transactions the sender's earlier lives coordinated. It is
+// sent once per restart, so a run without crashes never sends it.
+type Restarted struct{ Life uint64 }
 
 // OpsProbe asks a restarted data node which of the operations the sender sent it and has not
 // had answered (the reads and writes named by their ReqIDs) it still holds. Links are FIFO, so
