@@ -229,7 +229,9 @@
 // (times a node folded its range watermarks into its read floor),
 // probe (OpsProbe sent, after a restart notice), abort.op-lost (a data node's crash lost an
 // operation), recorder.lease-abort, recorder.ended-abort (an undecided transaction aborted because
-// its coordinator said it had ended it), recorder.forgotten (records forgotten),
+// its coordinator said it had ended it), recorder.coordinator-restarted (leases ended because
+// the coordinator's node announced a restart: that earlier life can send nothing more),
+// recorder.forgotten (records forgotten),
 // recorder.ended-query (transactions a recorder asked their coordinator about),
 // recorder.refinalize (finalizations re-sent by a recorder), gc/passes, gc/versions-removed and
 // gc/keys-removed (version garbage collection), ts.taken (timestamps handed out), ts.waited (of those, the
