@@ -151,7 +151,12 @@
 // not answered is lost, and what came while it was down was dropped. CockroachDB's DistSender
 // retries the same way once the range is back. Without it, a transaction whose request was
 // swallowed waited for its idle timeout (5 s), its intents and live record blocking every
-// transaction behind them (TestRequestsResentAfterRestart).
+// transaction behind them (TestRequestsResentAfterRestart). The notice also tells record
+// holders that the transactions the node's earlier lives coordinated can hear nothing more from
+// their coordinator: their records count as silent at once, so the next push aborts (or
+// recovers, if STAGING) them instead of waiting out the expiry; the restarted node does the same
+// for its own records as it recovers (TestRecordsOfRestartedCoordinatorExpire,
+// TestRestartedCoordinatorsRecordsExpireAtOnce).
 //
 // # Lost and duplicated messages
 //
