@@ -519,7 +519,7 @@ func (n *Node) heartbeat(t *coordTxn) {
 		if !n.live(t) {
 			return
 		}
-		n.env.Send(t.meta.RecordNode, &HeartbeatReq{Txn: t.meta.ID, Key: t.anchorKey})
+		n.env.Send(t.meta.RecordNode, &HeartbeatReq{Txn: t.meta.ID, Key: t.anchorKey, Aborted: t.remoteAbort != ""})
 		n.heartbeat(t)
 	})
 }

@@ -231,6 +231,10 @@ type HeartbeatReq struct {
 	// Key is the key of the write that creates the record, which the holder leads: what the
 	// transaction left there tells a late copy from a record that is yet to be (onHeartbeat).
 	Key string `cbor:",omitempty"`
+	// Aborted says the coordinator heard from the holder that the transaction was aborted
+	// (HeartbeatResp.Aborted) and keeps it only until its client's next request: not a sign
+	// of life, and an abort to make again if a crash lost it.
+	Aborted bool `cbor:",omitempty"`
 }
 
 // HeartbeatResp tells the coordinator if its transaction was aborted by a pusher.

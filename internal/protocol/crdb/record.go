@@ -154,6 +154,19 @@ func (n *Node) onHeartbeat(from topo.NodeID, req *HeartbeatReq) {
 		return
 	}
 	rs := n.rec(req.Txn)
+	if req.Aborted {
+		// Not a sign of life: the coordinator heard from this holder that the transaction was
+		// aborted, and keeps it only until its client's next request. A record not aborted here
+		// lost that abort in a crash before it was durable; counted alive by these heartbeats,
+		// it kept every push on the transaction's keys waiting until the client came back (a
+		// crash run with 400 ms flushes: 2.7 s). Aborted again, as it was.
+		if rs.status == statusPending || rs.status == statusNoRecord {
+			n.m.Add("record/abort-reaffirmed", 1)
+			_ = n.decide(req.Txn, txnrec.Aborted, ts.Zero, nil)
+		}
+		n.env.Send(from, &HeartbeatResp{Txn: req.Txn, Aborted: rs.status == statusAborted})
+		return
+	}
 	rs.lastHB = n.env.Now()
 	if rs.status == statusNoRecord {
 		// Lost in a crash before it was persisted, or the first write is still on its way.
