@@ -249,7 +249,8 @@
 // record/forgotten, record/ended-query (transactions a holder asked their coordinator about),
 // record/ended-abort (undecided records aborted because the coordinator had ended the transaction),
 // record/coordinator-restarted (records counted silent because their coordinator's node
-// announced a restart: that earlier life can send nothing more),
+// announced a restart: that earlier life can send nothing more), record/abort-reaffirmed
+// (records aborted again on a heartbeat whose coordinator knew of the abort a crash lost),
 // record/reresolve (resolutions re-sent by a holder), record/late-heartbeat (copies of a
 // heartbeat that came after the record was forgotten, dropped), rpc/resent (requests sent again
 // to a node that restarted), rpc/retransmitted (requests sent again, unanswered for their
