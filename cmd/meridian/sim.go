@@ -22,21 +22,22 @@ import (
 )
 
 type simCommand struct {
-	sf       simFlags
-	wf       workloadFlags
-	clients  int
-	duration time.Duration
-	warmup   time.Duration
-	history  string
-	check    string
-	json     bool
-	cpuProf  string
-	memProf  string
-	verify   bool
-	crashes  []string
-	skews    []string
-	seeds    int
-	parallel int
+	sf            simFlags
+	wf            workloadFlags
+	clients       int
+	duration      time.Duration
+	warmup        time.Duration
+	history       string
+	check         string
+	json          bool
+	cpuProf       string
+	memProf       string
+	verify        bool
+	crashes       []string
+	randomCrashes string
+	skews         []string
+	seeds         int
+	parallel      int
 
 	loss, duplicate float64
 	duplicateDelay  time.Duration
@@ -57,6 +58,11 @@ does not) and restarts it FOR later from what it had persisted; its clients' con
 NODE is a node id of the topology (data nodes are numbered region by region from 0, oracles
 after them) or a name as in cluster configurations, region and place in it from 1: sh-1 is
 region SH's first data node. The result lists the crashes it ran under.
+--random-crashes GAP/DOWN draws the schedule from the seed instead, as a crash review's kill
+script makes one: after each gap (a duration, or a range A-B drawn uniformly) a data node that
+is up crashes for an outage drawn up to DOWN (or from a range), several nodes down at once when
+gaps are shorter than outages. With --seeds each seed runs its own schedule:
+  meridian sim --protocol crdb --workload list-append --read-back --flush-latency 100ms --random-crashes 300ms-3s/1.5s --duration 20s --seeds 10
 
 --loss P and --duplicate P drop, or deliver twice, each message between nodes with probability
 P, from the clients' start to the end of the run (drain and verification included). A copy
@@ -91,6 +97,7 @@ fast (on k2-5region each region's one coordinator hands out increasing timestamp
 	cmd.Flags().StringVar(&c.check, "check", "auto", "check the history: auto (the protocol's promised model), a model name, or none")
 	cmd.Flags().BoolVar(&c.json, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions; list-append's and rw-register's final read of every key, which must find every acknowledged write)")
+	cmd.Flags().StringVar(&c.randomCrashes, "random-crashes", "", "crash data nodes on a schedule drawn from the seed, as GAP/DOWN: a crash after each gap, each node down for up to DOWN; each a duration or a range A-B, e.g. 300ms-3s/1.5s")
 	cmd.Flags().StringArrayVar(&c.crashes, "crash", nil, "crash data node NODE at virtual time AT (from the clients' start, warm-up included) for FOR, as NODE@AT/FOR, e.g. 0@1s/300ms or sh-1@1s/300ms (repeatable)")
 	cmd.Flags().StringArrayVar(&c.skews, "clock-skew", nil, "move server NODE's clocks BY (ahead, or behind if negative) at virtual time AT (from the clients' start, warm-up included), as NODE@AT=BY, e.g. sh-oracle@0s=20ms or 3@1s=-5ms (repeatable; skews of one node add up)")
 	cmd.Flags().Float64Var(&c.loss, "loss", 0, "probability in [0, 1) that a message between nodes is lost")
@@ -105,6 +112,26 @@ fast (on k2-5region each region's one coordinator hands out increasing timestamp
 }
 
 func init() { rootCmd.AddCommand(newSimCmd()) }
+
+// crashSchedule returns each seed's crash schedule: the --crash flags', or one drawn from the
+// seed by --random-crashes.
+func (c *simCommand) crashSchedule(tp *topo.Topology, given []bench.Crash) (func(seed uint64) []bench.Crash, error) {
+	if c.randomCrashes == "" {
+		return func(uint64) []bench.Crash { return given }, nil
+	}
+	if len(given) > 0 {
+		return nil, fmt.Errorf("--random-crashes draws the whole crash schedule: give it or --crash, not both")
+	}
+	p, err := bench.ParseCrashPattern(c.randomCrashes)
+	if err != nil {
+		return nil, fmt.Errorf("--random-crashes %s: %w", c.randomCrashes, err)
+	}
+	runLength := c.warmup + c.duration
+	if s := p.Schedule(tp, c.sf.seed, runLength); len(s) == 0 {
+		return nil, fmt.Errorf("--random-crashes %s: no crash fits a run of %s (warm-up plus duration): shorten the gap or the outage", c.randomCrashes, runLength)
+	}
+	return func(seed uint64) []bench.Crash { return p.Schedule(tp, seed, runLength) }, nil
+}
 
 // checkSeeds refuses --seeds and --parallel values that make no sweep, and the outputs that
 // belong to one run.
@@ -145,6 +172,10 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	crashesOf, err := c.crashSchedule(cfg.Topology, crashes)
+	if err != nil {
+		return err
+	}
 	network, err := c.netFaults(cmd, cfg.Topology)
 	if err != nil {
 		return err
@@ -170,10 +201,10 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err := c.checkSeeds(); err != nil {
 		return err
 	}
-	spec := func(wl workload.Workload) bench.Spec {
+	spec := func(wl workload.Workload, seed uint64) bench.Spec {
 		return bench.Spec{
 			Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-			Record: model != "" || c.history != "" || (c.verify && checkable(wl)), SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashes, Network: network, ClockSkews: skews,
+			Record: model != "" || c.history != "" || (c.verify && checkable(wl)), SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashesOf(seed), Network: network, ClockSkews: skews,
 		}
 	}
 	if c.seeds > 1 {
@@ -191,7 +222,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 			if err != nil {
 				return simPlan{}, err
 			}
-			return simPlan{cfg: cfg, spec: spec(wl)}, nil
+			return simPlan{cfg: cfg, spec: spec(wl, seed)}, nil
 		}
 		need, _, _ := memoryNeed(wl, cfg.Topology, c.clients)
 		return c.runSeeds(cmd.OutOrStdout(), sweepParallel(c.parallel, need, c.seeds), build, model)
@@ -226,7 +257,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	// first virtual second runs; say so on a terminal rather than sit silent.
 	bar := newRunBar()
 	var profErr error
-	one := spec(wl)
+	one := spec(wl, c.sf.seed)
 	one.Progress, one.AtWindowEnd = bar.running, func() {
 		if c.memProf != "" {
 			profErr = writeHeapProfile(c.memProf)

@@ -107,7 +107,7 @@ func (c *simCommand) runSeeds(out io.Writer, parallel int, build func(seed uint6
 	)
 	if !c.json {
 		fmt.Fprintf(out, "seeds %d–%d, %s\n", first, first+uint64(c.seeds)-1, sweepChecks(model, c.verify))
-		fmt.Fprintf(out, seedLineFormat, "seed", "digest", "committed", "aborts", "result")
+		fmt.Fprintf(out, seedLineFormat, "seed", "digest", "committed", "aborts", "crashes", "result")
 	}
 	for range parallel {
 		wg.Add(1)
@@ -206,14 +206,14 @@ func sweepChecks(model string, verify bool) string {
 
 // seedLineFormat lays a sweep's lines out in fixed columns: they are printed one by one, as
 // their runs end.
-const seedLineFormat = "%-6v  %-16v  %9v  %6v  %v\n"
+const seedLineFormat = "%-6v  %-16v  %9v  %6v  %7v  %v\n"
 
 func printSeedLine(w io.Writer, r *seedRun) {
 	result := r.Status
 	if r.Error != "" {
 		result += ": " + r.Error
 	}
-	fmt.Fprintf(w, seedLineFormat, r.Seed, r.Result.TraceDigest, r.Result.Committed, fmt.Sprintf("%.1f%%", 100*r.Result.AbortRate), result)
+	fmt.Fprintf(w, seedLineFormat, r.Seed, r.Result.TraceDigest, r.Result.Committed, fmt.Sprintf("%.1f%%", 100*r.Result.AbortRate), len(r.Result.Crashes), result)
 }
 
 func printSweepSummary(w io.Writer, s *seedSweep) {
