@@ -22,22 +22,23 @@ import (
 )
 
 type simCommand struct {
-	sf            simFlags
-	wf            workloadFlags
-	clients       int
-	duration      time.Duration
-	warmup        time.Duration
-	history       string
-	check         string
-	json          bool
-	cpuProf       string
-	memProf       string
-	verify        bool
-	crashes       []string
-	randomCrashes string
-	skews         []string
-	seeds         int
-	parallel      int
+	sf               simFlags
+	wf               workloadFlags
+	clients          int
+	duration         time.Duration
+	warmup           time.Duration
+	history          string
+	check            string
+	json             bool
+	cpuProf          string
+	memProf          string
+	verify           bool
+	crashes          []string
+	randomCrashes    string
+	randomPartitions string
+	skews            []string
+	seeds            int
+	parallel         int
 
 	loss, duplicate float64
 	duplicateDelay  time.Duration
@@ -58,10 +59,11 @@ does not) and restarts it FOR later from what it had persisted; its clients' con
 NODE is a node id of the topology (data nodes are numbered region by region from 0, oracles
 after them) or a name as in cluster configurations, region and place in it from 1: sh-1 is
 region SH's first data node. The result lists the crashes it ran under.
---random-crashes GAP/DOWN draws the schedule from the seed instead, as a crash review's kill
+--random-crashes GAP/FOR draws the schedule from the seed instead, as a crash review's kill
 script makes one: after each gap (a duration, or a range A-B drawn uniformly) a data node that
-is up crashes for an outage drawn up to DOWN (or from a range), several nodes down at once when
-gaps are shorter than outages. With --seeds each seed runs its own schedule:
+is up crashes for an outage drawn up to FOR (or from a range), several nodes down at once when
+gaps are shorter than outages; --random-partitions GAP/FOR does the same with cuts between
+pairs of regions. With --seeds each seed runs its own schedules:
   meridian sim --protocol crdb --workload list-append --read-back --flush-latency 100ms --random-crashes 300ms-3s/1.5s --duration 20s --seeds 10
 
 --loss P and --duplicate P drop, or deliver twice, each message between nodes with probability
@@ -97,7 +99,8 @@ fast (on k2-5region each region's one coordinator hands out increasing timestamp
 	cmd.Flags().StringVar(&c.check, "check", "auto", "check the history: auto (the protocol's promised model), a model name, or none")
 	cmd.Flags().BoolVar(&c.json, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions; list-append's and rw-register's final read of every key, which must find every acknowledged write)")
-	cmd.Flags().StringVar(&c.randomCrashes, "random-crashes", "", "crash data nodes on a schedule drawn from the seed, as GAP/DOWN: a crash after each gap, each node down for up to DOWN; each a duration or a range A-B, e.g. 300ms-3s/1.5s")
+	cmd.Flags().StringVar(&c.randomCrashes, "random-crashes", "", "crash data nodes on a schedule drawn from the seed, as GAP/FOR: after each gap a node that is up crashes for up to FOR; each a duration or a range A-B, e.g. 300ms-3s/1.5s")
+	cmd.Flags().StringVar(&c.randomPartitions, "random-partitions", "", "cut pairs of regions on a schedule drawn from the seed, as GAP/FOR: after each gap a pair not cut is cut for up to FOR; each a duration or a range A-B, e.g. 1s-5s/2s")
 	cmd.Flags().StringArrayVar(&c.crashes, "crash", nil, "crash data node NODE at virtual time AT (from the clients' start, warm-up included) for FOR, as NODE@AT/FOR, e.g. 0@1s/300ms or sh-1@1s/300ms (repeatable)")
 	cmd.Flags().StringArrayVar(&c.skews, "clock-skew", nil, "move server NODE's clocks BY (ahead, or behind if negative) at virtual time AT (from the clients' start, warm-up included), as NODE@AT=BY, e.g. sh-oracle@0s=20ms or 3@1s=-5ms (repeatable; skews of one node add up)")
 	cmd.Flags().Float64Var(&c.loss, "loss", 0, "probability in [0, 1) that a message between nodes is lost")
@@ -113,24 +116,25 @@ fast (on k2-5region each region's one coordinator hands out increasing timestamp
 
 func init() { rootCmd.AddCommand(newSimCmd()) }
 
-// crashSchedule returns each seed's crash schedule: the --crash flags', or one drawn from the
-// seed by --random-crashes.
-func (c *simCommand) crashSchedule(tp *topo.Topology, given []bench.Crash) (func(seed uint64) []bench.Crash, error) {
-	if c.randomCrashes == "" {
-		return func(uint64) []bench.Crash { return given }, nil
+// randomFaults returns each seed's schedule of one kind of fault: the one given by its scripted
+// flag (scripted), or, given a pattern by its --random- flag (randomFlag, pattern), one drawn
+// from the seed by draw.
+func randomFaults[F any](randomFlag, pattern, scripted string, given []F, runLength time.Duration, seed uint64,
+	draw func(p bench.FaultPattern, seed uint64) []F) (func(seed uint64) []F, error) {
+	if pattern == "" {
+		return func(uint64) []F { return given }, nil
 	}
 	if len(given) > 0 {
-		return nil, fmt.Errorf("--random-crashes draws the whole crash schedule: give it or --crash, not both")
+		return nil, fmt.Errorf("%s draws the whole schedule: give it or %s, not both", randomFlag, scripted)
 	}
-	p, err := bench.ParseCrashPattern(c.randomCrashes)
+	p, err := bench.ParseFaultPattern(pattern)
 	if err != nil {
-		return nil, fmt.Errorf("--random-crashes %s: %w", c.randomCrashes, err)
+		return nil, fmt.Errorf("%s %s: %w", randomFlag, pattern, err)
 	}
-	runLength := c.warmup + c.duration
-	if s := p.Schedule(tp, c.sf.seed, runLength); len(s) == 0 {
-		return nil, fmt.Errorf("--random-crashes %s: no crash fits a run of %s (warm-up plus duration): shorten the gap or the outage", c.randomCrashes, runLength)
+	if len(draw(p, seed)) == 0 {
+		return nil, fmt.Errorf("%s %s: no fault fits a run of %s (warm-up plus duration): shorten the gap or the length", randomFlag, pattern, runLength)
 	}
-	return func(seed uint64) []bench.Crash { return p.Schedule(tp, seed, runLength) }, nil
+	return func(seed uint64) []F { return draw(p, seed) }, nil
 }
 
 // checkSeeds refuses --seeds and --parallel values that make no sweep, and the outputs that
@@ -172,13 +176,25 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	crashesOf, err := c.crashSchedule(cfg.Topology, crashes)
+	runLength, tp := c.warmup+c.duration, cfg.Topology
+	crashesOf, err := randomFaults("--random-crashes", c.randomCrashes, "--crash", crashes, runLength, c.sf.seed,
+		func(p bench.FaultPattern, seed uint64) []bench.Crash { return p.Crashes(tp, seed, runLength) })
 	if err != nil {
 		return err
 	}
 	network, err := c.netFaults(cmd, cfg.Topology)
 	if err != nil {
 		return err
+	}
+	partitionsOf, err := randomFaults("--random-partitions", c.randomPartitions, "--partition", network.Partitions, runLength, c.sf.seed,
+		func(p bench.FaultPattern, seed uint64) []bench.Partition { return p.Partitions(tp, seed, runLength) })
+	if err != nil {
+		return err
+	}
+	networkOf := func(seed uint64) bench.NetFaults {
+		n := network
+		n.Partitions = partitionsOf(seed)
+		return n
 	}
 	skews, err := parseClockSkews(c.skews, cfg.Topology, c.warmup+c.duration)
 	if err != nil {
@@ -204,7 +220,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	spec := func(wl workload.Workload, seed uint64) bench.Spec {
 		return bench.Spec{
 			Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-			Record: model != "" || c.history != "" || (c.verify && checkable(wl)), SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashesOf(seed), Network: network, ClockSkews: skews,
+			Record: model != "" || c.history != "" || (c.verify && checkable(wl)), SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashesOf(seed), Network: networkOf(seed), ClockSkews: skews,
 		}
 	}
 	if c.seeds > 1 {

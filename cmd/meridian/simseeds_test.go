@@ -140,16 +140,47 @@ func TestSimRandomCrashesBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--random-crashes", "1s"}, "want GAP/DOWN"},
-		{[]string{"--random-crashes", "1s/later"}, `outage "later" is not a duration`},
+		{[]string{"--random-crashes", "1s"}, "want GAP/FOR"},
+		{[]string{"--random-crashes", "1s/later"}, `length "later" is not a duration`},
 		{[]string{"--random-crashes", "2s-1s/1s"}, "want 0 ≤ A ≤ B"},
-		{[]string{"--random-crashes", "10s/1s"}, "no crash fits a run of 2s"},
+		{[]string{"--random-crashes", "10s/1s"}, "no fault fits a run of 2s"},
 		{[]string{"--random-crashes", "1s/1s", "--crash", "0@1s/100ms"}, "give it or --crash, not both"},
 	} {
 		out, errs, code := run(t, append([]string{"sim", "--duration", "1s"}, c.args...)...)
 		line := strings.TrimSpace(errs)
 		if code != 1 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, "--random-crashes") || !strings.Contains(line, c.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line naming --random-crashes with %q", c.args, code, out, errs, c.want)
+		}
+	}
+}
+
+// --random-partitions draws each seed's partitions as --random-crashes draws crashes.
+func TestSimRandomPartitions(t *testing.T) {
+	base := []string{"--protocol", "crdb", "--workload", "list-append", "--clients", "4", "--random-partitions", "500ms-2s/1s", "--duration", "6s"}
+	partitionsOf := func(seed string) []any {
+		m := simJSON(t, append(base, "--seed", seed)...)
+		net, _ := m["network_faults"].(map[string]any)
+		ps, _ := net["partitions"].([]any)
+		if len(ps) == 0 {
+			t.Fatalf("seed %s ran no partition: %v", seed, m["network_faults"])
+		}
+		return ps
+	}
+	one, again, other := partitionsOf("1"), partitionsOf("1"), partitionsOf("2")
+	if !reflect.DeepEqual(one, again) || reflect.DeepEqual(one, other) {
+		t.Errorf("seed 1 ran %v then %v; seed 2 ran %v: want one schedule per seed", one, again, other)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--random-partitions", "1s/1s", "--partition", "SH|BJ@1s/1s"}, "give it or --partition, not both"},
+		{[]string{"--random-partitions", "1s-x/1s"}, `gap "1s-x" is not a duration`},
+	} {
+		out, errs, code := run(t, append([]string{"sim", "--duration", "1s"}, c.args...)...)
+		line := strings.TrimSpace(errs)
+		if code != 1 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, "--random-partitions") || !strings.Contains(line, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line naming --random-partitions with %q", c.args, code, out, errs, c.want)
 		}
 	}
 }

@@ -9,34 +9,34 @@ import (
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
-func TestParseCrashPattern(t *testing.T) {
-	good := map[string]CrashPattern{
+func TestParseFaultPattern(t *testing.T) {
+	good := map[string]FaultPattern{
 		"300ms-3s/1.5s":     {300 * time.Millisecond, 3 * time.Second, 0, 1500 * time.Millisecond},
 		"1s/200ms-400ms":    {time.Second, time.Second, 200 * time.Millisecond, 400 * time.Millisecond},
 		"0s-2s/0s-1s":       {0, 2 * time.Second, 0, time.Second},
 		"500ms/500ms-500ms": {500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond},
 	}
 	for text, want := range good {
-		got, err := ParseCrashPattern(text)
+		got, err := ParseFaultPattern(text)
 		if err != nil || got != want {
 			t.Errorf("%q: %+v, %v; want %+v", text, got, err, want)
 		}
-		if again, err := ParseCrashPattern(got.String()); err != nil || again != got {
+		if again, err := ParseFaultPattern(got.String()); err != nil || again != got {
 			t.Errorf("%q: String %q reads back as %+v, %v", text, got.String(), again, err)
 		}
 	}
 	bad := map[string]string{
-		"1s":          "want GAP/DOWN",
+		"1s":          "want GAP/FOR",
 		"soon/1s":     `gap "soon" is not a duration`,
-		"1s/long":     `outage "long" is not a duration`,
+		"1s/long":     `length "long" is not a duration`,
 		"3s-1s/1s":    "want 0 ≤ A ≤ B",
-		"1s/-1s":      `outage "-1s" is not a duration`,
+		"1s/-1s":      `length "-1s" is not a duration`,
 		"0s/1s":       "a positive gap",
 		"1s/0s":       "a positive time",
 		"1s-2s-3s/1s": "is not a duration",
 	}
 	for text, want := range bad {
-		if _, err := ParseCrashPattern(text); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := ParseFaultPattern(text); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want one mentioning %q", text, err, want)
 		}
 	}
@@ -45,28 +45,28 @@ func TestParseCrashPattern(t *testing.T) {
 // A pattern's schedules are valid crash schedules for the run, within the pattern's bounds,
 // the same for one seed and different for another, and put several nodes down at once when
 // gaps are shorter than outages.
-func TestCrashPatternSchedule(t *testing.T) {
+func TestFaultPatternCrashes(t *testing.T) {
 	tp, err := topo.FromPreset("k2-5region", topo.DefaultLayout())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ParseCrashPattern("100ms-600ms/1.5s")
+	p, err := ParseFaultPattern("100ms-600ms/1.5s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const run = 6 * time.Second
 	overlapped := false
 	for seed := uint64(1); seed <= 50; seed++ {
-		s := p.Schedule(tp, seed, run)
+		s := p.Crashes(tp, seed, run)
 		if err := CheckCrashes(tp, s, run); err != nil {
 			t.Fatalf("seed %d: %v\n%v", seed, err, s)
 		}
-		if len(s) < 5 || s[0].At > p.GapMax || s[len(s)-1].At < run-p.GapMax-p.DownMax {
+		if len(s) < 5 || s[0].At > p.GapMax || s[len(s)-1].At < run-p.GapMax-p.ForMax {
 			t.Fatalf("seed %d: %d crashes in %s with gaps of at most %v, first at %v, last at %v",
 				seed, len(s), run, p.GapMax, s[0].At, s[len(s)-1].At)
 		}
 		for i, c := range s {
-			if c.For < minOutage || c.For > p.DownMax || c.At%time.Millisecond != 0 || c.For%time.Millisecond != 0 {
+			if c.For < minFault || c.For > p.ForMax || c.At%time.Millisecond != 0 || c.For%time.Millisecond != 0 {
 				t.Errorf("seed %d: %+v outside the pattern or not whole milliseconds", seed, c)
 			}
 			// A draw is skipped when every node is down, or its outage would outlast the
@@ -80,14 +80,54 @@ func TestCrashPatternSchedule(t *testing.T) {
 				}
 			}
 		}
-		if !reflect.DeepEqual(s, p.Schedule(tp, seed, run)) {
+		if !reflect.DeepEqual(s, p.Crashes(tp, seed, run)) {
 			t.Fatalf("seed %d: two schedules differ", seed)
 		}
-		if reflect.DeepEqual(s, p.Schedule(tp, seed+1, run)) {
+		if reflect.DeepEqual(s, p.Crashes(tp, seed+1, run)) {
 			t.Fatalf("seeds %d and %d give one schedule", seed, seed+1)
 		}
 	}
 	if !overlapped {
 		t.Error("no two nodes were ever down at once, with gaps shorter than outages")
+	}
+}
+
+// Partitions drawn from a pattern are valid network faults for the run, the same for one seed,
+// and cut several pairs at once when gaps are shorter than lengths.
+func TestFaultPatternPartitions(t *testing.T) {
+	tp, err := topo.FromPreset("k2-5region", topo.DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseFaultPattern("100ms-600ms/1.5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run = 6 * time.Second
+	overlapped := false
+	for seed := uint64(1); seed <= 50; seed++ {
+		s := p.Partitions(tp, seed, run)
+		if err := CheckNetFaults(tp, NetFaults{Partitions: s}, run); err != nil {
+			t.Fatalf("seed %d: %v\n%v", seed, err, s)
+		}
+		if len(s) < 5 {
+			t.Fatalf("seed %d: %d partitions in %s", seed, len(s), run)
+		}
+		for i, c := range s {
+			if c.A >= c.B || c.For < minFault || c.For > p.ForMax {
+				t.Errorf("seed %d: %+v outside the pattern", seed, c)
+			}
+			for _, d := range s[:i] {
+				if d.At+d.For > c.At {
+					overlapped = true
+				}
+			}
+		}
+		if !reflect.DeepEqual(s, p.Partitions(tp, seed, run)) {
+			t.Fatalf("seed %d: two schedules differ", seed)
+		}
+	}
+	if !overlapped {
+		t.Error("no two partitions ever overlapped, with gaps shorter than lengths")
 	}
 }
