@@ -99,11 +99,7 @@ func TestSimSeedSweepBadInput(t *testing.T) {
 		{[]string{"--seeds", "2", "--cpuprofile", "cpu.prof"}, "--cpuprofile is for one run"},
 		{[]string{"--seed", fmt.Sprint(uint64(1<<64 - 1)), "--seeds", "2"}, "the last seed would pass"},
 	} {
-		out, errs, code := run(t, append([]string{"sim", "--duration", "1s"}, c.args...)...)
-		line := strings.TrimSpace(errs)
-		if code != 1 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, c.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", c.args, code, out, errs, c.want)
-		}
+		expectSimRefused(t, c.args, c.want)
 	}
 }
 
@@ -146,11 +142,7 @@ func TestSimRandomCrashesBadInput(t *testing.T) {
 		{[]string{"--random-crashes", "10s/1s"}, "no fault fits a run of 2s"},
 		{[]string{"--random-crashes", "1s/1s", "--crash", "0@1s/100ms"}, "give it or --crash, not both"},
 	} {
-		out, errs, code := run(t, append([]string{"sim", "--duration", "1s"}, c.args...)...)
-		line := strings.TrimSpace(errs)
-		if code != 1 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, "--random-crashes") || !strings.Contains(line, c.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line naming --random-crashes with %q", c.args, code, out, errs, c.want)
-		}
+		expectSimRefused(t, c.args, "--random-crashes", c.want)
 	}
 }
 
@@ -177,10 +169,21 @@ func TestSimRandomPartitions(t *testing.T) {
 		{[]string{"--random-partitions", "1s/1s", "--partition", "SH|BJ@1s/1s"}, "give it or --partition, not both"},
 		{[]string{"--random-partitions", "1s-x/1s"}, `gap "1s-x" is not a duration`},
 	} {
-		out, errs, code := run(t, append([]string{"sim", "--duration", "1s"}, c.args...)...)
-		line := strings.TrimSpace(errs)
-		if code != 1 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, "--random-partitions") || !strings.Contains(line, c.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line naming --random-partitions with %q", c.args, code, out, errs, c.want)
-		}
+		expectSimRefused(t, c.args, "--random-partitions", c.want)
+	}
+}
+
+// expectSimRefused runs sim with args and expects it refused: exit 1, nothing on standard
+// output, and one line on standard error holding every one of wants.
+func expectSimRefused(t *testing.T, args []string, wants ...string) {
+	t.Helper()
+	out, errs, code := run(t, append([]string{"sim", "--duration", "1s"}, args...)...)
+	line := strings.TrimSpace(errs)
+	ok := code == 1 && out == "" && !strings.Contains(line, "\n")
+	for _, w := range wants {
+		ok = ok && strings.Contains(line, w)
+	}
+	if !ok {
+		t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", args, code, out, errs, wants)
 	}
 }
