@@ -172,7 +172,7 @@ func init() { rootCmd.AddCommand(newServerCmd()) }
 // store before it listens, so a taken address (most often: the node is already running) would
 // otherwise be reported only after a fresh store had been created, or as the store's lock.
 func checkListen(n mrt.NodeConfig) error {
-	for _, addr := range []string{n.Addr, n.GRPCAddr} {
+	for _, addr := range []string{n.Addr, n.GRPCAddr, n.MetricsAddr} {
 		if addr == "" {
 			continue
 		}

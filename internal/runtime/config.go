@@ -69,7 +69,9 @@ type NodeConfig struct {
 	Roles    topo.Role
 	Addr     string // host:port of the node's transport
 	GRPCAddr string // host:port of the node's gRPC client API; empty for none
-	DataDir  string // the node's own store
+	// MetricsAddr is host:port of the node's Prometheus metrics (GET /metrics); empty for none.
+	MetricsAddr string
+	DataDir     string // the node's own store
 }
 
 type fileConfig struct {
@@ -98,12 +100,13 @@ type fileConfig struct {
 }
 
 type fileNode struct {
-	Name     string   `toml:"name"`
-	Region   string   `toml:"region"`
-	Roles    []string `toml:"roles"`
-	Addr     string   `toml:"addr"`
-	GRPCAddr string   `toml:"grpc_addr"`
-	DataDir  string   `toml:"data_dir"`
+	Name        string   `toml:"name"`
+	Region      string   `toml:"region"`
+	Roles       []string `toml:"roles"`
+	Addr        string   `toml:"addr"`
+	GRPCAddr    string   `toml:"grpc_addr"`
+	MetricsAddr string   `toml:"metrics_addr"`
+	DataDir     string   `toml:"data_dir"`
 }
 
 // Load reads a cluster configuration: a file, or when no file has that name a built-in one
@@ -288,7 +291,7 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		if roles != topo.RoleData && roles != topo.RoleOracle {
 			return nil, fail(line, "node %s: roles must be [\"data\"] or [\"oracle\"]", n.Name)
 		}
-		for _, a := range []string{n.Addr, n.GRPCAddr} {
+		for _, a := range []string{n.Addr, n.GRPCAddr, n.MetricsAddr} {
 			if a == "" {
 				continue
 			}
@@ -372,7 +375,7 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		} else if baseDir != "" && !filepath.IsAbs(dir) {
 			dir = filepath.Join(baseDir, dir)
 		}
-		c.Nodes[id] = NodeConfig{ID: id, Name: p.Name, Region: p.region, Roles: p.roles, Addr: p.Addr, GRPCAddr: p.GRPCAddr, DataDir: dir}
+		c.Nodes[id] = NodeConfig{ID: id, Name: p.Name, Region: p.region, Roles: p.roles, Addr: p.Addr, GRPCAddr: p.GRPCAddr, MetricsAddr: p.MetricsAddr, DataDir: dir}
 		tp.Nodes[id].Addr = p.Addr
 	}
 	// topo.Build numbers data nodes region by region, then one oracle per region.

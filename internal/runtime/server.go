@@ -80,6 +80,7 @@ type Server struct {
 	rng  *rand.Rand
 	ln   net.Listener
 	grpc *grpcServer
+	mets *metricsServer
 
 	store     durable.Backend
 	committer *durable.Committer
@@ -184,6 +185,16 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	if me.MetricsAddr != "" {
+		if s.mets, err = startMetrics(s, me.MetricsAddr); err != nil {
+			if s.grpc != nil {
+				s.grpc.stop()
+			}
+			_ = s.ln.Close()
+			s.closeEarly()
+			return nil, err
+		}
+	}
 	go s.loop()
 	s.wg.Add(1)
 	go s.accept()
@@ -264,6 +275,9 @@ func (s *Server) Close() {
 		s.stopOnce.Do(func() { close(s.stop) })
 		if s.grpc != nil {
 			s.grpc.stop()
+		}
+		if s.mets != nil {
+			s.mets.stop()
 		}
 		_ = s.ln.Close()
 		s.connsMu.Lock()
