@@ -107,6 +107,7 @@ ended exits 1 as well (the result names the nodes): the cluster stopped answerin
 			if err != nil {
 				return err
 			}
+			before, failedBefore := scrapeNodes(cfg)
 			res, err := bench.RealRun(bench.RealConfig{
 				Topology: cfg.Topology, Protocol: cfg.Protocol.Name(), Seed: seed,
 				Dial: func(coord topo.NodeID) (client.Transport, error) { return dialNode(cfg, coord) },
@@ -117,6 +118,10 @@ ended exits 1 as well (the result names the nodes): the cluster stopped answerin
 			}
 			if checkable(wl) {
 				res.Namespace = wf.p.Namespace
+			}
+			if len(before)+len(failedBefore) > 0 {
+				after, failedAfter := scrapeNodes(cfg)
+				res.NodeCounters, res.NodeCountersNote = counterDelta(cfg, before, after, append(failedBefore, failedAfter...))
 			}
 			if history != "" {
 				if err := writeHistory(history, res.History); err != nil {

@@ -286,10 +286,17 @@ func TestBenchRefusesAUsedNamespace(t *testing.T) {
 	// recorded nowhere: review).
 	out, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--json")
 	var res struct {
-		Namespace string `json:"namespace"`
+		Namespace    string           `json:"namespace"`
+		Committed    int64            `json:"committed"`
+		NodeCounters map[string]int64 `json:"node_counters"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Namespace == "" || res.Namespace == "once" {
 		t.Errorf("bench without --namespace: exit %d, stderr %q, namespace %q; want the one it chose\n%s", code, errs, res.Namespace, out)
+	}
+	// The nodes' own counters, read from their metrics endpoints around the run: k2's
+	// coordinators count every commit, warm-up, drain and final read included.
+	if got := res.NodeCounters["commit"] + res.NodeCounters["commit.read-only"]; got < res.Committed || res.Committed == 0 {
+		t.Errorf("node counters count %d commits for a run of %d: %v", got, res.Committed, res.NodeCounters)
 	}
 }
 

@@ -49,6 +49,13 @@ func printResult(w io.Writer, r *bench.Result) {
 	if r.Failed > 0 {
 		fmt.Fprintf(tw, "failed\t%d (%d with unknown outcome, %d finding the coordinator unreachable)\n", r.Failed, r.Unknown, r.Unavailable)
 	}
+	if r.NodeCounters != nil {
+		note := ""
+		if r.NodeCountersNote != "" {
+			note = "; " + r.NodeCountersNote
+		}
+		fmt.Fprintf(tw, "node counters\t%d protocol counters from the nodes' /metrics, warm-up to final read (in --json)%s\n", len(r.NodeCounters), note)
+	}
 	if r.Consistency != "" {
 		fmt.Fprintf(tw, "consistency\t%s\n", r.Consistency)
 	}

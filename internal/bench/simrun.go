@@ -152,6 +152,11 @@ type Result struct {
 	LoadSeconds    float64 `json:"load_seconds"`
 	Summary
 	ProtocolMetrics *protocol.Snapshot `json:"protocol_metrics,omitempty"` // merged node metrics of the window
+	// NodeCounters (real clusters) sums the protocol counters the nodes serve at their
+	// metrics_addr, from before the warm-up to after the final read; NodeCountersNote says
+	// which nodes it misses, or counts only since a restart.
+	NodeCounters     map[string]int64 `json:"node_counters,omitempty"`
+	NodeCountersNote string           `json:"node_counters_note,omitempty"`
 	Consistency     string             `json:"consistency,omitempty"`      // workload's own post-run verification
 	Durability      *Durability        `json:"durability,omitempty"`       // a checked workload's final read of its keys
 	Check           any                `json:"check,omitempty"`            // checker report, filled by the caller
