@@ -28,8 +28,8 @@ func TestCounterDelta(t *testing.T) {
 	}
 	after := map[string]nodeScrape{
 		"a": scrape(10, "commit", 8.0, "push", 1.0, "abort", 2.0), // +3 commits, +2 aborts
-		"b": scrape(20, "commit", 4.0),                           // restarted: 4 since
-		"c": scrape(0, "commit", 2.0),                            // went down: restarted, 2 since
+		"b": scrape(20, "commit", 4.0),                            // restarted: 4 since
+		"c": scrape(0, "commit", 2.0),                             // went down: restarted, 2 since
 	}
 	sum, note := counterDelta(cfg, before, after, []string{"d"})
 	if want := map[string]int64{"commit": 3 + 4 + 2, "abort": 2}; !reflect.DeepEqual(sum, want) {

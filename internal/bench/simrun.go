@@ -157,9 +157,9 @@ type Result struct {
 	// which nodes it misses, or counts only since a restart.
 	NodeCounters     map[string]int64 `json:"node_counters,omitempty"`
 	NodeCountersNote string           `json:"node_counters_note,omitempty"`
-	Consistency     string             `json:"consistency,omitempty"`      // workload's own post-run verification
-	Durability      *Durability        `json:"durability,omitempty"`       // a checked workload's final read of its keys
-	Check           any                `json:"check,omitempty"`            // checker report, filled by the caller
+	Consistency      string           `json:"consistency,omitempty"` // workload's own post-run verification
+	Durability       *Durability      `json:"durability,omitempty"`  // a checked workload's final read of its keys
+	Check            any              `json:"check,omitempty"`       // checker report, filled by the caller
 
 	History []history.Op `json:"-"`
 }
