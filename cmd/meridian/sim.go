@@ -108,7 +108,7 @@ fast (on k2-5region each region's one coordinator hands out increasing timestamp
 	cmd.Flags().DurationVar(&c.duplicateDelay, "duplicate-delay", sim.DefaultDuplicateDelay, "with --duplicate: a copy arrives up to this long after its original (uniform, seeded)")
 	cmd.Flags().StringArrayVar(&c.partitions, "partition", nil, "cut regions A and B from each other at virtual time AT (from the clients' start, warm-up included) for FOR, as A|B@AT/FOR, e.g. SH|BJ@2s/1s (repeatable)")
 	cmd.Flags().IntVar(&c.seeds, "seeds", 1, "run seeds --seed, --seed+1, … (this many), each judged as one run is: a line per seed and a summary; exit 1 if any failed, else 2 if any could not be judged")
-	cmd.Flags().IntVar(&c.parallel, "parallel", 0, "with --seeds: simulations at once (0: one per CPU, as memory allows)")
+	cmd.Flags().IntVar(&c.parallel, "parallel", 0, "with --seeds: simulations at once (0: one per CPU, as memory allows; a number given is not capped by memory)")
 	cmd.Flags().StringVar(&c.cpuProf, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	cmd.Flags().StringVar(&c.memProf, "memprofile", "", "write a Go heap profile, taken as the measured window ends, to this file")
 	return cmd
@@ -118,8 +118,9 @@ func init() { rootCmd.AddCommand(newSimCmd()) }
 
 // randomFaults returns each seed's schedule of one kind of fault: the one given by its scripted
 // flag (scripted), or, given a pattern by its --random- flag (randomFlag, pattern), one drawn
-// from the seed by draw.
-func randomFaults[F any](randomFlag, pattern, scripted string, given []F, runLength time.Duration, seed uint64,
+// from the seed by draw, striking targets things (what names them). A pattern that can strike
+// nothing in the run is refused whatever the seed; one seed may still draw nothing.
+func randomFaults[F any](randomFlag, pattern, scripted string, given []F, targets int, what string, runLength time.Duration,
 	draw func(p bench.FaultPattern, seed uint64) []F) (func(seed uint64) []F, error) {
 	if pattern == "" {
 		return func(uint64) []F { return given }, nil
@@ -131,11 +132,28 @@ func randomFaults[F any](randomFlag, pattern, scripted string, given []F, runLen
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", randomFlag, pattern, err)
 	}
-	if len(draw(p, seed)) == 0 {
-		return nil, fmt.Errorf("%s %s: no fault fits a run of %s (warm-up plus duration): shorten the gap or the length", randomFlag, pattern, runLength)
+	if why := p.Fits(targets, what, runLength); why != "" {
+		return nil, fmt.Errorf("%s %s: %s", randomFlag, pattern, why)
 	}
 	return func(seed uint64) []F { return draw(p, seed) }, nil
 }
+
+// printFaults lists the faults of one kind a run ran under, as kind: what(i), the first
+// maxListedFaults of them: a pattern of short gaps draws thousands. A random flag (flag, pattern)
+// that drew none for this seed says so, rather than nothing.
+func printFaults(out io.Writer, kind, flag, pattern string, n int, what func(i int) string) {
+	if n == 0 && pattern != "" {
+		fmt.Fprintf(out, "%s: none (%s %s drew none for this seed)\n", kind, flag, pattern)
+	}
+	for i := range min(n, maxListedFaults) {
+		fmt.Fprintf(out, "%s: %s\n", kind, what(i))
+	}
+	if n > maxListedFaults {
+		fmt.Fprintf(out, "%s: and %d more (--json lists every one)\n", kind, n-maxListedFaults)
+	}
+}
+
+const maxListedFaults = 20
 
 // checkSeeds refuses --seeds and --parallel values that make no sweep, and the outputs that
 // belong to one run.
@@ -148,10 +166,7 @@ func (c *simCommand) checkSeeds() error {
 	case c.sf.seed > math.MaxUint64-uint64(c.seeds-1):
 		return fmt.Errorf("--seed %d with --seeds %d: the last seed would pass %d", c.sf.seed, c.seeds, uint64(math.MaxUint64))
 	case c.seeds == 1:
-		if c.parallel > 0 {
-			return fmt.Errorf("--parallel is for a sweep of several seeds (--seeds)")
-		}
-		return nil
+		return nil // --parallel bounds a sweep; one run is within any bound
 	}
 	for _, o := range []struct{ flag, path string }{{"--history", c.history}, {"--cpuprofile", c.cpuProf}, {"--memprofile", c.memProf}} {
 		if o.path != "" {
@@ -177,7 +192,8 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		return err
 	}
 	runLength, tp := c.warmup+c.duration, cfg.Topology
-	crashesOf, err := randomFaults("--random-crashes", c.randomCrashes, "--crash", crashes, runLength, c.sf.seed,
+	dataNodes, regionPairs := bench.Targets(tp)
+	crashesOf, err := randomFaults("--random-crashes", c.randomCrashes, "--crash", crashes, dataNodes, "data node", runLength,
 		func(p bench.FaultPattern, seed uint64) []bench.Crash { return p.Crashes(tp, seed, runLength) })
 	if err != nil {
 		return err
@@ -186,7 +202,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	partitionsOf, err := randomFaults("--random-partitions", c.randomPartitions, "--partition", network.Partitions, runLength, c.sf.seed,
+	partitionsOf, err := randomFaults("--random-partitions", c.randomPartitions, "--partition", network.Partitions, regionPairs, "pair of regions to cut", runLength,
 		func(p bench.FaultPattern, seed uint64) []bench.Partition { return p.Partitions(tp, seed, runLength) })
 	if err != nil {
 		return err
@@ -308,9 +324,10 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		return failedConsistency(res)
 	}
 	printResult(out, res)
-	for _, cr := range res.Crashes {
-		fmt.Fprintf(out, "crash: node %d (%s) at %s for %s\n", cr.Node, cr.Name, cr.At, cr.For)
-	}
+	printFaults(out, "crash", "--random-crashes", c.randomCrashes, len(res.Crashes), func(i int) string {
+		cr := res.Crashes[i]
+		return fmt.Sprintf("node %d (%s) at %s for %s", cr.Node, cr.Name, cr.At, cr.For)
+	})
 	for _, k := range res.ClockSkews {
 		unread := ""
 		if k.Unread {
@@ -325,10 +342,15 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		if n.Duplicate > 0 {
 			fmt.Fprintf(out, "duplicate: %g of messages between nodes, copies up to %s late\n", n.Duplicate, n.DuplicateDelay)
 		}
-		for _, p := range n.Partitions {
-			fmt.Fprintf(out, "partition: %s|%s at %s for %s\n", p.Regions[0], p.Regions[1], p.At, p.For)
-		}
 	}
+	var partitions []bench.PartitionRecord
+	if res.Network != nil {
+		partitions = res.Network.Partitions
+	}
+	printFaults(out, "partition", "--random-partitions", c.randomPartitions, len(partitions), func(i int) string {
+		p := partitions[i]
+		return fmt.Sprintf("%s|%s at %s for %s", p.Regions[0], p.Regions[1], p.At, p.For)
+	})
 	printFirstAnomaly(out, res, c.history)
 	return failedConsistency(res)
 }

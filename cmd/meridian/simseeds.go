@@ -29,7 +29,7 @@ type seedRun struct {
 	Seed   uint64        `json:"seed"`
 	Status string        `json:"status"`          // ok, failed or unknown (exit status 0, 1 or 2 alone)
 	Error  string        `json:"error,omitempty"` // why it failed, or why it could not be judged
-	Result *bench.Result `json:"result"`
+	Result *bench.Result `json:"result"`          // nil if the run panicked
 }
 
 // seedSweep is a sweep's JSON: every run, then the seeds that failed and that could not be
@@ -107,7 +107,7 @@ func (c *simCommand) runSeeds(out io.Writer, parallel int, build func(seed uint6
 	)
 	if !c.json {
 		fmt.Fprintf(out, "seeds %d–%d, %s\n", first, first+uint64(c.seeds)-1, sweepChecks(model, c.verify))
-		fmt.Fprintf(out, seedLineFormat, "seed", "digest", "committed", "aborts", "crashes", "result")
+		fmt.Fprintf(out, seedLineFormat, "seed", "digest", "committed", "aborts", "crashes", "cuts", "result")
 	}
 	for range parallel {
 		wg.Add(1)
@@ -170,8 +170,14 @@ func (c *simCommand) runSeeds(out io.Writer, parallel int, build func(seed uint6
 }
 
 // runSeed runs and judges one seed. The history is dropped once checked: a sweep of many
-// seeds would otherwise hold every one.
-func runSeed(build func(seed uint64) (simPlan, error), seed uint64, model string) (*seedRun, error) {
+// seeds would otherwise hold every one. A run that panics (a protocol's broken invariant) fails
+// its seed, named, rather than take the sweep down with it: a sweep is where one is found.
+func runSeed(build func(seed uint64) (simPlan, error), seed uint64, model string) (run *seedRun, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			run, err = &seedRun{Seed: seed, Status: "failed", Error: fmt.Sprintf("panic: %v", p)}, nil
+		}
+	}()
 	plan, err := build(seed)
 	if err != nil {
 		return nil, err
@@ -206,14 +212,23 @@ func sweepChecks(model string, verify bool) string {
 
 // seedLineFormat lays a sweep's lines out in fixed columns: they are printed one by one, as
 // their runs end.
-const seedLineFormat = "%-6v  %-16v  %9v  %6v  %7v  %v\n"
+const seedLineFormat = "%-6v  %-16v  %9v  %6v  %7v  %4v  %v\n"
 
 func printSeedLine(w io.Writer, r *seedRun) {
 	result := r.Status
 	if r.Error != "" {
 		result += ": " + r.Error
 	}
-	fmt.Fprintf(w, seedLineFormat, r.Seed, r.Result.TraceDigest, r.Result.Committed, fmt.Sprintf("%.1f%%", 100*r.Result.AbortRate), len(r.Result.Crashes), result)
+	if r.Result == nil { // the run panicked
+		fmt.Fprintf(w, seedLineFormat, r.Seed, "-", "-", "-", "-", "-", result)
+		return
+	}
+	cuts := 0
+	if r.Result.Network != nil {
+		cuts = len(r.Result.Network.Partitions)
+	}
+	fmt.Fprintf(w, seedLineFormat, r.Seed, r.Result.TraceDigest, r.Result.Committed, fmt.Sprintf("%.1f%%", 100*r.Result.AbortRate),
+		len(r.Result.Crashes), cuts, result)
 }
 
 func printSweepSummary(w io.Writer, s *seedSweep) {

@@ -3,10 +3,17 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/workload"
 )
 
 // A sweep judges each seed as a run of that seed alone does: the same digest and the same
@@ -31,7 +38,8 @@ func TestSimSeedSweep(t *testing.T) {
 	}
 	var failed []string
 	for _, seed := range []string{"2", "3", "4"} {
-		alone, _, aloneCode := run(t, append(mutant, "--seed", seed)...)
+		// As the summary's hint says: the same command, --seed in place of --seeds.
+		alone, _, aloneCode := run(t, append(mutant, "--seed", seed, "--parallel", "2")...)
 		digest := regexp.MustCompile(`seed / digest +[0-9]+ / ([0-9a-f]+)`).FindStringSubmatch(alone)
 		if digest == nil {
 			t.Fatalf("seed %s alone printed no digest:\n%s", seed, alone)
@@ -94,7 +102,6 @@ func TestSimSeedSweepBadInput(t *testing.T) {
 	}{
 		{[]string{"--seeds", "0"}, "--seeds 0: want 1 or more"},
 		{[]string{"--seeds", "3", "--parallel", "-1"}, "--parallel -1"},
-		{[]string{"--parallel", "2"}, "--parallel is for a sweep of several seeds"},
 		{[]string{"--seeds", "2", "--history", "h.jsonl"}, "--history is for one run"},
 		{[]string{"--seeds", "2", "--cpuprofile", "cpu.prof"}, "--cpuprofile is for one run"},
 		{[]string{"--seed", fmt.Sprint(uint64(1<<64 - 1)), "--seeds", "2"}, "the last seed would pass"},
@@ -168,6 +175,7 @@ func TestSimRandomPartitions(t *testing.T) {
 	}{
 		{[]string{"--random-partitions", "1s/1s", "--partition", "SH|BJ@1s/1s"}, "give it or --partition, not both"},
 		{[]string{"--random-partitions", "1s-x/1s"}, `gap "1s-x" is not a duration`},
+		{[]string{"--random-partitions", "500ms/1s", "--topology", "single-dc"}, "the topology has no pair of regions to cut"},
 	} {
 		expectSimRefused(t, c.args, "--random-partitions", c.want)
 	}
@@ -185,5 +193,34 @@ func expectSimRefused(t *testing.T, args []string, wants ...string) {
 	}
 	if !ok {
 		t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", args, code, out, errs, wants)
+	}
+}
+
+// panickingWorkload breaks inside the run, as a protocol's violated invariant would.
+type panickingWorkload struct{}
+
+func (panickingWorkload) Name() string { return "panicking" }
+func (panickingWorkload) Load(*client.DB) error {
+	panic("broken invariant")
+}
+func (panickingWorkload) NewClient(int, topo.RegionID, *rand.Rand) workload.Client { return nil }
+
+// A run that panics fails its own seed, named, and the sweep goes on.
+func TestSeedRunPanicFailsItsSeed(t *testing.T) {
+	cfg, err := bench.SimConfig(bench.Deployment{Protocol: "k2", Topology: "k2-5region", NodesPerRegion: 1, ShardsPerNode: 1, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(uint64) (simPlan, error) {
+		return simPlan{cfg: cfg, spec: bench.Spec{Workload: panickingWorkload{}, ClientsPerRegion: 1, Duration: time.Second}}, nil
+	}
+	run, err := runSeed(build, 7, "")
+	if err != nil || run == nil || run.Seed != 7 || run.Status != "failed" || !strings.Contains(run.Error, "panic: broken invariant") {
+		t.Fatalf("runSeed: %+v, %v; want seed 7 failed with the panic", run, err)
+	}
+	var b strings.Builder
+	printSeedLine(&b, run)
+	if !strings.HasPrefix(b.String(), "7 ") || !strings.Contains(b.String(), "failed: panic: broken invariant") {
+		t.Errorf("line %q", b.String())
 	}
 }

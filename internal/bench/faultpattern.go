@@ -86,7 +86,7 @@ func (p FaultPattern) draw(seed, stream uint64, runLength time.Duration, targets
 	}
 	freeAt := make([]time.Duration, targets) // when each target's latest fault ends
 	struck := make([]bool, targets)
-	for at := uniform(p.GapMin, p.GapMax); at < runLength; at += max(uniform(p.GapMin, p.GapMax), time.Millisecond) {
+	for at := uniform(p.GapMin, p.GapMax); at < runLength; {
 		var free []int
 		for i := range targets {
 			if !struck[i] || freeAt[i] < at { // one target's faults must not overlap or touch
@@ -94,13 +94,38 @@ func (p FaultPattern) draw(seed, stream uint64, runLength time.Duration, targets
 			}
 		}
 		length := max(uniform(p.ForMin, p.ForMax), minFault)
-		if len(free) == 0 || at+length > runLength {
-			continue
+		if len(free) > 0 && length <= runLength-at { // not at+length: a huge length overflows
+			i := free[rng.IntN(len(free))]
+			struck[i], freeAt[i] = true, at+length
+			strike(i, at, length)
 		}
-		i := free[rng.IntN(len(free))]
-		struck[i], freeAt[i] = true, at+length
-		strike(i, at, length)
+		gap := max(uniform(p.GapMin, p.GapMax), time.Millisecond)
+		if gap >= runLength-at {
+			break
+		}
+		at += gap
 	}
+}
+
+// Fits reports why the pattern can strike nothing of targets in a run of runLength, whatever
+// the seed: "" if some draw can. A seed may still draw no fault (a long gap drawn first).
+func (p FaultPattern) Fits(targets int, what string, runLength time.Duration) string {
+	switch {
+	case targets == 0:
+		return "the topology has no " + what
+	case p.GapMin >= runLength || max(p.ForMin, minFault) > runLength-p.GapMin:
+		return fmt.Sprintf("no fault fits a run of %s (warm-up plus duration): shorten the gap or the length", runLength)
+	}
+	return ""
+}
+
+// Targets counts what Crashes and Partitions strike in tp: data nodes, and pairs of regions.
+func Targets(tp *topo.Topology) (dataNodes, regionPairs int) {
+	for r := range tp.Regions {
+		dataNodes += len(tp.DataNodes(topo.RegionID(r)))
+	}
+	n := len(tp.Regions)
+	return dataNodes, n * (n - 1) / 2
 }
 
 // Crashes draws the pattern's crashes of tp's data nodes, each an outage that ends before the
