@@ -601,7 +601,7 @@ func (n *Node) onRestarted(from topo.NodeID, m *Restarted) {
 func (n *Node) expireDeadLives(from topo.NodeID, life uint64) {
 	silent := n.env.Now() - int64(n.set.expiry) - 1
 	for txn, rs := range n.recState {
-		if topo.NodeID(txn.Coordinator()) == from && txnkit.LifeOf(txn) < life && rs.lastHB > silent {
+		if !rs.status.Final() && topo.NodeID(txn.Coordinator()) == from && txnkit.LifeOf(txn) < life && rs.lastHB > silent {
 			n.m.Add("record/coordinator-restarted", 1)
 			rs.lastHB = silent
 		}

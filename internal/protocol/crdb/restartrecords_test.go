@@ -5,7 +5,13 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/client"
+	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/node/nodetest"
+	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/storage"
+	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/topo"
+	"github.com/meridiandb/meridian/internal/ts"
 )
 
 // writerBehindRestartedCoordinator runs X, on gateway g, which writes a key holder leads (so its
@@ -76,5 +82,40 @@ func TestRecordsOfRestartedCoordinatorExpire(t *testing.T) {
 	if doneAt-crashAt >= int64(expiry) {
 		t.Errorf("W finished %v after the crash, its record expiry (%v) or more: the holder was told of the restart %v after the crash",
 			time.Duration(doneAt-crashAt), expiry, time.Duration(restartAt-crashAt))
+	}
+}
+
+// A restart notice expires only the records of the sender's earlier lives: a late copy of the
+// notice of life L must leave life L's own transactions alive.
+func TestRestartNoticeSparesItsOwnLife(t *testing.T) {
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := cfg.Topology
+	disk := durable.NewMem()
+	env := &holdEnv{ScriptEnv: &nodetest.ScriptEnv{ID: tp.DataNodes(0)[0], Topo: tp, Clock: int64(time.Second), Disk: disk}}
+	h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := h.(*Node)
+	env.releaseAll()
+	env.Take()
+	c := tp.DataNodes(1)[0]
+	const life = 3
+	txn := storage.MakeTxnID(int32(c), life<<32|1)
+	key := prototest.KeysOn(t, tp, n.self, "life", 1)[0]
+	at := ts.Timestamp{Wall: env.Clock, Origin: uint32(c)}
+	n.Handle(c, &WriteReq{Req: 1, Txn: TxnMeta{ID: txn, Age: at, RecordNode: n.self, Coord: c}, Key: key, Value: []byte("v"), WriteTS: at, CreateRecord: true})
+	env.releaseAll()
+	alive := n.recState[txn].lastHB
+	n.Handle(c, &Restarted{Life: life})
+	if got := n.recState[txn].lastHB; got != alive {
+		t.Fatalf("the notice of life %d moved the last sign of life of its own transaction from %d to %d", life, alive, got)
+	}
+	n.Handle(c, &Restarted{Life: life + 1})
+	if got := n.recState[txn].lastHB; env.Clock-got <= int64(n.set.expiry) {
+		t.Fatalf("the notice of life %d left life %d's record alive (last sign of life %v ago)", life+1, life, time.Duration(env.Clock-got))
 	}
 }

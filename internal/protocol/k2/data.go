@@ -641,6 +641,9 @@ func (n *Node) onHeartbeat(h *Heartbeat) {
 func (n *Node) expireDeadLives(from topo.NodeID, life uint64) {
 	out := n.env.Now() - int64(n.cfg.lease) - 1
 	for txn, at := range n.leases {
+		if r, ok := n.recs.Get(txn); ok && r.Status.Final() {
+			continue // decided: a PUSHWS re-armed its lease while the decision was persisted
+		}
 		if topo.NodeID(txn.Coordinator()) == from && txnkit.LifeOf(txn) < life && at > out {
 			n.m.Add("recorder.coordinator-restarted", 1)
 			n.leases[txn] = out

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
+	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
@@ -73,5 +74,21 @@ func TestRecordsOfRestartedCoordinatorLeaseOut(t *testing.T) {
 	if readDone-crashAt >= int64(lease) {
 		t.Errorf("the reader waited %v after the crash, a lease (%v) or more: the recorder was told of the restart %v after the crash",
 			time.Duration(readDone-crashAt), lease, time.Duration(restartAt-crashAt))
+	}
+}
+
+// A restart notice ends only the leases of the sender's earlier lives' transactions, and never
+// a decided one's: a late copy of the notice of life L must leave life L's transactions alone.
+func TestRestartNoticeSparesItsOwnLife(t *testing.T) {
+	n, env := newScriptNode(t, nil)
+	c := n.tp.DataNodes(1)[0]
+	const life = 3
+	own, earlier := storage.MakeTxnID(int32(c), life<<32|1), storage.MakeTxnID(int32(c), (life-1)<<32|1)
+	now := env.Clock
+	n.leases[own], n.leases[earlier] = now, now
+	n.Handle(c, &Restarted{Life: life})
+	if n.leases[own] != now || n.leases[earlier] >= now-int64(n.cfg.lease) {
+		t.Fatalf("after the notice of life %d: own lease at %d, earlier life's at %d (now %d); want the first kept, the second ended",
+			life, n.leases[own], n.leases[earlier], now)
 	}
 }
