@@ -70,7 +70,7 @@ var (
 		"The protocol's latency distributions (per-phase times of transactions, waits), by name; quantiles since the node started.",
 		[]string{"name"}, nil)
 	descMissed = prometheus.NewDesc("meridian_metrics_snapshot_missed_total",
-		"Scrapes that found the event loop too busy to read the protocol's metrics in time.", nil, nil)
+		"Scrapes that could not read the protocol's metrics in time (the event loop too busy, or the node stopping).", nil, nil)
 	descReceived  = prometheus.NewDesc("meridian_transport_received_total", "Messages delivered to the handler from the network.", nil, nil)
 	descSent      = prometheus.NewDesc("meridian_transport_sent_total", "Frames written to sockets.", nil, nil)
 	descDecodeErr = prometheus.NewDesc("meridian_transport_decode_errors_total", "Frames that failed to decode (dropped).", nil, nil)
@@ -121,29 +121,64 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // protocolSnapshot reads the protocol's metrics on the event loop, waiting at most wait for
-// its turn; ok is false (and the snapshot empty) if the handler keeps none, the loop did not
-// get to it in time, or the node is stopping.
+// its turn; ok is false (and the snapshot empty) if the loop did not get to it in time or the
+// node is stopping. Scrapes share one read in flight: each costs the loop a pass over every
+// histogram, and a scrape that gave up leaves its read queued, so concurrent or repeated
+// scrapes of a busy node would otherwise pile reads up in its inbox.
 func (s *Server) protocolSnapshot(wait time.Duration) (protocol.Snapshot, bool) {
 	src, keeps := s.h.(protocol.MetricsSource)
 	if !keeps {
 		return protocol.Snapshot{}, true
 	}
-	got := make(chan protocol.Snapshot, 1)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	s.snapMu.Lock()
+	f := s.snapFlight
+	if f == nil {
+		f = &snapshotFlight{done: make(chan struct{})}
+		s.snapFlight = f
+		s.snapMu.Unlock()
+		read := event{fn: func() {
+			f.snap = src.Metrics().Snapshot()
+			s.snapMu.Lock()
+			s.snapFlight = nil
+			s.snapMu.Unlock()
+			close(f.done)
+		}}
+		select {
+		case s.inbox <- read:
+		case <-timer.C:
+			s.abandon(f)
+			return protocol.Snapshot{}, false
+		case <-s.stop:
+			s.abandon(f)
+			return protocol.Snapshot{}, false
+		}
+	} else {
+		s.snapMu.Unlock()
+	}
 	select {
-	case s.inbox <- event{fn: func() { got <- src.Metrics().Snapshot() }}:
+	case <-f.done:
+		return f.snap, true
 	case <-timer.C:
 		return protocol.Snapshot{}, false
 	case <-s.stop:
 		return protocol.Snapshot{}, false
 	}
-	select {
-	case snap := <-got:
-		return snap, true
-	case <-timer.C:
-		return protocol.Snapshot{}, false
-	case <-s.stop:
-		return protocol.Snapshot{}, false
+}
+
+// snapshotFlight is a read of the protocol's metrics queued on the event loop; done is closed
+// once snap holds it.
+type snapshotFlight struct {
+	done chan struct{}
+	snap protocol.Snapshot
+}
+
+// abandon forgets a read that never reached the loop, so the next scrape queues its own.
+func (s *Server) abandon(f *snapshotFlight) {
+	s.snapMu.Lock()
+	if s.snapFlight == f {
+		s.snapFlight = nil
 	}
+	s.snapMu.Unlock()
 }

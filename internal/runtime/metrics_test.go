@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A node with a metrics_addr serves its protocol's counters and latencies, its transport's
@@ -70,5 +71,32 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if missed := value(after, "meridian_metrics_snapshot_missed_total"); missed != 0 {
 		t.Errorf("%v scrapes missed the protocol's metrics on an idle node", missed)
+	}
+}
+
+// Scrapes of a node whose event loop is stuck give up after their wait, and share one queued
+// read rather than each queue another; once the loop moves, that read completes and the next
+// scrape gets fresh metrics.
+func TestMetricsSnapshotWhileLoopBusy(t *testing.T) {
+	cfg := testConfig(t, nil)
+	s := startCluster(t, cfg)[0]
+	release := make(chan struct{})
+	s.post(event{fn: func() { <-release }})
+	var flights []*snapshotFlight
+	for range 3 {
+		if _, ok := s.protocolSnapshot(20 * time.Millisecond); ok {
+			t.Fatal("a scrape read the protocol's metrics while the event loop was stuck")
+		}
+		s.snapMu.Lock()
+		flights = append(flights, s.snapFlight)
+		s.snapMu.Unlock()
+	}
+	if flights[0] == nil || flights[1] != flights[0] || flights[2] != flights[0] {
+		t.Fatalf("reads queued by three scrapes: %p %p %p; want one, shared", flights[0], flights[1], flights[2])
+	}
+	close(release)
+	<-flights[0].done
+	if snap, ok := s.protocolSnapshot(2 * time.Second); !ok || snap.Counters == nil {
+		t.Fatalf("after the loop moved: %v, %v", snap, ok)
 	}
 }

@@ -81,6 +81,9 @@ type Server struct {
 	ln   net.Listener
 	grpc *grpcServer
 	mets *metricsServer
+	// snapFlight is the read of the protocol's metrics queued for scrapes, if any (metrics.go).
+	snapMu     sync.Mutex
+	snapFlight *snapshotFlight
 
 	store     durable.Backend
 	committer *durable.Committer
