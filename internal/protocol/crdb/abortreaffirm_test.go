@@ -2,10 +2,7 @@ package crdb
 
 import (
 	"testing"
-	"time"
 
-	"github.com/meridiandb/meridian/internal/node"
-	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/protocol/txnkit"
 	"github.com/meridiandb/meridian/internal/storage"
@@ -22,23 +19,9 @@ import (
 // alive and every younger push on X's keys waiting (a crash run with 400 ms flushes: 2.7 s).
 // Its heartbeats say it knows X aborted, and the holder aborts X again.
 func TestHeartbeatOfAbortedTxnAbortsAgain(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
 	disk := durable.NewMem()
-	start := func() (*Node, *holdEnv) {
-		env := &holdEnv{ScriptEnv: &nodetest.ScriptEnv{ID: tp.DataNodes(0)[0], Topo: tp, Clock: int64(time.Second), Disk: disk}}
-		h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		env.releaseAll()
-		env.Take()
-		return h.(*Node), env
-	}
-	n, env := start()
+	n, env := startHoldNode(t, disk)
+	tp := n.tp
 	c, l, w := tp.DataNodes(1)[0], tp.DataNodes(2)[0], tp.DataNodes(3)[0]
 	key := prototest.KeysOn(t, tp, n.self, "reaffirm", 1)[0]
 	txn := storage.MakeTxnID(int32(c), 1)
@@ -62,7 +45,7 @@ func TestHeartbeatOfAbortedTxnAbortsAgain(t *testing.T) {
 	}
 
 	// The holder crashes before the abort is durable, and comes back with X PENDING.
-	n, env = start()
+	n, env = startHoldNode(t, disk)
 	if r, _ := n.recs.Get(txn); r.Status.Final() {
 		t.Fatalf("X's record came back %v: the scenario tests nothing", r.Status)
 	}
@@ -91,20 +74,8 @@ func TestHeartbeatOfAbortedTxnAbortsAgain(t *testing.T) {
 // its transaction was aborted, its next heartbeats say so (the holder's side is
 // TestHeartbeatOfAbortedTxnAbortsAgain).
 func TestCoordinatorHeartbeatsSayAbortKnown(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
-	disk := durable.NewMem()
-	env := &holdEnv{ScriptEnv: &nodetest.ScriptEnv{ID: tp.DataNodes(0)[0], Topo: tp, Clock: int64(time.Second), Disk: disk}}
-	h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := h.(*Node)
-	env.releaseAll()
-	env.Take()
+	n, env := startHoldNode(t, durable.NewMem())
+	tp := n.tp
 	holder := tp.DataNodes(1)[0]
 	tx := n.begin(txnkit.ClientTxn{Client: topo.NodeID(len(tp.Nodes)), Txn: 1}, &wire.ClientRequest{})
 	tx.meta.RecordNode, tx.anchorKey = holder, "anchor"

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/client"
-	"github.com/meridiandb/meridian/internal/node"
-	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
@@ -88,20 +86,8 @@ func TestRecordsOfRestartedCoordinatorExpire(t *testing.T) {
 // A restart notice expires only the records of the sender's earlier lives: a late copy of the
 // notice of life L must leave life L's own transactions alive.
 func TestRestartNoticeSparesItsOwnLife(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
-	disk := durable.NewMem()
-	env := &holdEnv{ScriptEnv: &nodetest.ScriptEnv{ID: tp.DataNodes(0)[0], Topo: tp, Clock: int64(time.Second), Disk: disk}}
-	h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := h.(*Node)
-	env.releaseAll()
-	env.Take()
+	n, env := startHoldNode(t, durable.NewMem())
+	tp := n.tp
 	c := tp.DataNodes(1)[0]
 	const life = 3
 	txn := storage.MakeTxnID(int32(c), life<<32|1)

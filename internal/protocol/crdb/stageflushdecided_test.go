@@ -38,6 +38,26 @@ func (e *holdEnv) releaseAll() {
 	e.Advance(0)
 }
 
+// startHoldNode starts the test topology's first data node on disk, its persists held until
+// released (holdEnv), with its start's persists released and its messages taken. A second
+// call on the same disk is the node's next life after a crash that lost whatever was held.
+func startHoldNode(t *testing.T, disk *durable.Mem) (*Node, *holdEnv) {
+	t.Helper()
+	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := cfg.Topology
+	env := &holdEnv{ScriptEnv: &nodetest.ScriptEnv{ID: tp.DataNodes(0)[0], Topo: tp, Clock: int64(time.Second), Disk: disk}}
+	h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.releaseAll()
+	env.Take()
+	return h.(*Node), env
+}
+
 // TestStageFlushPublishesLaterDecision: a recovery that decides while the STAGING persist is
 // still in flight issues a persist of its own for the decision. The staging persist's completion
 // published the record's latest state, the decision, as durable: a push was answered
@@ -45,21 +65,10 @@ func (e *holdEnv) releaseAll() {
 // be recovered again, and aborted if a pusher's resolution of a write had since been
 // superseded and collected. Only the decision's own persist may publish it.
 func TestStageFlushPublishesLaterDecision(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: name, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
 	disk := durable.NewMem()
-	env := &holdEnv{ScriptEnv: &nodetest.ScriptEnv{ID: tp.DataNodes(0)[0], Topo: tp, Clock: int64(time.Second), Disk: disk}}
+	n, env := startHoldNode(t, disk)
+	tp := n.tp
 	c, l := tp.DataNodes(1)[0], tp.DataNodes(2)[0]
-	h, err := proto{}.NewNode(node.Config{Env: env, Durable: disk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := h.(*Node)
-	env.releaseAll()
-	env.Take()
 	kh := prototest.KeysOn(t, tp, n.self, "sf", 1)[0]
 	kl := prototest.KeysOn(t, tp, l, "sf", 1)[0]
 	txn := storage.MakeTxnID(int32(c), 1)
