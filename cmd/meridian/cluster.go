@@ -85,6 +85,7 @@ the nodes of the cluster started from another data directory, which the error na
 	}
 	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(status)
+	cmd.AddCommand(newClusterChaosCmd(&cf))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
 		Short: "Stop every node (SIGTERM, then SIGKILL after a grace period)",
@@ -206,7 +207,12 @@ func accepting(addr string) bool {
 	return true
 }
 
-func clusterStart(cmd *cobra.Command, cf *clusterFlags) (err error) {
+func clusterStart(cmd *cobra.Command, cf *clusterFlags) error { return startNodes(cmd, cf, nil) }
+
+// startNodes starts the nodes of the cluster that are not running: all of them, or if only is
+// set, those it names (cluster chaos restarts the one it killed, leaving another it killed
+// down until its own time).
+func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool) (err error) {
 	cfg, err := cf.load()
 	if err != nil {
 		return err
@@ -294,7 +300,12 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) (err error) {
 			Log: filepath.Join(cfg.DataDir, n.Name+".log")}
 		if p, ok := prev[n.Name]; ok && alive(p.PID, n.Name, st.Config) {
 			next.Nodes[i].PID = p.PID
-			fmt.Fprintf(out, "%-12s already running (pid %d)\n", n.Name, p.PID)
+			if only == nil {
+				fmt.Fprintf(out, "%-12s already running (pid %d)\n", n.Name, p.PID)
+			}
+			continue
+		}
+		if only != nil && !only[n.Name] {
 			continue
 		}
 		toStart = append(toStart, i)
@@ -401,7 +412,9 @@ func clusterStart(cmd *cobra.Command, cf *clusterFlags) (err error) {
 		}
 		fmt.Fprintf(out, "%-12s started (pid %d) on %s\n", ns.Name, ns.PID, ns.Addr)
 	}
-	fmt.Fprintf(out, "cluster %s (protocol %s) is running; data and logs in %s\n", cfg.Name, cfg.Protocol.Name(), cfg.DataDir)
+	if only == nil {
+		fmt.Fprintf(out, "cluster %s (protocol %s) is running; data and logs in %s\n", cfg.Name, cfg.Protocol.Name(), cfg.DataDir)
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -554,5 +555,55 @@ func TestListeningItself(t *testing.T) {
 	}
 	if !listeningItself(nodeState{Name: "sh-1", Addr: addr, PID: os.Getpid()}) {
 		t.Errorf("the process listening on %s is not taken to listen there", addr)
+	}
+}
+
+// cluster chaos kills data nodes of the running cluster and restarts each after its outage,
+// on a schedule its seed decides, and leaves every node running; a bench after it finds every
+// acknowledged write. It refuses bad input, and a cluster not wholly running, with one line.
+func TestClusterChaos(t *testing.T) {
+	_, config, data := runningCluster(t)
+	chaos := []string{"cluster", "chaos", "--config", config, "--data-dir", data, "--crashes", "100ms-300ms/200ms", "--for", "1500ms", "--seed", "2"}
+	out, errs, code := runFor(t, 60*time.Second, chaos...)
+	if kills := strings.Count(out, "s  killed "); code != 0 || kills < 3 || strings.Count(out, " started (pid ") != kills {
+		t.Fatalf("cluster chaos: exit %d, stderr %q; want three or more kills, each restarted\n%s", code, errs, out)
+	}
+	if _, errs, code := runFor(t, 60*time.Second, "cluster", "status", "--data-dir", data); code != 0 {
+		t.Fatalf("cluster status after chaos: exit %d, %s", code, errs)
+	}
+	again, _, _ := runFor(t, 60*time.Second, chaos...)
+	schedule := func(text string) []string {
+		var lines []string
+		for _, l := range strings.Split(text, "\n") {
+			if i := strings.Index(l, "s  "); i > 0 && (strings.Contains(l, "s  killed ") || strings.Contains(l, "s  restarting ")) {
+				lines = append(lines, l[i+3:]) // what, not when: wall-clock times vary
+			}
+		}
+		return lines
+	}
+	if a, b := schedule(out), schedule(again); !slices.Equal(a, b) {
+		t.Errorf("one seed, two schedules:\n%v\n%v", a, b)
+	}
+	res, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--read-back")
+	if code != 0 || !strings.Contains(res, "found every acknowledged write") {
+		t.Errorf("bench after chaos: exit %d, stderr %q\n%s", code, errs, res)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--for", "1s"}, "--crashes is required"},
+		{[]string{"--crashes", "1s/1s"}, "--for 0s: want a positive duration"},
+		{[]string{"--crashes", "soon/1s", "--for", "1s"}, `--crashes soon/1s: gap "soon" is not a duration`},
+		{[]string{"--crashes", "5s/1s", "--for", "1s"}, "no fault fits a run of 1s"},
+	} {
+		_, errs, code := runFor(t, 60*time.Second, append([]string{"cluster", "chaos", "--config", config, "--data-dir", data}, c.args...)...)
+		if line := strings.TrimSpace(errs); code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want one line with %q", c.args, code, errs, c.want)
+		}
+	}
+	stopLeavesNoServer(t, data)
+	if _, errs, code := runFor(t, 60*time.Second, chaos...); code != 1 || !strings.Contains(errs, "cluster chaos needs every node running") {
+		t.Errorf("chaos on a stopped cluster: exit %d, stderr %q", code, errs)
 	}
 }
