@@ -296,7 +296,7 @@ func TestBadInputTable(t *testing.T) {
 		// Only list-append and rw-register have keys under a namespace.
 		{bench("--workload", "ycsbt", "--namespace", "a"), "--namespace does not apply to --workload ycsbt", 0},
 		{[]string{"kv", "bogus"}, `unknown command "bogus" for "meridian kv" (want del, exec, get, put, scan)`, 0},
-		{[]string{"cluster", "bogus"}, `unknown command "bogus" for "meridian cluster" (want start, status, stop)`, 0},
+		{[]string{"cluster", "bogus"}, `unknown command "bogus" for "meridian cluster" (want chaos, start, status, stop)`, 0},
 		{[]string{"cluster", "status", "--data-dir", missingDir}, "no cluster was started in", 0},
 		{[]string{"cluster", "start", "--config", cluster, "--data-dir", filepath.Join(f("empty.jsonl"), "data")}, "data directory: mkdir", 0},
 		{[]string{"server"}, "--node is required", 0},
