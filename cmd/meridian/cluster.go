@@ -59,7 +59,7 @@ const (
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Start, inspect and stop a local cluster (one process per node, loopback ports)",
+		Short: "Start, inspect, crash and stop a local cluster (one process per node, loopback ports)",
 	}
 	var cf clusterFlags
 	cf.register(cmd.PersistentFlags(), true)
