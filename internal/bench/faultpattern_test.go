@@ -46,14 +46,7 @@ func TestParseFaultPattern(t *testing.T) {
 // the same for one seed and different for another, and put several nodes down at once when
 // gaps are shorter than outages.
 func TestFaultPatternCrashes(t *testing.T) {
-	tp, err := topo.FromPreset("k2-5region", topo.DefaultLayout())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := ParseFaultPattern("100ms-600ms/1.5s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp, p := shortGapPattern(t)
 	const run = 6 * time.Second
 	overlapped := false
 	for seed := uint64(1); seed <= 50; seed++ {
@@ -95,14 +88,7 @@ func TestFaultPatternCrashes(t *testing.T) {
 // Partitions drawn from a pattern are valid network faults for the run, the same for one seed,
 // and cut several pairs at once when gaps are shorter than lengths.
 func TestFaultPatternPartitions(t *testing.T) {
-	tp, err := topo.FromPreset("k2-5region", topo.DefaultLayout())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := ParseFaultPattern("100ms-600ms/1.5s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp, p := shortGapPattern(t)
 	const run = 6 * time.Second
 	overlapped := false
 	for seed := uint64(1); seed <= 50; seed++ {
@@ -130,4 +116,19 @@ func TestFaultPatternPartitions(t *testing.T) {
 	if !overlapped {
 		t.Error("no two partitions ever overlapped, with gaps shorter than lengths")
 	}
+}
+
+// shortGapPattern is a pattern whose gaps are shorter than its faults, on the five-region
+// topology.
+func shortGapPattern(t *testing.T) (*topo.Topology, FaultPattern) {
+	t.Helper()
+	tp, err := topo.FromPreset("k2-5region", topo.DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseFaultPattern("100ms-600ms/1.5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp, p
 }
