@@ -2,7 +2,9 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/signal"
@@ -61,7 +63,12 @@ type chaosEvent struct {
 	restart bool
 }
 
-func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length time.Duration, seed uint64) error {
+// chaosLag is how late a kill may come before it is skipped (with its restart): restarts take
+// tens of milliseconds, and with gaps shorter than that the schedule would run on past --for,
+// past a bench sized to outlast it.
+const chaosLag = 500 * time.Millisecond
+
+func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length time.Duration, seed uint64) (err error) {
 	if pattern == "" {
 		return fmt.Errorf("--crashes is required (e.g. --crashes 300ms-3s/1.5s)")
 	}
@@ -72,15 +79,18 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 	if err != nil {
 		return fmt.Errorf("--crashes %s: %w", pattern, err)
 	}
-	cfg, err := cf.load()
+	dataDir, err := cf.stateDir()
 	if err != nil {
 		return err
 	}
-	dataNodes, _ := bench.Targets(cfg.Topology)
-	if why := p.Fits(dataNodes, "data node", length); why != "" {
-		return fmt.Errorf("--crashes %s: %s", pattern, why)
+	// The whole run holds the data directory's lock: a start, stop or second chaos meanwhile
+	// would bring back a node it stopped, or leave one down it had killed.
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return err
 	}
-	st, err := readState(cfg.DataDir)
+	defer unlock()
+	st, err := readState(dataDir)
 	if err != nil {
 		return err
 	}
@@ -89,6 +99,17 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 			return fmt.Errorf("node %s is %s: cluster chaos needs every node running (meridian cluster start)", s.Name, s.State)
 		}
 	}
+	// Nodes restart from the copy the cluster runs with, whatever --config names now: an edited
+	// file would have every restart refused, the node left down.
+	running := &clusterFlags{config: st.Config, dataDir: dataDir}
+	cfg, err := running.load()
+	if err != nil {
+		return fmt.Errorf("the running cluster's configuration: %w", err)
+	}
+	dataNodes, _ := bench.Targets(cfg.Topology)
+	if why := p.Fits(dataNodes, "data node", length); why != "" {
+		return fmt.Errorf("--crashes %s: %s", pattern, why)
+	}
 	var events []chaosEvent
 	for _, c := range p.Crashes(cfg.Topology, seed, length) {
 		name := cfg.Nodes[c.Node].Name
@@ -96,50 +117,78 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 	}
 	slices.SortStableFunc(events, func(a, b chaosEvent) int { return cmp.Compare(a.at, b.at) })
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "chaos: %d crashes of %s's data nodes over %s (--crashes %s, seed %d)\n", len(events)/2, cfg.Name, length, pattern, seed)
+	fmt.Fprintf(out, "chaos: %s of %s's data nodes over %s (--crashes %s, seed %d)\n", counted(len(events)/2, "crash", "crashes"), cfg.Name, length, pattern, seed)
 
 	interrupted := make(chan os.Signal, 1)
 	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(interrupted)
-	down := map[string]bool{} // killed and not restarted yet
-	restart := func(at time.Duration, names ...string) error {
+	start := time.Now()
+	down := map[string]bool{}    // killed and not restarted yet
+	skipped := map[string]bool{} // kills skipped as overdue: their restarts are skipped too
+	restart := func(names ...string) error {
+		fmt.Fprintf(out, "%8.3fs  restarting %s\n", time.Since(start).Seconds(), strings.Join(names, ", "))
 		only := map[string]bool{}
 		for _, n := range names {
 			only[n] = true
 		}
-		fmt.Fprintf(out, "%8.3fs  restarting %s\n", at.Seconds(), strings.Join(names, ", "))
-		if err := startNodes(cmd, cf, only); err != nil {
-			return err
+		err := startNodes(cmd, running, only, true)
+		for _, n := range names {
+			if nodeRunning(dataDir, n) {
+				delete(down, n)
+			}
 		}
 		for _, n := range names {
-			delete(down, n)
+			if down[n] {
+				return err // an interrupt that cut a start short, once every node is back, is taken below
+			}
 		}
 		return nil
 	}
-	start := time.Now()
+	// Whatever ends the run, every node it killed is restarted first, and an error names any
+	// it could not bring back.
+	defer func() {
+		if len(down) == 0 {
+			return
+		}
+		left := slices.Sorted(maps.Keys(down))
+		rerr := restart(left...)
+		if len(down) == 0 {
+			return
+		}
+		still := strings.Join(slices.Sorted(maps.Keys(down)), ", ")
+		if rerr == nil {
+			rerr = errors.New("not running")
+		}
+		err = fmt.Errorf("%v; then restarting %s failed (%v): left down, start it with meridian cluster start", err, still, rerr)
+	}()
 	for _, ev := range events {
+		select { // an interrupt is taken before the next step, however late that step is
+		case sig := <-interrupted:
+			return fmt.Errorf("interrupted (%v); every node it killed is restarted", sig)
+		default:
+		}
 		select {
 		case sig := <-interrupted:
-			left := slices.Sorted(maps.Keys(down))
-			if len(left) > 0 {
-				if err := restart(time.Since(start), left...); err != nil {
-					return fmt.Errorf("interrupted (%v), and restarting %v failed: %w", sig, left, err)
-				}
-			}
-			return fmt.Errorf("interrupted (%v); every node it killed was restarted", sig)
+			return fmt.Errorf("interrupted (%v); every node it killed is restarted", sig)
 		case <-time.After(time.Until(start.Add(ev.at))):
 		}
-		if ev.restart {
-			if err := restart(time.Since(start), ev.node); err != nil {
+		switch {
+		case ev.restart && skipped[ev.node]:
+			delete(skipped, ev.node)
+		case ev.restart:
+			if err := restart(ev.node); err != nil {
 				return err
 			}
-			continue
+		case time.Since(start) > ev.at+chaosLag:
+			skipped[ev.node] = true
+			fmt.Fprintf(out, "%8.3fs  skipped the kill of %s due at %.3fs: behind schedule\n", time.Since(start).Seconds(), ev.node, ev.at.Seconds())
+		default:
+			if err := killNode(dataDir, ev.node); err != nil {
+				return err
+			}
+			down[ev.node] = true
+			fmt.Fprintf(out, "%8.3fs  killed %s\n", time.Since(start).Seconds(), ev.node)
 		}
-		if err := killNode(cfg.DataDir, ev.node); err != nil {
-			return err
-		}
-		down[ev.node] = true
-		fmt.Fprintf(out, "%8.3fs  killed %s\n", time.Since(start).Seconds(), ev.node)
 	}
 	// The command lasts --for, whenever the schedule's last restart fell, so that a bench run
 	// alongside can be sized to outlast it.
@@ -152,7 +201,27 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 	return nil
 }
 
-// killNode sends SIGKILL to node's server, as the cluster's state records it.
+// nodeRunning reports whether the cluster's state lists node's process as running.
+func nodeRunning(dataDir, node string) bool {
+	st, err := readState(dataDir)
+	if err != nil {
+		return false
+	}
+	for _, n := range st.Nodes {
+		if n.Name == node {
+			return alive(n.PID, n.Name, st.Config)
+		}
+	}
+	return false
+}
+
+// killGrace bounds the wait for a killed node's process to be gone.
+const killGrace = 10 * time.Second
+
+// killNode sends SIGKILL to node's server, as the cluster's state records it, and waits until
+// its process is gone: not only its main thread (which reads as a zombie while other threads
+// still hold its ports), but the whole process, reaped if it is this command's child (a node
+// chaos restarted).
 func killNode(dataDir, node string) error {
 	st, err := readState(dataDir)
 	if err != nil {
@@ -163,15 +232,50 @@ func killNode(dataDir, node string) error {
 			continue
 		}
 		if !alive(n.PID, n.Name, st.Config) {
-			return fmt.Errorf("node %s is not running (pid %d): was the cluster stopped or restarted meanwhile?", node, n.PID)
+			return fmt.Errorf("node %s is not running (pid %d): was it stopped or restarted meanwhile?", node, n.PID)
 		}
 		if err := syscall.Kill(n.PID, syscall.SIGKILL); err != nil {
 			return fmt.Errorf("kill node %s (pid %d): %w", node, n.PID, err)
 		}
-		for alive(n.PID, n.Name, st.Config) { // gone before its restart may bind its ports
-			time.Sleep(5 * time.Millisecond)
+		for deadline := time.Now().Add(killGrace); ; time.Sleep(2 * time.Millisecond) {
+			if pid, _ := syscall.Wait4(n.PID, nil, syscall.WNOHANG, nil); pid == n.PID {
+				return nil // our child, reaped
+			}
+			if exited(n.PID) {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("node %s (pid %d) still exists %v after SIGKILL", node, n.PID, killGrace)
+			}
 		}
-		return nil
 	}
 	return fmt.Errorf("no node %s in the cluster's state", node)
+}
+
+// exited reports whether every thread of process pid has exited, which is when its sockets are
+// closed and its ports free: a process that is gone, or a zombie waiting for its parent (one
+// not this command) to reap it. Its main thread reads as a zombie before the others have gone.
+func exited(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		return false // no /proc: only a process that is gone counts
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) // gone meanwhile
+	}
+	for _, t := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue // that thread is gone
+		}
+		// The state field follows the parenthesised command name.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) || (stat[i+2] != 'Z' && stat[i+2] != 'X') {
+			return false
+		}
+	}
+	return true
 }

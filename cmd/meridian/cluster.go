@@ -148,7 +148,7 @@ func lockDataDir(dataDir string) (unlock func(), err error) {
 	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		d.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another meridian cluster start or stop is at work on %s: try again when it has ended", dataDir)
+			return nil, fmt.Errorf("another meridian cluster start, stop or chaos is at work on %s: try again when it has ended", dataDir)
 		}
 		return nil, fmt.Errorf("data directory lock %s: %w", dataDir, err)
 	}
@@ -207,12 +207,13 @@ func accepting(addr string) bool {
 	return true
 }
 
-func clusterStart(cmd *cobra.Command, cf *clusterFlags) error { return startNodes(cmd, cf, nil) }
+func clusterStart(cmd *cobra.Command, cf *clusterFlags) error { return startNodes(cmd, cf, nil, false) }
 
 // startNodes starts the nodes of the cluster that are not running: all of them, or if only is
 // set, those it names (cluster chaos restarts the one it killed, leaving another it killed
-// down until its own time).
-func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool) (err error) {
+// down until its own time). locked says the caller holds the data directory's lock already
+// (cluster chaos holds it for its whole run).
+func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, locked bool) (err error) {
 	cfg, err := cf.load()
 	if err != nil {
 		return err
@@ -229,11 +230,13 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool) (err
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	unlock, err := lockDataDir(cfg.DataDir)
-	if err != nil {
-		return err
+	if !locked {
+		unlock, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
-	defer unlock()
 	self, err := os.Executable()
 	if err != nil {
 		return err

@@ -563,7 +563,8 @@ func TestListeningItself(t *testing.T) {
 // acknowledged write. It refuses bad input, and a cluster not wholly running, with one line.
 func TestClusterChaos(t *testing.T) {
 	_, config, data := runningCluster(t)
-	chaos := []string{"cluster", "chaos", "--config", config, "--data-dir", data, "--crashes", "100ms-300ms/200ms", "--for", "1500ms", "--seed", "2"}
+	// --data-dir alone: chaos restarts nodes from the copy the cluster runs with.
+	chaos := []string{"cluster", "chaos", "--data-dir", data, "--crashes", "100ms-300ms/200ms", "--for", "1500ms", "--seed", "2"}
 	out, errs, code := runFor(t, 60*time.Second, chaos...)
 	if kills := strings.Count(out, "s  killed "); code != 0 || kills < 3 || strings.Count(out, " started (pid ") != kills {
 		t.Fatalf("cluster chaos: exit %d, stderr %q; want three or more kills, each restarted\n%s", code, errs, out)
@@ -583,6 +584,21 @@ func TestClusterChaos(t *testing.T) {
 	}
 	if a, b := schedule(out), schedule(again); !slices.Equal(a, b) {
 		t.Errorf("one seed, two schedules:\n%v\n%v", a, b)
+	}
+	// A stop (or start, or second chaos) while chaos runs is refused: it would bring back a node
+	// chaos stopped, or leave one down that chaos had killed.
+	done := make(chan struct{})
+	var chaosOut, chaosErrs string
+	var chaosCode int
+	go func() {
+		defer close(done)
+		chaosOut, chaosErrs, chaosCode = runFor(t, 60*time.Second, chaos...)
+	}()
+	time.Sleep(400 * time.Millisecond)
+	_, stopErrs, stopCode := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data)
+	<-done
+	if stopCode == 0 || !strings.Contains(stopErrs, "start, stop or chaos is at work") || chaosCode != 0 {
+		t.Errorf("stop during chaos: exit %d, stderr %q; chaos exit %d, stderr %q\n%s", stopCode, stopErrs, chaosCode, chaosErrs, chaosOut)
 	}
 	res, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--read-back")
 	if code != 0 || !strings.Contains(res, "found every acknowledged write") {
