@@ -150,16 +150,20 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 		if len(down) == 0 {
 			return
 		}
-		left := slices.Sorted(maps.Keys(down))
-		rerr := restart(left...)
-		if len(down) == 0 {
-			return
+		// One at a time: a start checks every node's address first, and one taken kept the
+		// others from restarting.
+		var failed []string
+		for _, n := range slices.Sorted(maps.Keys(down)) {
+			if rerr := restart(n); rerr != nil || down[n] {
+				if rerr == nil {
+					rerr = errors.New("not running")
+				}
+				failed = append(failed, fmt.Sprintf("%s (%v)", n, rerr))
+			}
 		}
-		still := strings.Join(slices.Sorted(maps.Keys(down)), ", ")
-		if rerr == nil {
-			rerr = errors.New("not running")
+		if len(failed) > 0 {
+			err = fmt.Errorf("%v; then restarting failed, left down (meridian cluster start brings them back): %s", err, strings.Join(failed, "; "))
 		}
-		err = fmt.Errorf("%v; then restarting %s failed (%v): left down, start it with meridian cluster start", err, still, rerr)
 	}()
 	for _, ev := range events {
 		select { // an interrupt is taken before the next step, however late that step is
