@@ -85,15 +85,11 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 	}
 	// The whole run holds the data directory's lock: a start, stop or second chaos meanwhile
 	// would bring back a node it stopped, or leave one down it had killed.
-	unlock, err := lockDataDir(dataDir)
+	st, unlock, err := lockedState(cf, dataDir, func(dir string) string { return "meridian cluster chaos --data-dir " + dir + " runs on them" })
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	st, err := readState(dataDir)
-	if err != nil {
-		return err
-	}
 	for _, s := range statusOf(st) {
 		if s.State != "running" {
 			return fmt.Errorf("node %s is %s: cluster chaos needs every node running (meridian cluster start)", s.Name, s.State)

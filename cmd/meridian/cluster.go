@@ -801,6 +801,25 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 // noClusterHere is err, readState's, unless dataDir holds no state while the configuration's
 // addresses answer: then a cluster started from another data directory serves them, and the
 // error names it.
+// lockedState takes the data directory's lock and reads the cluster's state under it. A
+// directory that holds no cluster is said so plainly (noClusterHere, with hint) before the lock
+// is tried, which would only fail to open it.
+func lockedState(cf *clusterFlags, dataDir string, hint func(dir string) string) (*clusterState, func(), error) {
+	if _, err := readState(dataDir); err != nil {
+		return nil, nil, noClusterHere(cf, dataDir, err, hint)
+	}
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := readState(dataDir)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return st, unlock, nil
+}
+
 func noClusterHere(cf *clusterFlags, dataDir string, err error, hint func(dir string) string) error {
 	if fileExists(filepath.Join(dataDir, stateFile)) {
 		return err
@@ -849,18 +868,11 @@ func clusterStop(cmd *cobra.Command, cf *clusterFlags) error {
 		return err
 	}
 	hint := func(dir string) string { return "meridian cluster stop --data-dir " + dir + " stops them" }
-	if _, err := readState(dataDir); err != nil { // said plainly before the lock is tried
-		return noClusterHere(cf, dataDir, err, hint)
-	}
-	unlock, err := lockDataDir(dataDir)
+	st, unlock, err := lockedState(cf, dataDir, hint)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	st, err := readState(dataDir)
-	if err != nil {
-		return err
-	}
 	out := cmd.OutOrStdout()
 	var waiting []nodeState
 	var problems []string // nodes this stop could not end, each with why

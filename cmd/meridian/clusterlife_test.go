@@ -622,4 +622,9 @@ func TestClusterChaos(t *testing.T) {
 	if _, errs, code := runFor(t, 60*time.Second, chaos...); code != 1 || !strings.Contains(errs, "cluster chaos needs every node running") {
 		t.Errorf("chaos on a stopped cluster: exit %d, stderr %q", code, errs)
 	}
+	nowhere := filepath.Join(t.TempDir(), "none")
+	if _, errs, code := runFor(t, 60*time.Second, "cluster", "chaos", "--data-dir", nowhere, "--crashes", "1s/1s", "--for", "2s"); code != 1 ||
+		!strings.Contains(errs, "no cluster was started in "+nowhere) {
+		t.Errorf("chaos where no cluster was started: exit %d, stderr %q", code, errs)
+	}
 }
