@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,10 @@ import (
 // process's. The protocol's metrics belong to the event loop, so a scrape reads them there,
 // between two events, and waits at most snapshotWait for its turn: a node too busy to answer
 // in that time reports the rest and counts the miss.
+//
+// The same address serves Go's profiles under /debug/pprof/ (CPU, heap, goroutines, mutex and
+// block), so that a real node under load can be profiled where it runs, as `meridian sim
+// --cpuprofile` profiles a simulated one: `go tool pprof http://<metrics_addr>/debug/pprof/profile`.
 
 const snapshotWait = 2 * time.Second
 
@@ -40,6 +45,11 @@ func startMetrics(s *Server, addr string) (*metricsServer, error) {
 		&nodeCollector{s: s})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogErrors{s}}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	m := &metricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)

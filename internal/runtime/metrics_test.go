@@ -20,19 +20,20 @@ func TestMetricsEndpoint(t *testing.T) {
 	if n.MetricsAddr == "" {
 		t.Fatal("the shipped configuration gives sh-1 no metrics_addr")
 	}
-	scrape := func() string {
+	get := func(path string) string {
 		t.Helper()
-		resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
+		resp, err := http.Get("http://" + n.MetricsAddr + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
 		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /metrics: %d, %v\n%s", resp.StatusCode, err, body)
+			t.Fatalf("GET %s: %d, %v\n%s", path, resp.StatusCode, err, body)
 		}
 		return string(body)
 	}
+	scrape := func() string { return get("/metrics") }
 	value := func(text, series string) float64 {
 		t.Helper()
 		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+)$`).FindStringSubmatch(text)
@@ -71,6 +72,10 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if missed := value(after, "meridian_metrics_snapshot_missed_total"); missed != 0 {
 		t.Errorf("%v scrapes missed the protocol's metrics on an idle node", missed)
+	}
+	// The node's own goroutines, profiled where it runs.
+	if g := get("/debug/pprof/goroutine?debug=1"); !strings.Contains(g, "runtime.(*Server)") {
+		t.Errorf("/debug/pprof/goroutine shows none of the node's goroutines:\n%.2000s", g)
 	}
 }
 
