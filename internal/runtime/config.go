@@ -72,6 +72,10 @@ type NodeConfig struct {
 	// MetricsAddr is host:port of the node's Prometheus metrics (GET /metrics); empty for none.
 	MetricsAddr string
 	DataDir     string // the node's own store
+	// ClockOffset moves the node's clocks, its local clock and its TrueTime readings, this far
+	// ahead (behind if negative) of the machine's: a clock gone astray, for reviews of what a
+	// protocol does with one, as `meridian sim --clock-skew` does in the simulator.
+	ClockOffset time.Duration
 }
 
 type fileConfig struct {
@@ -107,6 +111,7 @@ type fileNode struct {
 	GRPCAddr    string   `toml:"grpc_addr"`
 	MetricsAddr string   `toml:"metrics_addr"`
 	DataDir     string   `toml:"data_dir"`
+	ClockOffset string   `toml:"clock_offset"`
 }
 
 // Load reads a cluster configuration: a file, or when no file has that name a built-in one
@@ -310,6 +315,13 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		if n.Addr == "" {
 			return nil, fail(line, "node %s: addr is required", n.Name)
 		}
+		if n.ClockOffset != "" {
+			d, err := time.ParseDuration(n.ClockOffset)
+			if err != nil || d < -MaxEpsilon || d > MaxEpsilon {
+				return nil, fail(line, "node %s: clock_offset %q: want a duration from -%ds to %ds such as 20ms or -5ms",
+					n.Name, n.ClockOffset, MaxEpsilon/time.Second, MaxEpsilon/time.Second)
+			}
+		}
 		p := placed{fileNode: n, region: r, roles: roles, line: line}
 		if roles == topo.RoleData {
 			dataIn[r] = append(dataIn[r], p)
@@ -375,7 +387,9 @@ func Parse(source, text, baseDir string) (*Config, error) {
 		} else if baseDir != "" && !filepath.IsAbs(dir) {
 			dir = filepath.Join(baseDir, dir)
 		}
-		c.Nodes[id] = NodeConfig{ID: id, Name: p.Name, Region: p.region, Roles: p.roles, Addr: p.Addr, GRPCAddr: p.GRPCAddr, MetricsAddr: p.MetricsAddr, DataDir: dir}
+		offset, _ := time.ParseDuration(p.ClockOffset) // checked above; "" is no offset
+		c.Nodes[id] = NodeConfig{ID: id, Name: p.Name, Region: p.region, Roles: p.roles, Addr: p.Addr, GRPCAddr: p.GRPCAddr,
+			MetricsAddr: p.MetricsAddr, DataDir: dir, ClockOffset: offset}
 		tp.Nodes[id].Addr = p.Addr
 	}
 	// topo.Build numbers data nodes region by region, then one oracle per region.

@@ -206,6 +206,9 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		go s.watchStore(st)
 	}
 	log.Info("node started", "addr", s.ln.Addr().String(), "roles", me.Roles.String(), "protocol", cfg.Protocol.Name())
+	if me.ClockOffset != 0 {
+		log.Warn("this node's clocks are moved on purpose (clock_offset)", "offset", me.ClockOffset, "epsilon", cfg.Epsilon)
+	}
 	return s, nil
 }
 
@@ -696,14 +699,14 @@ type env Server
 
 func (e *env) Self() topo.NodeID        { return e.id }
 func (e *env) Topology() *topo.Topology { return e.cfg.Topology }
-func (e *env) Now() int64               { return time.Now().UnixNano() }
+func (e *env) Now() int64               { return time.Now().UnixNano() + int64(e.me.ClockOffset) }
 func (e *env) Rand() *rand.Rand         { return e.rng }
 
 // Charge is a no-op: real handlers spend real CPU.
 func (e *env) Charge(time.Duration) {}
 
 func (e *env) TrueTime() ts.Interval {
-	now := time.Now().UnixNano()
+	now := e.Now()
 	return ts.Interval{Earliest: now - int64(e.cfg.Epsilon), Latest: now + int64(e.cfg.Epsilon)}
 }
 
