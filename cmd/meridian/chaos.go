@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meridiandb/meridian/internal/bench"
+	"github.com/meridiandb/meridian/internal/topo"
 )
 
 // `meridian cluster chaos` is the kill script every real-cluster crash review wrote for itself:
@@ -25,42 +26,63 @@ import (
 
 func newClusterChaosCmd(cf *clusterFlags) *cobra.Command {
 	var (
-		pattern string
-		length  time.Duration
-		seed    uint64
+		crashes, partitions string
+		length              time.Duration
+		seed                uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "chaos --crashes GAP/FOR --for D",
-		Short: "Kill -9 and restart data nodes of the running cluster on a schedule drawn from a seed",
-		Long: `Kill data nodes of the running cluster with SIGKILL and restart each after its outage, for
---for of wall-clock time, on a schedule drawn from --seed as meridian sim --random-crashes draws
-one: after each gap (a duration, or a range A-B drawn uniformly) a data node that is up is
-killed for an outage of up to FOR (or from a range); several are down at once when gaps are
-shorter than outages. Every outage ends within --for, and the command returns with every node
-running again (also when interrupted: it restarts what it killed first). Run a bench alongside,
-with a window that outlasts the schedule, to check that no acknowledged write was lost:
+		Use:   "chaos [--crashes GAP/FOR] [--partitions GAP/FOR] --for D",
+		Short: "Kill -9 and restart data nodes, or cut regions off from each other, on a schedule drawn from a seed",
+		Long: `Strike the running cluster for --for of wall-clock time on a schedule drawn from --seed, as
+meridian sim --random-crashes and --random-partitions draw one: after each gap (a duration, or a
+range A-B drawn uniformly) something not already struck is struck for up to FOR (or for a
+length from a range); several at once when gaps are shorter than lengths.
+
+  --crashes     a data node that is up is killed with SIGKILL and restarted after its outage
+                from what it had persisted.
+  --partitions  two regions that are not cut off from each other are: their nodes stop talking
+                to each other (connections closed, frames dropped, no redial) until the cut
+                heals; clients keep their connections to their own region's nodes.
+
+Every fault ends within --for, and the command returns with every node running and every cut
+healed (also when interrupted: it heals and restarts first). Run a bench alongside, with a
+window that outlasts the schedule, to check that no acknowledged write was lost and the history
+holds:
 
   meridian cluster chaos --crashes 300ms-3s/1.5s --for 35s & meridian bench --duration 40s --read-back
 
-Pair it with a slowed disk ([disk] flush_delay) so that a kill can fall between a write
+Pair crashes with a slowed disk ([disk] flush_delay) so that a kill can fall between a write
 acknowledged before it was durable and its flush. Each line says what it did and when, counted
 from the command's start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return clusterChaos(cmd, cf, pattern, length, seed)
+			return clusterChaos(cmd, cf, crashes, partitions, length, seed)
 		},
 	}
-	cmd.Flags().StringVar(&pattern, "crashes", "", "GAP/FOR: a crash after each gap, each node down for up to FOR; each a duration or a range A-B, e.g. 300ms-3s/1.5s (required)")
-	cmd.Flags().DurationVar(&length, "for", 0, "how long to go on killing nodes (wall clock; required)")
+	cmd.Flags().StringVar(&crashes, "crashes", "", "GAP/FOR: a crash after each gap, each node down for up to FOR; each a duration or a range A-B, e.g. 300ms-3s/1.5s")
+	cmd.Flags().StringVar(&partitions, "partitions", "", "GAP/FOR: a cut between two regions after each gap, each healed after up to FOR, e.g. 500ms-3s/2s")
+	cmd.Flags().DurationVar(&length, "for", 0, "how long to go on striking the cluster (wall clock; required)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the schedule: the same seed gives the same schedule")
 	return cmd
 }
 
-// chaosEvent is one step of the schedule: kill node, or restart it.
+// chaosKind is what a step of the schedule does.
+type chaosKind int
+
+const (
+	chaosKill chaosKind = iota
+	chaosRestart
+	chaosCut
+	chaosHeal
+)
+
+// chaosEvent is one step of the schedule: kill or restart node, or cut or heal the pair of
+// regions.
 type chaosEvent struct {
-	at      time.Duration
-	node    string
-	restart bool
+	at   time.Duration
+	kind chaosKind
+	node string
+	pair [2]topo.RegionID
 }
 
 // chaosLag is how late a kill may come before it is skipped (with its restart): restarts take
@@ -68,16 +90,23 @@ type chaosEvent struct {
 // past a bench sized to outlast it.
 const chaosLag = 500 * time.Millisecond
 
-func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length time.Duration, seed uint64) (err error) {
-	if pattern == "" {
-		return fmt.Errorf("--crashes is required (e.g. --crashes 300ms-3s/1.5s)")
+func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions string, length time.Duration, seed uint64) (err error) {
+	if crashes == "" && partitions == "" {
+		return fmt.Errorf("--crashes or --partitions is required (e.g. --crashes 300ms-3s/1.5s)")
 	}
 	if length <= 0 {
-		return fmt.Errorf("--for %s: want a positive duration, how long to go on killing nodes", length)
+		return fmt.Errorf("--for %s: want a positive duration, how long to go on striking the cluster", length)
 	}
-	p, err := bench.ParseFaultPattern(pattern)
-	if err != nil {
-		return fmt.Errorf("--crashes %s: %w", pattern, err)
+	var crashPattern, cutPattern bench.FaultPattern
+	if crashes != "" {
+		if crashPattern, err = bench.ParseFaultPattern(crashes); err != nil {
+			return fmt.Errorf("--crashes %s: %w", crashes, err)
+		}
+	}
+	if partitions != "" {
+		if cutPattern, err = bench.ParseFaultPattern(partitions); err != nil {
+			return fmt.Errorf("--partitions %s: %w", partitions, err)
+		}
 	}
 	dataDir, err := cf.stateDir()
 	if err != nil {
@@ -102,18 +131,45 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 	if err != nil {
 		return fmt.Errorf("the running cluster's configuration: %w", err)
 	}
-	dataNodes, _ := bench.Targets(cfg.Topology)
-	if why := p.Fits(dataNodes, "data node", length); why != "" {
-		return fmt.Errorf("--crashes %s: %s", pattern, why)
-	}
+	dataNodes, regionPairs := bench.Targets(cfg.Topology)
 	var events []chaosEvent
-	for _, c := range p.Crashes(cfg.Topology, seed, length) {
-		name := cfg.Nodes[c.Node].Name
-		events = append(events, chaosEvent{at: c.At, node: name}, chaosEvent{at: c.At + c.For, node: name, restart: true})
+	if crashes != "" {
+		if why := crashPattern.Fits(dataNodes, "data node", length); why != "" {
+			return fmt.Errorf("--crashes %s: %s", crashes, why)
+		}
+		for _, c := range crashPattern.Crashes(cfg.Topology, seed, length) {
+			name := cfg.Nodes[c.Node].Name
+			events = append(events, chaosEvent{at: c.At, kind: chaosKill, node: name}, chaosEvent{at: c.At + c.For, kind: chaosRestart, node: name})
+		}
+	}
+	if partitions != "" {
+		if why := cutPattern.Fits(regionPairs, "second region to cut off from the first", length); why != "" {
+			return fmt.Errorf("--partitions %s: %s", partitions, why)
+		}
+		for _, p := range cutPattern.Partitions(cfg.Topology, seed, length) {
+			pair := [2]topo.RegionID{p.A, p.B}
+			events = append(events, chaosEvent{at: p.At, kind: chaosCut, pair: pair}, chaosEvent{at: p.At + p.For, kind: chaosHeal, pair: pair})
+		}
 	}
 	slices.SortStableFunc(events, func(a, b chaosEvent) int { return cmp.Compare(a.at, b.at) })
+	var kills, cuts int
+	for _, ev := range events {
+		switch ev.kind {
+		case chaosKill:
+			kills++
+		case chaosCut:
+			cuts++
+		}
+	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "chaos: %s of %s's data nodes over %s (--crashes %s, seed %d)\n", counted(len(events)/2, "crash", "crashes"), cfg.Name, length, pattern, seed)
+	var what []string
+	if crashes != "" {
+		what = append(what, fmt.Sprintf("%s of %s's data nodes (--crashes %s)", counted(kills, "crash", "crashes"), cfg.Name, crashes))
+	}
+	if partitions != "" {
+		what = append(what, fmt.Sprintf("%s between %s's regions (--partitions %s)", counted(cuts, "cut", "cuts"), cfg.Name, partitions))
+	}
+	fmt.Fprintf(out, "chaos: %s over %s, seed %d\n", strings.Join(what, " and "), length, seed)
 
 	interrupted := make(chan os.Signal, 1)
 	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -161,6 +217,54 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 			err = fmt.Errorf("%v; then restarting failed, left down (meridian cluster start brings them back): %s", err, strings.Join(failed, "; "))
 		}
 	}()
+	// Cuts are kept in the nodes' partition files; each node of a region whose cuts changed
+	// is told to read its file again, except one that is down, which reads it as it restarts.
+	cut := map[[2]topo.RegionID]bool{}
+	regionName := func(r topo.RegionID) string { return cfg.Topology.Regions[r].Name }
+	applyCuts := func(regions ...topo.RegionID) error {
+		for _, n := range cfg.Nodes {
+			if !slices.Contains(regions, n.Region) {
+				continue
+			}
+			var from []string
+			for r := range cfg.Topology.Regions {
+				if cut[[2]topo.RegionID{min(n.Region, topo.RegionID(r)), max(n.Region, topo.RegionID(r))}] {
+					from = append(from, regionName(topo.RegionID(r)))
+				}
+			}
+			if err := writePartition(n.DataDir, from); err != nil {
+				return fmt.Errorf("node %s: %w", n.Name, err)
+			}
+			if !down[n.Name] {
+				if err := signalNode(dataDir, n.Name, syscall.SIGUSR1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	// Run before the restarts above (defers run last first): whatever ends the run, every cut
+	// heals, and a node restarted then starts with none.
+	defer func() {
+		if len(cut) == 0 {
+			return
+		}
+		var pairs []string
+		for pair := range cut {
+			pairs = append(pairs, regionName(pair[0])+"|"+regionName(pair[1]))
+		}
+		slices.Sort(pairs)
+		clear(cut)
+		var all []topo.RegionID
+		for r := range cfg.Topology.Regions {
+			all = append(all, topo.RegionID(r))
+		}
+		if herr := applyCuts(all...); herr != nil {
+			err = fmt.Errorf("%v; then healing the cuts %s failed (meridian cluster stop and start heal them): %v", err, strings.Join(pairs, ", "), herr)
+			return
+		}
+		fmt.Fprintf(out, "%8.3fs  healed %s\n", time.Since(start).Seconds(), strings.Join(pairs, ", "))
+	}()
 	for _, ev := range events {
 		select { // an interrupt is taken before the next step, however late that step is
 		case sig := <-interrupted:
@@ -173,9 +277,19 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 		case <-time.After(time.Until(start.Add(ev.at))):
 		}
 		switch {
-		case ev.restart && skipped[ev.node]:
+		case ev.kind == chaosCut || ev.kind == chaosHeal:
+			cut[ev.pair] = ev.kind == chaosCut
+			if ev.kind == chaosHeal {
+				delete(cut, ev.pair)
+			}
+			if err := applyCuts(ev.pair[0], ev.pair[1]); err != nil {
+				return err
+			}
+			did := map[chaosKind]string{chaosCut: "cut", chaosHeal: "healed"}[ev.kind]
+			fmt.Fprintf(out, "%8.3fs  %s %s|%s\n", time.Since(start).Seconds(), did, regionName(ev.pair[0]), regionName(ev.pair[1]))
+		case ev.kind == chaosRestart && skipped[ev.node]:
 			delete(skipped, ev.node)
-		case ev.restart:
+		case ev.kind == chaosRestart:
 			if err := restart(ev.node); err != nil {
 				return err
 			}
@@ -197,7 +311,7 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, pattern string, length t
 	case sig := <-interrupted:
 		return fmt.Errorf("interrupted (%v) after the last restart; every node it killed was restarted", sig)
 	}
-	fmt.Fprintf(out, "chaos: done after %.1fs; every node it killed was restarted\n", time.Since(start).Seconds())
+	fmt.Fprintf(out, "chaos: done after %.1fs; every node it killed was restarted, every cut healed\n", time.Since(start).Seconds())
 	return nil
 }
 
@@ -215,41 +329,62 @@ func nodeRunning(dataDir, node string) bool {
 	return false
 }
 
-// killGrace bounds the wait for a killed node's process to be gone.
-const killGrace = 10 * time.Second
-
-// killNode sends SIGKILL to node's server, as the cluster's state records it, and waits until
-// its process is gone: not only its main thread (which reads as a zombie while other threads
-// still hold its ports), but the whole process, reaped if it is this command's child (a node
-// chaos restarted).
-func killNode(dataDir, node string) error {
+// runningPID returns the pid of node's server as the cluster's state records it, refusing one
+// that no longer runs.
+func runningPID(dataDir, node string) (int, error) {
 	st, err := readState(dataDir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, n := range st.Nodes {
 		if n.Name != node {
 			continue
 		}
 		if !alive(n.PID, n.Name, st.Config) {
-			return fmt.Errorf("node %s is not running (pid %d): was it stopped or restarted meanwhile?", node, n.PID)
+			return 0, fmt.Errorf("node %s is not running (pid %d): was it stopped or restarted meanwhile?", node, n.PID)
 		}
-		if err := syscall.Kill(n.PID, syscall.SIGKILL); err != nil {
-			return fmt.Errorf("kill node %s (pid %d): %w", node, n.PID, err)
+		return n.PID, nil
+	}
+	return 0, fmt.Errorf("no node %s in the cluster's state", node)
+}
+
+// signalNode sends sig to node's server.
+func signalNode(dataDir, node string, sig syscall.Signal) error {
+	pid, err := runningPID(dataDir, node)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("signal node %s (pid %d): %w", node, pid, err)
+	}
+	return nil
+}
+
+// killGrace bounds the wait for a killed node's process to be gone.
+const killGrace = 10 * time.Second
+
+// killNode sends SIGKILL to node's server and waits until its process is gone: not only its
+// main thread (which reads as a zombie while other threads still hold its ports), but the
+// whole process, reaped if it is this command's child (a node chaos restarted).
+func killNode(dataDir, node string) error {
+	pid, err := runningPID(dataDir, node)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill node %s (pid %d): %w", node, pid, err)
+	}
+	for deadline := time.Now().Add(killGrace); ; time.Sleep(2 * time.Millisecond) {
+		if got, _ := syscall.Wait4(pid, nil, syscall.WNOHANG, nil); got == pid {
+			return nil // our child, reaped
 		}
-		for deadline := time.Now().Add(killGrace); ; time.Sleep(2 * time.Millisecond) {
-			if pid, _ := syscall.Wait4(n.PID, nil, syscall.WNOHANG, nil); pid == n.PID {
-				return nil // our child, reaped
-			}
-			if exited(n.PID) {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("node %s (pid %d) still exists %v after SIGKILL", node, n.PID, killGrace)
-			}
+		if exited(pid) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s (pid %d) still exists %v after SIGKILL", node, pid, killGrace)
 		}
 	}
-	return fmt.Errorf("no node %s in the cluster's state", node)
 }
 
 // exited reports whether every thread of process pid has exited, which is when its sockets are

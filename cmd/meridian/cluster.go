@@ -59,7 +59,7 @@ const (
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Start, inspect, crash and stop a local cluster (one process per node, loopback ports)",
+		Short: "Start, inspect, crash, partition and stop a local cluster (one process per node, loopback ports)",
 	}
 	var cf clusterFlags
 	cf.register(cmd.PersistentFlags(), true)
@@ -323,6 +323,20 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, lock
 				msg += fmt.Sprintf(": stop that cluster first (meridian cluster stop --data-dir %s), or use it as it is with --data-dir %s", dir, dir)
 			}
 			return errors.New(msg)
+		}
+	}
+	// A node started here starts whole: a partition file is chaos's, and one still there was
+	// left by a chaos that could not heal it (killed, or its node's directory unwritable).
+	// Chaos's own restarts (locked) keep it, so a node restarted during a cut stays cut.
+	if !locked {
+		for _, i := range toStart {
+			n := cfg.Nodes[i]
+			if cut, _ := readPartition(n.DataDir); len(cut) > 0 {
+				if err := writePartition(n.DataDir, nil); err != nil {
+					return fmt.Errorf("node %s: a partition left by cluster chaos: %w", n.Name, err)
+				}
+				fmt.Fprintf(out, "%-12s starts without the cut from %s a cluster chaos left\n", n.Name, strings.Join(cut, ", "))
+			}
 		}
 	}
 	hadCopy := fileExists(cfgPath)

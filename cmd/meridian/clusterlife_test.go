@@ -608,7 +608,8 @@ func TestClusterChaos(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--for", "1s"}, "--crashes is required"},
+		{[]string{"--for", "1s"}, "--crashes or --partitions is required"},
+		{[]string{"--partitions", "1s/soon", "--for", "1s"}, `--partitions 1s/soon: length "soon" is not a duration`},
 		{[]string{"--crashes", "1s/1s"}, "--for 0s: want a positive duration"},
 		{[]string{"--crashes", "soon/1s", "--for", "1s"}, `--crashes soon/1s: gap "soon" is not a duration`},
 		{[]string{"--crashes", "5s/1s", "--for", "1s"}, "no fault fits a run of 1s"},
@@ -626,5 +627,64 @@ func TestClusterChaos(t *testing.T) {
 	if _, errs, code := runFor(t, 60*time.Second, "cluster", "chaos", "--data-dir", nowhere, "--crashes", "1s/1s", "--for", "2s"); code != 1 ||
 		!strings.Contains(errs, "no cluster was started in "+nowhere) {
 		t.Errorf("chaos where no cluster was started: exit %d, stderr %q", code, errs)
+	}
+}
+
+// Chaos cuts regions off from each other and heals every cut: each node of a cut region is told
+// (its log says it was cut off and healed), the schedule is the seed's, no partition file
+// outlives the run, the cluster still serves every write after it, and a partition file a
+// killed chaos left is removed by the next cluster start rather than starting a node cut off.
+func TestClusterChaosPartitions(t *testing.T) {
+	_, config, data := runningCluster(t)
+	chaos := []string{"cluster", "chaos", "--data-dir", data, "--partitions", "100ms-300ms/300ms", "--crashes", "200ms-400ms/200ms", "--for", "1500ms", "--seed", "3"}
+	out, errs, code := runFor(t, 60*time.Second, chaos...)
+	cuts, heals := strings.Count(out, "s  cut "), strings.Count(out, "s  healed ")
+	if code != 0 || cuts < 2 || heals != cuts || strings.Count(out, "s  killed ") < 2 {
+		t.Fatalf("cluster chaos: exit %d, stderr %q; want two or more cuts, each healed, and kills\n%s", code, errs, out)
+	}
+	again, _, _ := runFor(t, 60*time.Second, chaos...)
+	schedule := func(text string) []string {
+		var lines []string
+		for _, l := range strings.Split(text, "\n") {
+			if i := strings.Index(l, "s  "); i > 0 && strings.Contains(l, "s  cut ") {
+				lines = append(lines, l[i+3:])
+			}
+		}
+		return lines
+	}
+	if a, b := schedule(out), schedule(again); !slices.Equal(a, b) {
+		t.Errorf("one seed, two schedules of cuts:\n%v\n%v", a, b)
+	}
+	entries, err := os.ReadDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if fileExists(filepath.Join(data, e.Name(), partitionFile)) {
+			t.Errorf("node %s still has a partition file after chaos", e.Name())
+		}
+		logText, _ := os.ReadFile(filepath.Join(data, e.Name()+".log"))
+		if strings.Contains(string(logText), "cut off from regions") && strings.Contains(string(logText), "partition healed") {
+			told++
+		}
+	}
+	if told < 2 {
+		t.Errorf("%d nodes logged a cut and its heal; want those of two regions at least", told)
+	}
+	res, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--read-back")
+	if code != 0 || !strings.Contains(res, "found every acknowledged write") {
+		t.Errorf("bench after chaos: exit %d, stderr %q\n%s", code, errs, res)
+	}
+	stopLeavesNoServer(t, data)
+	if err := writePartition(filepath.Join(data, "sh-1"), []string{"BJ", "SG"}); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data)
+	if code != 0 || !strings.Contains(out, "sh-1         starts without the cut from BJ, SG") || fileExists(filepath.Join(data, "sh-1", partitionFile)) {
+		t.Errorf("start with a partition file left: exit %d, stderr %q\n%s", code, errs, out)
 	}
 }

@@ -140,8 +140,15 @@ acknowledged.`,
 			// Caught from before the store opens: a node stopped while starting still closes it.
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+			// SIGUSR1 (cluster chaos: its partition file changed) would otherwise end the process.
+			reread := make(chan os.Signal, 1)
+			signal.Notify(reread, syscall.SIGUSR1)
+			cut, err := readPartition(n.DataDir)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", n.Name, err)
+			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log})
+			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log, Cut: cut})
 			if err != nil {
 				return err
 			}
@@ -151,10 +158,22 @@ acknowledged.`,
 					return fmt.Errorf("node %s: %w", n.Name, err)
 				}
 			}
-			select {
-			case got := <-sig:
-				log.Info("signal received; stopping", "signal", got.String())
-			case <-s.Done():
+			for stopped := false; !stopped; {
+				select {
+				case got := <-sig:
+					log.Info("signal received; stopping", "signal", got.String())
+					stopped = true
+				case <-reread:
+					cut, err := readPartition(n.DataDir)
+					if err == nil {
+						err = s.SetCut(cut)
+					}
+					if err != nil {
+						log.Error("partition file not applied; the node's cut stays as it was", "err", err)
+					}
+				case <-s.Done():
+					stopped = true
+				}
 			}
 			s.Close()
 			return s.Err()

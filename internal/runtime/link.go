@@ -142,6 +142,13 @@ func (l *link) run() {
 // frames a write leaves unwritten get one fresh connection: if they fail on the one this flush
 // dialled, or no connection can be had, they are dropped.
 func (l *link) flush() {
+	if !l.client && l.s.cutFrom(l.peer) {
+		if l.conn != nil {
+			l.lost()
+		}
+		l.dropPending("partitioned")
+		return
+	}
 	dialled := false
 	for len(l.pend) > 0 {
 		if l.conn != nil && l.peerClosed() {

@@ -35,6 +35,9 @@ type Options struct {
 	InMemory bool
 	// NoGRPC skips the node's gRPC listener even if the configuration gives it an address.
 	NoGRPC bool
+	// Cut names regions the node starts cut off from, as Server.SetCut would cut it: a node
+	// restarted during a partition comes back on its side of it.
+	Cut []string
 	// store, when set, is the node's store (tests: one that fails).
 	store durable.Backend
 }
@@ -104,6 +107,7 @@ type Server struct {
 
 	received, sent, decodeErrs, dropped atomic.Uint64
 	clientCount                         atomic.Int64
+	cut                                 atomic.Pointer[cutSet] // regions a partition cuts this node off from (partition.go)
 
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -142,6 +146,14 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		inbound:  make([]peerInbound, len(cfg.Nodes)),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
+	}
+	if len(opts.Cut) > 0 {
+		set, err := cfg.cutSet(me, opts.Cut)
+		if err != nil {
+			return nil, err
+		}
+		s.cut.Store(&set)
+		log.Warn("starting cut off from regions by a partition", "regions", strings.Join(opts.Cut, ","))
 	}
 	var err error
 	if opts.store != nil {
@@ -484,6 +496,8 @@ func (s *Server) serveConn(c net.Conn) {
 	case int(from) < 0 || int(from) >= len(s.cfg.Nodes) || from == s.id:
 		s.log.Error("hello from an unknown node; closed", "remote", c.RemoteAddr().String(), "from", from)
 		return
+	case s.cutFrom(from):
+		return // across a partition: before it supersedes the peer's current connection
 	}
 	var gen uint64 // this connection's place among the peer's (peerInbound)
 	if cl == nil {
@@ -496,6 +510,10 @@ func (s *Server) serveConn(c net.Conn) {
 				s.log.Warn("connection lost", "from", from, "err", err)
 			}
 			return
+		}
+		if cl == nil && s.cutFrom(from) {
+			s.dropped.Add(1)
+			return // the peer's link sees its connection die, as across a real partition
 		}
 		if cl == nil && dest != s.id {
 			// A peer relays a reply to one of our clients.
