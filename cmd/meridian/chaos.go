@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -161,6 +162,14 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 			cuts++
 		}
 	}
+	// A pattern that fits may still draw nothing that ends within --for (lengths up to 100h):
+	// a run that struck nothing would report a review that never happened.
+	if crashes != "" && kills == 0 {
+		return fmt.Errorf("--crashes %s: seed %d draws no crash that ends within --for %s: shorten the outages or lengthen --for", crashes, seed, length)
+	}
+	if partitions != "" && cuts == 0 {
+		return fmt.Errorf("--partitions %s: seed %d draws no cut that heals within --for %s: shorten the cuts or lengthen --for", partitions, seed, length)
+	}
 	out := cmd.OutOrStdout()
 	var what []string
 	if crashes != "" {
@@ -174,6 +183,9 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 	interrupted := make(chan os.Signal, 1)
 	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(interrupted)
+	// Output piped to a reader that quit (| head) must not kill the run before it heals and
+	// restarts: ignored, SIGPIPE turns the writes into errors, which Fprintf drops.
+	signal.Ignore(syscall.SIGPIPE)
 	start := time.Now()
 	down := map[string]bool{}    // killed and not restarted yet
 	skipped := map[string]bool{} // kills skipped as overdue: their restarts are skipped too
@@ -221,7 +233,11 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 	// is told to read its file again, except one that is down, which reads it as it restarts.
 	cut := map[[2]topo.RegionID]bool{}
 	regionName := func(r topo.RegionID) string { return cfg.Topology.Regions[r].Name }
+	// A node that cannot be told (not running, its directory unwritable) does not stop the
+	// others from being told: a heal that stopped at the first left the rest of the cluster cut,
+	// some pairs one-sided.
 	applyCuts := func(regions ...topo.RegionID) error {
+		var failed []string
 		for _, n := range cfg.Nodes {
 			if !slices.Contains(regions, n.Region) {
 				continue
@@ -233,37 +249,63 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 				}
 			}
 			if err := writePartition(n.DataDir, from); err != nil {
-				return fmt.Errorf("node %s: %w", n.Name, err)
+				failed = append(failed, fmt.Sprintf("node %s: %v", n.Name, err))
+				continue
 			}
 			if !down[n.Name] {
-				if err := signalNode(dataDir, n.Name, syscall.SIGUSR1); err != nil {
-					return err
+				if err := tellNode(dataDir, n.Name); err != nil {
+					failed = append(failed, err.Error())
 				}
 			}
 		}
+		if len(failed) > 0 {
+			return errors.New(strings.Join(failed, "; "))
+		}
 		return nil
+	}
+	var all []topo.RegionID
+	for r := range cfg.Topology.Regions {
+		all = append(all, topo.RegionID(r))
+	}
+	// struck: some node's partition file may name a cut, so every exit heals them all (a heal
+	// that failed part-way has already dropped its pair from cut).
+	struck := false
+	// A partition file left by a chaos that was killed (SIGKILL, SIGPIPE) still cuts the running
+	// nodes that read it: heal it before striking, or its cuts outlive this run too.
+	var left []string
+	for _, n := range cfg.Nodes {
+		if from, _ := readPartition(n.DataDir); len(from) > 0 {
+			left = append(left, n.Name+" from "+strings.Join(from, ","))
+		}
+	}
+	if len(left) > 0 {
+		struck = true
+		if err := applyCuts(all...); err != nil {
+			return fmt.Errorf("healing the cuts a cluster chaos left (%s): %v", strings.Join(left, "; "), err)
+		}
+		fmt.Fprintf(out, "%8.3fs  healed the cuts a cluster chaos left: %s\n", time.Since(start).Seconds(), strings.Join(left, "; "))
 	}
 	// Run before the restarts above (defers run last first): whatever ends the run, every cut
 	// heals, and a node restarted then starts with none.
 	defer func() {
-		if len(cut) == 0 {
-			return
+		if len(cut) == 0 && (!struck || err == nil) {
+			return // every cut healed as scheduled
 		}
-		var pairs []string
-		for pair := range cut {
-			pairs = append(pairs, regionName(pair[0])+"|"+regionName(pair[1]))
+		what := "every cut" // a heal that failed part-way has dropped its pair from cut
+		if len(cut) > 0 {
+			var pairs []string
+			for pair := range cut {
+				pairs = append(pairs, regionName(pair[0])+"|"+regionName(pair[1]))
+			}
+			slices.Sort(pairs)
+			what = strings.Join(pairs, ", ")
 		}
-		slices.Sort(pairs)
 		clear(cut)
-		var all []topo.RegionID
-		for r := range cfg.Topology.Regions {
-			all = append(all, topo.RegionID(r))
-		}
 		if herr := applyCuts(all...); herr != nil {
-			err = fmt.Errorf("%v; then healing the cuts %s failed (meridian cluster stop and start heal them): %v", err, strings.Join(pairs, ", "), herr)
+			err = fmt.Errorf("%v; then healing %s failed (meridian cluster start heals what chaos left): %v", err, what, herr)
 			return
 		}
-		fmt.Fprintf(out, "%8.3fs  healed %s\n", time.Since(start).Seconds(), strings.Join(pairs, ", "))
+		fmt.Fprintf(out, "%8.3fs  healed %s\n", time.Since(start).Seconds(), what)
 	}()
 	for _, ev := range events {
 		select { // an interrupt is taken before the next step, however late that step is
@@ -278,6 +320,7 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 		}
 		switch {
 		case ev.kind == chaosCut || ev.kind == chaosHeal:
+			struck = true
 			cut[ev.pair] = ev.kind == chaosCut
 			if ev.kind == chaosHeal {
 				delete(cut, ev.pair)
@@ -348,13 +391,31 @@ func runningPID(dataDir, node string) (int, error) {
 	return 0, fmt.Errorf("no node %s in the cluster's state", node)
 }
 
-// signalNode sends sig to node's server.
-func signalNode(dataDir, node string, sig syscall.Signal) error {
+// tellNode has node's server read its partition file again (SIGUSR1).
+func tellNode(dataDir, node string) error {
 	pid, err := runningPID(dataDir, node)
 	if err != nil {
 		return err
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
+	return tellPID(node, pid)
+}
+
+// tellPID sends SIGUSR1 to a node's process once it can take it. In the first moments after
+// exec, before Go's runtime has set its signal handlers, SIGUSR1 kills the process; a node that
+// has not set them yet has not read its partition file either (it reads it after), so it is
+// left to read it then. Without /proc the signal is sent.
+func tellPID(node string, pid int) error {
+	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+				caught, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+				if err == nil && caught&(1<<(syscall.SIGUSR1-1)) == 0 {
+					return nil
+				}
+			}
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
 		return fmt.Errorf("signal node %s (pid %d): %w", node, pid, err)
 	}
 	return nil

@@ -328,6 +328,7 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, lock
 	// A node started here starts whole: a partition file is chaos's, and one still there was
 	// left by a chaos that could not heal it (killed, or its node's directory unwritable).
 	// Chaos's own restarts (locked) keep it, so a node restarted during a cut stays cut.
+	// A node already running that read such a file is still cut: it is told to read it again.
 	if !locked {
 		for _, i := range toStart {
 			n := cfg.Nodes[i]
@@ -336,6 +337,21 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, lock
 					return fmt.Errorf("node %s: a partition left by cluster chaos: %w", n.Name, err)
 				}
 				fmt.Fprintf(out, "%-12s starts without the cut from %s a cluster chaos left\n", n.Name, strings.Join(cut, ", "))
+			}
+		}
+		for i, n := range cfg.Nodes {
+			pid := next.Nodes[i].PID
+			if pid == 0 {
+				continue
+			}
+			if cut, _ := readPartition(n.DataDir); len(cut) > 0 {
+				if err := writePartition(n.DataDir, nil); err != nil {
+					return fmt.Errorf("node %s: a partition left by cluster chaos: %w", n.Name, err)
+				}
+				if err := tellPID(n.Name, pid); err != nil {
+					return fmt.Errorf("healing the cut a cluster chaos left: %w", err)
+				}
+				fmt.Fprintf(out, "%-12s healed of the cut from %s a cluster chaos left\n", n.Name, strings.Join(cut, ", "))
 			}
 		}
 	}

@@ -140,7 +140,8 @@ acknowledged.`,
 			// Caught from before the store opens: a node stopped while starting still closes it.
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-			// SIGUSR1 (cluster chaos: its partition file changed) would otherwise end the process.
+			// SIGUSR1: cluster chaos changed the partition file. Asked for before the file is
+			// read, so a change made after that read is signalled here, not lost.
 			reread := make(chan os.Signal, 1)
 			signal.Notify(reread, syscall.SIGUSR1)
 			cut, err := readPartition(n.DataDir)

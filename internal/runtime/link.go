@@ -73,6 +73,10 @@ func (s *Server) newLink(peer topo.NodeID, addr string, delay time.Duration, con
 // enqueue queues a frame without blocking: the event loop must never wait on a socket. A full
 // queue drops the frame, as a congested network would.
 func (l *link) enqueue(dest topo.NodeID, payload []byte) {
+	if !l.client && l.s.cutFrom(l.peer) {
+		l.drop("partitioned") // lost, even if the cut heals before its emulated delay has passed
+		return
+	}
 	f := outFrame{dest: dest, payload: payload}
 	if l.delay > 0 {
 		f.due = time.Now().Add(l.delay)

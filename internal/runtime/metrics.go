@@ -23,9 +23,10 @@ import (
 // between two events, and waits at most snapshotWait for its turn: a node too busy to answer
 // in that time reports the rest and counts the miss.
 //
-// The same address serves Go's profiles under /debug/pprof/ (CPU, heap, goroutines, mutex and
-// block), so that a real node under load can be profiled where it runs, as `meridian sim
-// --cpuprofile` profiles a simulated one: `go tool pprof http://<metrics_addr>/debug/pprof/profile`.
+// The same address serves Go's profiles under /debug/pprof/ (CPU, heap, allocations,
+// goroutines, execution traces; the mutex and block profiles stay empty, their sampling off),
+// so that a real node under load can be profiled where it runs, as `meridian sim --cpuprofile`
+// profiles a simulated one: `go tool pprof http://<metrics_addr>/debug/pprof/profile`.
 
 const snapshotWait = 2 * time.Second
 

@@ -218,8 +218,12 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		go s.watchStore(st)
 	}
 	log.Info("node started", "addr", s.ln.Addr().String(), "roles", me.Roles.String(), "protocol", cfg.Protocol.Name())
-	if me.ClockOffset != 0 {
-		log.Warn("this node's clocks are moved on purpose (clock_offset)", "offset", me.ClockOffset, "epsilon", cfg.Epsilon)
+	switch off := me.ClockOffset; {
+	case off > cfg.Epsilon || off < -cfg.Epsilon:
+		log.Warn("this node's clocks are moved on purpose (clock_offset) past epsilon: protocols that trust TrueTime may break their promises",
+			"offset", off, "epsilon", cfg.Epsilon)
+	case off != 0:
+		log.Warn("this node's clocks are moved on purpose (clock_offset)", "offset", off, "epsilon", cfg.Epsilon)
 	}
 	return s, nil
 }
