@@ -613,6 +613,7 @@ func TestClusterChaos(t *testing.T) {
 		{[]string{"--crashes", "1s/1s"}, "--for 0s: want a positive duration"},
 		{[]string{"--crashes", "soon/1s", "--for", "1s"}, `--crashes soon/1s: gap "soon" is not a duration`},
 		{[]string{"--crashes", "5s/1s", "--for", "1s"}, "no fault fits a run of 1s"},
+		{[]string{"--partitions", "100ms/100h", "--for", "1s"}, "draws no cut that heals within --for 1s"},
 	} {
 		_, errs, code := runFor(t, 60*time.Second, append([]string{"cluster", "chaos", "--config", config, "--data-dir", data}, c.args...)...)
 		if line := strings.TrimSpace(errs); code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, c.want) {
