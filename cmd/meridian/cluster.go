@@ -47,6 +47,8 @@ type nodeState struct {
 type nodeStatus struct {
 	nodeState
 	State string `json:"state"` // running, starting (process up, port closed), stopped
+	// CutFrom names the regions a cluster chaos has cut the node off from (its partition file).
+	CutFrom []string `json:"cut_from,omitempty"`
 }
 
 const (
@@ -74,7 +76,8 @@ func newClusterCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Report each node: running, starting or stopped",
 		Long: `Report each node of the cluster started in the data directory: running (its process answers
-on its address), starting (its process runs, its address does not answer yet) or stopped.
+on its address), starting (its process runs, its address does not answer yet) or stopped, and
+the regions a cluster chaos has cut it off from, if any.
 
 Exit status, with --json too: 0 every node is running; 2 some nodes are running, not all;
 3 no node is running; 1 an error: no cluster was started in the data directory, its state
@@ -793,6 +796,15 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 		return noClusterHere(cf, dataDir, err, hint)
 	}
 	nodes := statusOf(st)
+	// Where each node keeps its partition file is in the copy it runs with; a copy that no longer
+	// loads hides no node's state, only its cuts.
+	if cfg, err := (&clusterFlags{config: st.Config, dataDir: dataDir}).locate(); err == nil {
+		for i := range nodes {
+			if n, err := cfg.NodeByName(nodes[i].Name); err == nil {
+				nodes[i].CutFrom, _ = readPartition(n.DataDir)
+			}
+		}
+	}
 	// A node listed stopped whose address answers all the same fails the command, once the
 	// nodes are listed: 2 or 3 would tell a script the cluster is down while clients reach it.
 	servedOrExit := func() error {
@@ -820,7 +832,11 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 		if n.State != "stopped" {
 			pid = fmt.Sprint(n.PID)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Roles, n.Addr, pid, n.State)
+		state := n.State
+		if len(n.CutFrom) > 0 {
+			state += ", cut off from " + strings.Join(n.CutFrom, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Roles, n.Addr, pid, state)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -827,9 +827,15 @@ func TestClusterStartHealsRunningNodesAChaosLeftCut(t *testing.T) {
 		if cut := cutNodes(t, data); len(cut) == 0 {
 			t.Fatal("no node cut after chaos was killed mid-cut")
 		}
+		if out, _, _ := runFor(t, 60*time.Second, "cluster", "status", "--data-dir", data); !strings.Contains(out, "running, cut off from ") {
+			t.Errorf("status does not show the cut chaos left:\n%s", out)
+		}
 		leave()
 		if cut := stillCut(t, data); len(cut) > 0 {
 			t.Errorf("nodes still cut: %v", cut)
+		}
+		if out, _, _ := runFor(t, 60*time.Second, "cluster", "status", "--data-dir", data); strings.Contains(out, "cut off") {
+			t.Errorf("status shows a cut after it healed:\n%s", out)
 		}
 	}
 }
