@@ -195,7 +195,10 @@ func realLoad(tp *topo.Topology, spec Spec, open func(topo.NodeID) (*client.DB, 
 		coords := tp.DataNodes(topo.RegionID(r))
 		for l := 0; l < loadersPerRegion && l < len(rows); l++ {
 			mine := everyNth(rows, l, loadersPerRegion)
-			db, closeFn, err := open(coords[l%len(coords)])
+			coord := coords[l%len(coords)]
+			// The first connection is made here: a cluster that is not running fails the
+			// load at once rather than after loadStall.
+			db, closeFn, err := open(coord)
 			if err != nil {
 				wg.Wait()
 				return err
@@ -203,16 +206,7 @@ func realLoad(tp *topo.Topology, spec Spec, open func(topo.NodeID) (*client.DB, 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer closeFn()
-				err := workload.LoadRows(db, func(emit func(string, []byte) error) error {
-					for _, kv := range mine {
-						if err := emit(kv.k, kv.v); err != nil {
-							return err
-						}
-					}
-					return nil
-				}, loadBatchRows)
-				if err != nil {
+				if err := loadThrough(coord, mine, db, closeFn, open); err != nil {
 					mu.Lock()
 					if loadErr == nil {
 						loadErr = err
@@ -224,6 +218,56 @@ func realLoad(tp *topo.Topology, spec Spec, open func(topo.NodeID) (*client.DB, 
 	}
 	wg.Wait()
 	return loadErr
+}
+
+// loadStall is how long a loader goes on retrying without loading a row: a node crashed or cut
+// off by a review (cluster chaos) comes back within seconds, one that stays away fails the load.
+const loadStall = time.Minute
+
+// loadThrough loads rows through the data node coord (db, a first connection to it, which it
+// closes), going on from the last batch that
+// committed whenever the node cannot be reached or a batch fails, until loadStall passes
+// without progress: a bench run beside a crash or partition review must get past its load. A
+// batch whose outcome was unknown is written again, which in the load, with no other writer,
+// leaves the same rows.
+func loadThrough(coord topo.NodeID, rows []row, db *client.DB, closeFn func(), open func(topo.NodeID) (*client.DB, func(), error)) error {
+	next := 0
+	backoff := minBackoff
+	var err error
+	for stalled := time.Now(); ; {
+		if db == nil {
+			db, closeFn, err = open(coord)
+		}
+		if db != nil {
+			rest := rows[next:]
+			err = workload.LoadRows(db, func(emit func(string, []byte) error) error {
+				for _, kv := range rest {
+					if err := emit(kv.k, kv.v); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, loadBatchRows)
+			closeFn()
+			db = nil
+			if err == nil {
+				return nil
+			}
+			var le *workload.LoadError
+			if !errors.As(err, &le) || errors.Is(err, client.ErrBadArgument) || errors.Is(err, client.ErrTxnTooLarge) {
+				return err // not the cluster's absence: trying again would fail again
+			}
+			if le.Loaded > 0 {
+				next += le.Loaded
+				stalled, backoff = time.Now(), minBackoff
+			}
+		}
+		if time.Since(stalled) > loadStall {
+			return fmt.Errorf("%w (no row loaded for %v)", err, loadStall)
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, maxBackoff)
+	}
 }
 
 // unreachableNodes names, in node order, the coordinators of the clients flagged in unreachable

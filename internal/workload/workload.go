@@ -72,9 +72,24 @@ type Txn struct {
 // emit's error stops the enumeration and is returned.
 type RowSource func(emit func(key string, value []byte) error) error
 
+// LoadError is LoadRows's error for a batch that did not commit: the rows before it did, so a
+// caller that can reach the cluster again may go on from Loaded.
+type LoadError struct {
+	Loaded   int    // rows of src committed before the failed batch, in src's order
+	FirstKey string // the failed batch's first row
+	Rows     int    // and how many it held
+	Err      error
+}
+
+func (e *LoadError) Error() string {
+	return fmt.Sprintf("load rows %d..%d (first key %q): %v", e.Loaded, e.Loaded+e.Rows-1, e.FirstKey, e.Err)
+}
+
+func (e *LoadError) Unwrap() error { return e.Err }
+
 // LoadRows writes the rows of src through db in transactions of at most batchRows puts, retrying
-// each batch on retryable aborts. A simulator may instead call src itself and install the rows
-// directly into storage.
+// each batch on retryable aborts; a batch that still fails ends it with a *LoadError. A simulator
+// may instead call src itself and install the rows directly into storage.
 func LoadRows(db *client.DB, src RowSource, batchRows int) error {
 	if batchRows <= 0 {
 		batchRows = 100
@@ -89,7 +104,7 @@ func LoadRows(db *client.DB, src RowSource, batchRows int) error {
 		// One request per transaction: the rows' writes go out together (PutMany).
 		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error { return tx.PutMany(batch) })
 		if err != nil {
-			return fmt.Errorf("load rows %d..%d (first key %q): %w", loaded, loaded+len(batch)-1, batch[0].Key, err)
+			return &LoadError{Loaded: loaded, FirstKey: batch[0].Key, Rows: len(batch), Err: err}
 		}
 		loaded += len(batch)
 		batch = batch[:0]
