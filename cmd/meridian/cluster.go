@@ -796,14 +796,17 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 		return noClusterHere(cf, dataDir, err, hint)
 	}
 	nodes := statusOf(st)
-	// Where each node keeps its partition file is in the copy it runs with; a copy that no longer
-	// loads hides no node's state, only its cuts.
-	if cfg, err := (&clusterFlags{config: st.Config, dataDir: dataDir}).locate(); err == nil {
-		for i := range nodes {
+	// Where each node keeps its partition file is in the copy it runs with; for a copy that no
+	// longer loads, the default place, under the data directory.
+	cfg, cfgErr := (&clusterFlags{config: st.Config, dataDir: dataDir}).locate()
+	for i := range nodes {
+		dir := filepath.Join(dataDir, nodes[i].Name)
+		if cfgErr == nil {
 			if n, err := cfg.NodeByName(nodes[i].Name); err == nil {
-				nodes[i].CutFrom, _ = readPartition(n.DataDir)
+				dir = n.DataDir
 			}
 		}
+		nodes[i].CutFrom, _ = readPartition(dir)
 	}
 	// A node listed stopped whose address answers all the same fails the command, once the
 	// nodes are listed: 2 or 3 would tell a script the cluster is down while clients reach it.

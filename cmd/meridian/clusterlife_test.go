@@ -839,3 +839,31 @@ func TestClusterStartHealsRunningNodesAChaosLeftCut(t *testing.T) {
 		}
 	}
 }
+
+// Status shows a node's cut from its partition file also when the configuration copy the
+// cluster runs with no longer loads: it looked in the copy alone for where the file is, and a
+// cut cluster looked whole.
+func TestClusterStatusShowsCutsWithoutItsConfiguration(t *testing.T) {
+	_, _, data := runningCluster(t)
+	if err := writePartition(filepath.Join(data, "sh-1"), []string{"SG"}); err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(data, configCopy)
+	text, err := os.ReadFile(copyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copyPath, append(text, "garbage = [\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, _ := runFor(t, 60*time.Second, "cluster", "status", "--data-dir", data)
+	if err := os.WriteFile(copyPath, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^sh-1 .*running, cut off from SG$`).MatchString(out) {
+		t.Errorf("status with an unreadable configuration copy does not show sh-1's cut: stderr %q\n%s", errs, out)
+	}
+	if err := writePartition(filepath.Join(data, "sh-1"), nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -186,35 +187,53 @@ func realLoad(tp *topo.Topology, spec Spec, open func(topo.NodeID) (*client.DB, 
 	if err != nil {
 		return err
 	}
+	type loader struct {
+		coord   topo.NodeID
+		rows    []row
+		db      *client.DB
+		closeFn func()
+	}
+	var (
+		loaders []loader
+		reached bool  // some first connection was made
+		dialErr error // the first first connection that failed
+	)
+	for r, rows := range byRegion {
+		coords := tp.DataNodes(topo.RegionID(r))
+		for l := 0; l < loadersPerRegion && l < len(rows); l++ {
+			coord := coords[l%len(coords)]
+			// The first connections are made here: a cluster that is not running (no node
+			// answers) fails the load at once rather than after loadStall. A node that alone
+			// refuses (down for a moment in a crash review) is dialled again by its loaders.
+			db, closeFn, err := open(coord)
+			if err != nil {
+				dialErr = cmp.Or(dialErr, err)
+			} else {
+				reached = true
+			}
+			loaders = append(loaders, loader{coord: coord, rows: everyNth(rows, l, loadersPerRegion), db: db, closeFn: closeFn})
+		}
+	}
+	if !reached && dialErr != nil {
+		return dialErr
+	}
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		loadErr error
 	)
-	for r, rows := range byRegion {
-		coords := tp.DataNodes(topo.RegionID(r))
-		for l := 0; l < loadersPerRegion && l < len(rows); l++ {
-			mine := everyNth(rows, l, loadersPerRegion)
-			coord := coords[l%len(coords)]
-			// The first connection is made here: a cluster that is not running fails the
-			// load at once rather than after loadStall.
-			db, closeFn, err := open(coord)
-			if err != nil {
-				wg.Wait()
-				return err
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := loadThrough(coord, mine, db, closeFn, open); err != nil {
-					mu.Lock()
-					if loadErr == nil {
-						loadErr = err
-					}
-					mu.Unlock()
+	for _, ld := range loaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := loadThrough(ld.coord, ld.rows, ld.db, ld.closeFn, open); err != nil {
+				mu.Lock()
+				if loadErr == nil {
+					loadErr = err
 				}
-			}()
-		}
+				mu.Unlock()
+			}
+		}()
 	}
 	wg.Wait()
 	return loadErr
@@ -225,7 +244,7 @@ func realLoad(tp *topo.Topology, spec Spec, open func(topo.NodeID) (*client.DB, 
 const loadStall = time.Minute
 
 // loadThrough loads rows through the data node coord (db, a first connection to it, which it
-// closes), going on from the last batch that
+// closes; nil if that first dial failed), going on from the last batch that
 // committed whenever the node cannot be reached or a batch fails, until loadStall passes
 // without progress: a bench run beside a crash or partition review must get past its load. A
 // batch whose outcome was unknown is written again, which in the load, with no other writer,
@@ -261,6 +280,7 @@ func loadThrough(coord topo.NodeID, rows []row, db *client.DB, closeFn func(), o
 				next += le.Loaded
 				stalled, backoff = time.Now(), minBackoff
 			}
+			le.Loaded = next // so that its message counts rows from this loader's first
 		}
 		if time.Since(stalled) > loadStall {
 			return fmt.Errorf("%w (no row loaded for %v)", err, loadStall)
