@@ -66,7 +66,7 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	if fc, ok := spec.Workload.(FreshChecker); ok {
-		db, closeFn, err := open(tp.DataNodes(0)[0])
+		db, closeFn, err := openPatiently(tp.DataNodes(0)[0], open)
 		if err != nil {
 			return nil, err
 		}
@@ -76,11 +76,11 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 			return nil, err
 		}
 	}
-	now := time.Now().UnixNano()
 	res.LoadSeconds = time.Since(wallStart).Seconds()
-	window := Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}
 
-	// Every client connects before any starts, so a bad address fails the run at once.
+	// Every client connects before any starts. The load reached the cluster, so a node that
+	// refuses now is down for a moment (a crash review's kill) and is dialled again, as a
+	// loader's is, until loadStall passes.
 	type runner struct {
 		db      *client.DB
 		closeFn func()
@@ -98,7 +98,7 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 		coords := tp.DataNodes(topo.RegionID(r))
 		for i := 0; i < spec.ClientsPerRegion; i++ {
 			process++
-			db, closeFn, err := open(coords[i%len(coords)])
+			db, closeFn, err := openPatiently(coords[i%len(coords)], open)
 			if err != nil {
 				closeAll()
 				return nil, fmt.Errorf("bench: client %d: %w", process, err)
@@ -107,6 +107,8 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 		}
 	}
 	defer closeAll()
+	now := time.Now().UnixNano()
+	window := Window{Start: now, MeasureFrom: now + int64(spec.Warmup), End: now + int64(spec.Warmup+spec.Duration)}
 	var wg sync.WaitGroup
 	unreachable := make([]bool, len(runners))
 	for i, c := range runners {
@@ -152,7 +154,7 @@ wait:
 		res.Durability = finalReadReal(tp, fr, drained, res.UnreachableAtEnd, spec, open, rec)
 	}
 	if v, ok := spec.Workload.(Verifier); ok && res.Consistency != notDrained {
-		db, closeFn, err := open(tp.DataNodes(0)[0])
+		db, closeFn, err := openPatiently(tp.DataNodes(0)[0], open) // a review may still be striking it
 		if err != nil {
 			res.Consistency = err.Error()
 		} else if err := v.Check(db); err != nil {
@@ -237,6 +239,19 @@ func realLoad(tp *topo.Topology, spec Spec, open func(topo.NodeID) (*client.DB, 
 	}
 	wg.Wait()
 	return loadErr
+}
+
+// openPatiently is open, dialling coord again while it refuses, for up to loadStall.
+func openPatiently(coord topo.NodeID, open func(topo.NodeID) (*client.DB, func(), error)) (*client.DB, func(), error) {
+	backoff := minBackoff
+	for start := time.Now(); ; {
+		db, closeFn, err := open(coord)
+		if err == nil || time.Since(start) > loadStall {
+			return db, closeFn, err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, maxBackoff)
+	}
 }
 
 // loadStall is how long a loader goes on retrying without loading a row: a node crashed or cut

@@ -139,3 +139,25 @@ func TestUnreachableBeforeCommitRecordedFailed(t *testing.T) {
 		t.Fatalf("the client used %d processes, want 1", len(processes))
 	}
 }
+
+// A client whose node refuses it as the run starts (down for a moment: a crash review's kill)
+// dials it again rather than failing the bench: a bench beside cluster chaos failed after its
+// load with "client 7: ... the node closed the connection before welcoming it".
+func TestRealRunClientRedialsANodeDownAtItsStart(t *testing.T) {
+	tp, wl := fakeCluster(t)
+	down, refused := tp.DataNodes(1)[0], 0
+	res, err := RealRun(RealConfig{Topology: tp, Protocol: "fake", Seed: 1,
+		Dial: func(coord topo.NodeID) (client.Transport, error) {
+			if coord == down && refused < 3 {
+				refused++
+				return nil, errors.New("connection refused")
+			}
+			return &wallNode{upFor: 1 << 30}, nil
+		}}, Spec{Workload: wl, ClientsPerRegion: 2, Duration: 50 * time.Millisecond, OneOpAtATime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused != 3 || res.Committed == 0 || res.Unavailable != 0 {
+		t.Fatalf("after %d refusals: %d committed, %d unavailable; want commits and none unavailable", refused, res.Committed, res.Unavailable)
+	}
+}
