@@ -310,19 +310,20 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 	for _, ev := range events {
 		select { // an interrupt is taken before the next step, however late that step is
 		case sig := <-interrupted:
-			return fmt.Errorf("interrupted (%v); every node it killed is restarted", sig)
+			return fmt.Errorf("interrupted (%v); every node it killed is restarted, every cut healed", sig)
 		default:
 		}
 		select {
 		case sig := <-interrupted:
-			return fmt.Errorf("interrupted (%v); every node it killed is restarted", sig)
+			return fmt.Errorf("interrupted (%v); every node it killed is restarted, every cut healed", sig)
 		case <-time.After(time.Until(start.Add(ev.at))):
 		}
 		switch {
 		case ev.kind == chaosCut || ev.kind == chaosHeal:
 			struck = true
-			cut[ev.pair] = ev.kind == chaosCut
-			if ev.kind == chaosHeal {
+			if ev.kind == chaosCut {
+				cut[ev.pair] = true
+			} else {
 				delete(cut, ev.pair)
 			}
 			if err := applyCuts(ev.pair[0], ev.pair[1]); err != nil {
@@ -352,7 +353,7 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 	select {
 	case <-time.After(time.Until(start.Add(length))):
 	case sig := <-interrupted:
-		return fmt.Errorf("interrupted (%v) after the last restart; every node it killed was restarted", sig)
+		return fmt.Errorf("interrupted (%v) after the last fault; every node it killed was restarted, every cut healed", sig)
 	}
 	fmt.Fprintf(out, "chaos: done after %.1fs; every node it killed was restarted, every cut healed\n", time.Since(start).Seconds())
 	return nil
