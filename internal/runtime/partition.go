@@ -8,17 +8,17 @@ import (
 )
 
 // A node can be cut off from whole regions, as a network partition between regions would cut
-// it, so that real processes can be reviewed under partitions as the simulator's
-// --partition and --random-partitions review simulated ones. While a region is cut, the node
-// neither dials nor writes to its nodes (their links drop what is sent to them and what they
-// still hold, "partitioned", and close their connections) and closes any connection from one of
-// them at its next frame, so
-// both ends see the connection die and dial again once the cut heals, through the same
-// reconnection path a crash or a real outage takes. Clients are never cut: a partition between
-// regions leaves a client's link to its own region's node alone. A cut asks both sides to
-// apply it; `meridian cluster chaos --partitions` does (cmd/meridian). As in the simulator, a
-// frame sent while its regions are cut is lost; unlike it, so is one still on its way (in a
-// link's emulated delay, or unread by the receiver) when the cut begins: loss, never reorder.
+// it, so that real processes can be reviewed under partitions as the simulator's --partition
+// and --random-partitions review simulated ones. While a region is cut, the node neither dials
+// nor writes to its nodes (their links drop what is sent to them and what they still hold,
+// "partitioned", and close their connections), and closes any connection from one of them at
+// its hello or next frame, so both ends see the connection die and dial again once the cut
+// heals, through the same reconnection path a crash or a real outage takes. Clients are never
+// cut: a partition between regions leaves a client's link to its own region's node alone. A
+// cut asks both sides to apply it; `meridian cluster chaos --partitions` does (cmd/meridian).
+// As in the simulator, a frame sent while its regions are cut is lost; unlike it, so is one
+// still on its way (in a link's emulated delay, or unread by the receiver) when the cut begins:
+// loss, never reorder.
 
 // cutSet is a node's cut regions, indexed by region id; nil or all false for none.
 type cutSet []bool
