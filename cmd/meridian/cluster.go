@@ -330,32 +330,30 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, lock
 	}
 	// A node started here starts whole: a partition file is chaos's, and one still there was
 	// left by a chaos that could not heal it (killed, or its node's directory unwritable).
-	// Chaos's own restarts (locked) keep it, so a node restarted during a cut stays cut.
-	// A node already running that read such a file is still cut: it is told to read it again.
+	// Chaos's own restarts (locked) keep it, so a node restarted during a cut stays cut. A
+	// node already running that read such a file is still cut: it is told to read it again.
 	if !locked {
+		starting := map[int]bool{}
 		for _, i := range toStart {
-			n := cfg.Nodes[i]
-			if cut, _ := readPartition(n.DataDir); len(cut) > 0 {
-				if err := writePartition(n.DataDir, nil); err != nil {
-					return fmt.Errorf("node %s: a partition left by cluster chaos: %w", n.Name, err)
-				}
-				fmt.Fprintf(out, "%-12s starts without the cut from %s a cluster chaos left\n", n.Name, strings.Join(cut, ", "))
-			}
+			starting[i] = true
 		}
 		for i, n := range cfg.Nodes {
 			pid := next.Nodes[i].PID
-			if pid == 0 {
+			cut, _ := readPartition(n.DataDir)
+			if len(cut) == 0 || !starting[i] && pid == 0 {
 				continue
 			}
-			if cut, _ := readPartition(n.DataDir); len(cut) > 0 {
-				if err := writePartition(n.DataDir, nil); err != nil {
-					return fmt.Errorf("node %s: a partition left by cluster chaos: %w", n.Name, err)
-				}
-				if err := tellPID(n.Name, pid); err != nil {
-					return fmt.Errorf("healing the cut a cluster chaos left: %w", err)
-				}
-				fmt.Fprintf(out, "%-12s healed of the cut from %s a cluster chaos left\n", n.Name, strings.Join(cut, ", "))
+			if err := writePartition(n.DataDir, nil); err != nil {
+				return fmt.Errorf("node %s: a partition left by cluster chaos: %w", n.Name, err)
 			}
+			if starting[i] {
+				fmt.Fprintf(out, "%-12s starts without the cut from %s a cluster chaos left\n", n.Name, strings.Join(cut, ", "))
+				continue
+			}
+			if err := tellPID(n.Name, pid); err != nil {
+				return fmt.Errorf("healing the cut a cluster chaos left: %w", err)
+			}
+			fmt.Fprintf(out, "%-12s healed of the cut from %s a cluster chaos left\n", n.Name, strings.Join(cut, ", "))
 		}
 	}
 	hadCopy := fileExists(cfgPath)
