@@ -36,6 +36,8 @@ type simCommand struct {
 	crashes          []string
 	randomCrashes    string
 	randomPartitions string
+	randomSkews      string
+	skewBy           time.Duration
 	skews            []string
 	seeds            int
 	parallel         int
@@ -82,6 +84,10 @@ bounds, and a protocol must stay correct there; a skew past the ε a protocol as
 exposes a mutant that skips a commit wait. To see k2's caught (the same skew within an ε of
 25ms that k2 assumes, by --opt epsilon, leaves k2 itself valid):
   meridian sim --protocol k2 --workload list-append --clients 6 --opt epsilon=25ms --opt mutant=no-commit-wait --clock-skew sh-oracle@0s=20ms
+--random-skews GAP/FOR with --skew-by D draws clock steps from the seed: after each gap a server
+(data node or oracle) whose clock is not moved is moved by an offset drawn up to ±D, and moved
+back after up to FOR. Within the ε a protocol assumes, every protocol must stay correct:
+  meridian sim --protocol k2 --workload list-append --keys 10 --clients 6 --opt epsilon=25ms --random-skews 200ms-1s/1s --skew-by 20ms --duration 10s --seeds 20
 With every clock honest it shows where several coordinators share an oracle and commits are
 fast (on k2-5region each region's one coordinator hands out increasing timestamps, and hides it):
   meridian sim --protocol k2 --topology single-dc --nodes-per-region 3 --flush-latency 20us --truetime-error full --workload list-append --keys 10 --zipf 0.99 --clients 8 --opt mutant=no-commit-wait
@@ -101,6 +107,8 @@ fast (on k2-5region each region's one coordinator hands out increasing timestamp
 	cmd.Flags().BoolVar(&c.verify, "verify", true, "after the run, verify the workload's own invariants (TPC-C's consistency conditions; list-append's and rw-register's final read of every key, which must find every acknowledged write)")
 	cmd.Flags().StringVar(&c.randomCrashes, "random-crashes", "", "crash data nodes on a schedule drawn from the seed, as GAP/FOR: after each gap a node that is up crashes for up to FOR; each a duration or a range A-B, e.g. 300ms-3s/1.5s")
 	cmd.Flags().StringVar(&c.randomPartitions, "random-partitions", "", "cut pairs of regions on a schedule drawn from the seed, as GAP/FOR: after each gap a pair not cut is cut for up to FOR; each a duration or a range A-B, e.g. 1s-5s/2s")
+	cmd.Flags().StringVar(&c.randomSkews, "random-skews", "", "move servers' clocks on a schedule drawn from the seed, as GAP/FOR: after each gap a server whose clock is not moved is moved by up to ±--skew-by for up to FOR, e.g. 200ms-1s/1s")
+	cmd.Flags().DurationVar(&c.skewBy, "skew-by", 0, "with --random-skews: the largest clock step, ahead or behind (e.g. 20ms)")
 	cmd.Flags().StringArrayVar(&c.crashes, "crash", nil, "crash data node NODE at virtual time AT (from the clients' start, warm-up included) for FOR, as NODE@AT/FOR, e.g. 0@1s/300ms or sh-1@1s/300ms (repeatable)")
 	cmd.Flags().StringArrayVar(&c.skews, "clock-skew", nil, "move server NODE's clocks BY (ahead, or behind if negative) at virtual time AT (from the clients' start, warm-up included), as NODE@AT=BY, e.g. sh-oracle@0s=20ms or 3@1s=-5ms (repeatable; skews of one node add up)")
 	cmd.Flags().Float64Var(&c.loss, "loss", 0, "probability in [0, 1) that a message between nodes is lost")
@@ -216,6 +224,19 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	switch {
+	case c.randomSkews != "" && (c.skewBy < time.Microsecond || c.skewBy > time.Hour):
+		return fmt.Errorf("--skew-by %s: --random-skews needs the largest step, from 1µs to 1h (e.g. --skew-by 20ms)", c.skewBy)
+	case c.randomSkews == "" && c.skewBy != 0:
+		return fmt.Errorf("--skew-by %s: it sizes --random-skews' steps, and none was given", c.skewBy)
+	}
+	skewsOf, err := randomFaults("--random-skews", c.randomSkews, "--clock-skew", skews, len(tp.Nodes), "server", runLength,
+		func(p bench.FaultPattern, seed uint64) []bench.ClockSkew {
+			return p.Skews(tp, seed, runLength, c.skewBy)
+		})
+	if err != nil {
+		return err
+	}
 	wl, err := c.wf.build(cfg.Topology)
 	if err != nil {
 		return err
@@ -236,7 +257,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	spec := func(wl workload.Workload, seed uint64) bench.Spec {
 		return bench.Spec{
 			Workload: wl, ClientsPerRegion: c.clients, Warmup: c.warmup, Duration: c.duration,
-			Record: model != "" || c.history != "" || (c.verify && checkable(wl)), SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashesOf(seed), Network: networkOf(seed), ClockSkews: skews,
+			Record: model != "" || c.history != "" || (c.verify && checkable(wl)), SkipVerify: !c.verify, OneOpAtATime: c.wf.oneOp, Crashes: crashesOf(seed), Network: networkOf(seed), ClockSkews: skewsOf(seed),
 		}
 	}
 	if c.seeds > 1 {
@@ -328,13 +349,13 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		cr := res.Crashes[i]
 		return fmt.Sprintf("node %d (%s) at %s for %s", cr.Node, cr.Name, cr.At, cr.For)
 	})
-	for _, k := range res.ClockSkews {
-		unread := ""
+	printFaults(out, "clock skew", "--random-skews", c.randomSkews, len(res.ClockSkews), func(i int) string {
+		k, unread := res.ClockSkews[i], ""
 		if k.Unread {
 			unread = " (no effect: the protocol never read this node's clock after it)"
 		}
-		fmt.Fprintf(out, "clock skew: node %d (%s) at %s by %s%s\n", k.Node, k.Name, k.At, k.By, unread)
-	}
+		return fmt.Sprintf("node %d (%s) at %s by %s%s", k.Node, k.Name, k.At, k.By, unread)
+	})
 	if n := res.Network; n != nil {
 		if n.Loss > 0 {
 			fmt.Fprintf(out, "loss: %g of messages between nodes\n", n.Loss)

@@ -224,3 +224,52 @@ func TestSeedRunPanicFailsItsSeed(t *testing.T) {
 		t.Errorf("line %q", b.String())
 	}
 }
+
+// --random-skews steps servers' clocks by up to ±--skew-by on a schedule drawn from the seed:
+// within the 25 ms ε k2 is told to assume, k2 stays strictly serializable; its mutant without
+// commit wait, which honest clocks never expose here, is caught.
+func TestSimRandomSkews(t *testing.T) {
+	base := []string{"--protocol", "k2", "--workload", "list-append", "--keys", "10", "--clients", "6", "--opt", "epsilon=25ms",
+		"--random-skews", "200ms-1s/1s", "--skew-by", "20ms", "--duration", "10s"}
+	skewsOf := func(seed string) []any {
+		m := simJSON(t, append(base, "--seed", seed)...)
+		ks, _ := m["clock_skews"].([]any)
+		if len(ks) == 0 {
+			t.Fatalf("seed %s ran no clock skew: %v", seed, m["clock_skews"])
+		}
+		return ks
+	}
+	one, again, other := skewsOf("1"), skewsOf("1"), skewsOf("2")
+	if !reflect.DeepEqual(one, again) || reflect.DeepEqual(one, other) {
+		t.Errorf("seed 1 ran %v then %v; seed 2 ran %v: want one schedule per seed", one, again, other)
+	}
+	out, errs, code := run(t, append(append([]string{"sim"}, base...), "--seeds", "6")...)
+	if code != 0 {
+		t.Fatalf("k2 under clock steps within its ε: exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code = run(t, append(append([]string{"sim"}, base...), "--seeds", "6", "--opt", "mutant=no-commit-wait")...)
+	if code != 1 || !strings.Contains(out, "realtime") {
+		t.Fatalf("no-commit-wait under clock steps: exit %d, want 1 with a real-time anomaly\n%s%s", code, out, errs)
+	}
+	out, errs, code = run(t, "sim", "--protocol", "k2", "--workload", "list-append", "--keys", "10", "--clients", "6",
+		"--opt", "epsilon=25ms", "--opt", "mutant=no-commit-wait", "--duration", "10s", "--seeds", "6")
+	if code != 0 {
+		t.Fatalf("no-commit-wait on honest clocks: exit %d; the steps, not the seeds, should expose it\n%s%s", code, out, errs)
+	}
+}
+
+func TestSimRandomSkewsBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+		want string
+	}{
+		{[]string{"--random-skews", "1s/1s"}, "--skew-by", "--random-skews needs the largest step"},
+		{[]string{"--skew-by", "5ms"}, "--skew-by", "none was given"},
+		{[]string{"--random-skews", "1s/1s", "--skew-by", "2h"}, "--skew-by", "from 1µs to 1h"},
+		{[]string{"--random-skews", "1s/1s", "--skew-by", "5ms", "--clock-skew", "0@1s=1ms"}, "--random-skews", "give it or --clock-skew, not both"},
+		{[]string{"--random-skews", "10s/1s", "--skew-by", "5ms"}, "--random-skews", "no fault fits a run of 2s"},
+	} {
+		expectSimRefused(t, c.args, c.flag, c.want)
+	}
+}

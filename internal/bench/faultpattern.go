@@ -11,7 +11,8 @@ import (
 
 // FaultPattern draws fault schedules as a review's fault script makes them: after each gap,
 // drawn uniformly from [GapMin, GapMax], a fault strikes something not already struck (a data
-// node that is up; a pair of regions not cut), chosen uniformly, and lasts a length drawn
+// node that is up; a pair of regions not cut; a server whose clock is not moved), chosen
+// uniformly, and lasts a length drawn
 // uniformly from [ForMin, ForMax]. Gaps shorter than lengths overlap faults.
 type FaultPattern struct {
 	GapMin, GapMax time.Duration
@@ -154,6 +155,28 @@ func (p FaultPattern) Partitions(tp *topo.Topology, seed uint64, runLength time.
 	var out []Partition
 	p.draw(seed, 0x706172746974696f, runLength, len(pairs), func(i int, at, length time.Duration) { // "partitio"
 		out = append(out, Partition{A: pairs[i][0], B: pairs[i][1], At: at, For: length})
+	})
+	return out
+}
+
+// Skews draws the pattern's clock steps of tp's servers (data nodes and oracles): after each
+// gap a server whose clock is not already moved is moved by an offset drawn uniformly from
+// whole microseconds in [-by, by] (none zero), and moved back once its length is over (unless
+// that is the run's end). A step is thus two ClockSkews; by within the ε a protocol assumes
+// must not break its guarantee, as an NTP step within the bound must not.
+func (p FaultPattern) Skews(tp *topo.Topology, seed uint64, runLength, by time.Duration) []ClockSkew {
+	offsets := rand.New(rand.NewPCG(seed, 0x736b65772d6279)) // "skew-by": the offsets' own stream
+	limit := int64(by / time.Microsecond)
+	var out []ClockSkew
+	p.draw(seed, 0x736b6577, runLength, len(tp.Nodes), func(i int, at, length time.Duration) { // "skew"
+		off := time.Duration(offsets.Int64N(2*limit+1)-limit) * time.Microsecond
+		if off == 0 {
+			off = time.Duration(limit) * time.Microsecond
+		}
+		out = append(out, ClockSkew{Node: topo.NodeID(i), At: at, By: off})
+		if at+length < runLength {
+			out = append(out, ClockSkew{Node: topo.NodeID(i), At: at + length, By: -off})
+		}
 	})
 	return out
 }

@@ -132,3 +132,36 @@ func shortGapPattern(t *testing.T) (*topo.Topology, FaultPattern) {
 	}
 	return tp, p
 }
+
+// Skews moves a server's clock by up to ±by and back after the step's length: a seed gives one
+// schedule, each step's pair cancels out, no server is stepped again while stepped, and every
+// skew passes the simulator's check.
+func TestFaultPatternSkews(t *testing.T) {
+	tp, p := shortGapPattern(t)
+	const run, by = 6 * time.Second, 20 * time.Millisecond
+	for seed := uint64(1); seed <= 50; seed++ {
+		s := p.Skews(tp, seed, run, by)
+		if err := CheckClockSkews(tp, s, run); err != nil {
+			t.Fatalf("seed %d: %v\n%v", seed, err, s)
+		}
+		if len(s) < 10 {
+			t.Fatalf("seed %d: %d skews in %s", seed, len(s), run)
+		}
+		moved := map[topo.NodeID]time.Duration{} // each server's step now in force
+		for _, k := range s {                    // in the order drawn: a step, then its return
+			switch cur := moved[k.Node]; {
+			case cur == 0 && (k.By == 0 || k.By > by || k.By < -by):
+				t.Fatalf("seed %d: %+v steps outside ±%s", seed, k, by)
+			case cur != 0 && k.By != -cur:
+				t.Fatalf("seed %d: %+v moves a clock already moved by %s other than back", seed, k, cur)
+			}
+			moved[k.Node] += k.By
+		}
+		if !reflect.DeepEqual(s, p.Skews(tp, seed, run, by)) {
+			t.Fatalf("seed %d: two schedules differ", seed)
+		}
+	}
+	if reflect.DeepEqual(p.Skews(tp, 1, run, by), p.Skews(tp, 2, run, by)) {
+		t.Error("seeds 1 and 2 drew one schedule")
+	}
+}
