@@ -86,7 +86,10 @@ exposes a mutant that skips a commit wait. To see k2's caught (the same skew wit
   meridian sim --protocol k2 --workload list-append --clients 6 --opt epsilon=25ms --opt mutant=no-commit-wait --clock-skew sh-oracle@0s=20ms
 --random-skews GAP/FOR with --skew-by D draws clock steps from the seed: after each gap a server
 (data node or oracle) whose clock is not moved is moved by an offset drawn up to ±D, and moved
-back after up to FOR. Within the ε a protocol assumes, every protocol must stay correct:
+back after up to FOR. The step adds to the honest clocks' own error (TrueTime strays up to about
+0.6ε, or ε with --truetime-error full), and two servers may step opposite ways (2D apart, which
+crdb's max-offset must cover). Within what is left of the bound a protocol assumes, every
+protocol must stay correct:
   meridian sim --protocol k2 --workload list-append --keys 10 --clients 6 --opt epsilon=25ms --random-skews 200ms-1s/1s --skew-by 20ms --duration 10s --seeds 20
 With every clock honest it shows where several coordinators share an oracle and commits are
 fast (on k2-5region each region's one coordinator hands out increasing timestamps, and hides it):
@@ -225,9 +228,11 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 		return err
 	}
 	switch {
-	case c.randomSkews != "" && (c.skewBy < time.Microsecond || c.skewBy > time.Hour):
-		return fmt.Errorf("--skew-by %s: --random-skews needs the largest step, from 1µs to 1h (e.g. --skew-by 20ms)", c.skewBy)
-	case c.randomSkews == "" && c.skewBy != 0:
+	case c.randomSkews != "" && !cmd.Flags().Changed("skew-by"):
+		return fmt.Errorf("--random-skews %s needs --skew-by, the largest step (e.g. --skew-by 20ms)", c.randomSkews)
+	case c.randomSkews != "" && (c.skewBy < time.Microsecond || c.skewBy > time.Hour || c.skewBy%time.Microsecond != 0):
+		return fmt.Errorf("--skew-by %s: --random-skews needs the largest step in whole microseconds, from 1µs to 1h (e.g. --skew-by 20ms)", c.skewBy)
+	case c.randomSkews == "" && cmd.Flags().Changed("skew-by"):
 		return fmt.Errorf("--skew-by %s: it sizes --random-skews' steps, and none was given", c.skewBy)
 	}
 	skewsOf, err := randomFaults("--random-skews", c.randomSkews, "--clock-skew", skews, len(tp.Nodes), "server", runLength,

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meridiandb/meridian/internal/bench"
 	"github.com/meridiandb/meridian/internal/check"
@@ -107,7 +108,7 @@ func (c *simCommand) runSeeds(out io.Writer, parallel int, build func(seed uint6
 	)
 	if !c.json {
 		fmt.Fprintf(out, "seeds %d–%d, %s\n", first, first+uint64(c.seeds)-1, sweepChecks(model, c.verify))
-		fmt.Fprintf(out, seedLineFormat, "seed", "digest", "committed", "aborts", "crashes", "cuts", "result")
+		fmt.Fprintf(out, seedLineFormat, "seed", "digest", "committed", "aborts", "crashes", "cuts", "steps", "result")
 	}
 	for range parallel {
 		wg.Add(1)
@@ -212,7 +213,7 @@ func sweepChecks(model string, verify bool) string {
 
 // seedLineFormat lays a sweep's lines out in fixed columns: they are printed one by one, as
 // their runs end.
-const seedLineFormat = "%-6v  %-16v  %9v  %6v  %7v  %4v  %v\n"
+const seedLineFormat = "%-6v  %-16v  %9v  %6v  %7v  %4v  %5v  %v\n"
 
 func printSeedLine(w io.Writer, r *seedRun) {
 	result := r.Status
@@ -220,7 +221,7 @@ func printSeedLine(w io.Writer, r *seedRun) {
 		result += ": " + r.Error
 	}
 	if r.Result == nil { // the run panicked
-		fmt.Fprintf(w, seedLineFormat, r.Seed, "-", "-", "-", "-", "-", result)
+		fmt.Fprintf(w, seedLineFormat, r.Seed, "-", "-", "-", "-", "-", "-", result)
 		return
 	}
 	cuts := 0
@@ -228,7 +229,24 @@ func printSeedLine(w io.Writer, r *seedRun) {
 		cuts = len(r.Result.Network.Partitions)
 	}
 	fmt.Fprintf(w, seedLineFormat, r.Seed, r.Result.TraceDigest, r.Result.Committed, fmt.Sprintf("%.1f%%", 100*r.Result.AbortRate),
-		len(r.Result.Crashes), cuts, result)
+		len(r.Result.Crashes), cuts, clockSteps(r.Result.ClockSkews), result)
+}
+
+// clockSteps counts the skews that move a server's clock away from honest (a --random-skews
+// step, not its return): a sweep line shows a seed that drew no step.
+func clockSteps(skews []bench.ClockSkewRecord) int {
+	off := map[int]time.Duration{}
+	n := 0
+	for _, k := range skews { // by time
+		by, err := time.ParseDuration(k.By)
+		if err != nil {
+			continue
+		}
+		if off[k.Node] += by; off[k.Node] != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func printSweepSummary(w io.Writer, s *seedSweep) {

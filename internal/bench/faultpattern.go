@@ -169,10 +169,11 @@ func (p FaultPattern) Skews(tp *topo.Topology, seed uint64, runLength, by time.D
 	limit := int64(by / time.Microsecond)
 	var out []ClockSkew
 	p.draw(seed, 0x736b6577, runLength, len(tp.Nodes), func(i int, at, length time.Duration) { // "skew"
-		off := time.Duration(offsets.Int64N(2*limit+1)-limit) * time.Microsecond
-		if off == 0 {
-			off = time.Duration(limit) * time.Microsecond
+		v := offsets.Int64N(2*limit) - limit // [-limit, limit-1]; 0 and above shift up: no zero
+		if v >= 0 {
+			v++
 		}
+		off := time.Duration(v) * time.Microsecond
 		out = append(out, ClockSkew{Node: topo.NodeID(i), At: at, By: off})
 		if at+length < runLength {
 			out = append(out, ClockSkew{Node: topo.NodeID(i), At: at + length, By: -off})

@@ -165,3 +165,26 @@ func TestFaultPatternSkews(t *testing.T) {
 		t.Error("seeds 1 and 2 drew one schedule")
 	}
 }
+
+// Offsets are uniform over the non-zero whole microseconds in [-by, by]: with by = 1µs a step
+// is as often behind as ahead (folding a drawn 0 onto +by made it ahead two times in three).
+func TestFaultPatternSkewsUniformSign(t *testing.T) {
+	tp, p := shortGapPattern(t)
+	ahead, behind := 0, 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		moved := map[topo.NodeID]bool{}
+		for _, k := range p.Skews(tp, seed, 6*time.Second, time.Microsecond) {
+			if moved[k.Node] = !moved[k.Node]; !moved[k.Node] {
+				continue // a return
+			}
+			if k.By > 0 {
+				ahead++
+			} else {
+				behind++
+			}
+		}
+	}
+	if n := ahead + behind; n < 1000 || ahead > n*55/100 || behind > n*55/100 {
+		t.Errorf("%d steps ahead, %d behind: want about half each", ahead, behind)
+	}
+}
