@@ -116,18 +116,7 @@ func TestSimSeedSweepBadInput(t *testing.T) {
 func TestSimRandomCrashes(t *testing.T) {
 	base := []string{"--protocol", "k2", "--workload", "list-append", "--read-back", "--keys", "10", "--clients", "8",
 		"--flush-latency", "400ms", "--random-crashes", "300ms-3s/1.5s", "--duration", "10s"}
-	crashesOf := func(seed string) []any {
-		m := simJSON(t, append(base, "--seed", seed)...)
-		cs, _ := m["crashes"].([]any)
-		if len(cs) == 0 {
-			t.Fatalf("seed %s ran no crash: %v", seed, m["crashes"])
-		}
-		return cs
-	}
-	one, again, other := crashesOf("1"), crashesOf("1"), crashesOf("2")
-	if !reflect.DeepEqual(one, again) || reflect.DeepEqual(one, other) {
-		t.Errorf("seed 1 ran %v then %v; seed 2 ran %v: want one schedule per seed", one, again, other)
-	}
+	expectOneSchedulePerSeed(t, base, "crash", func(m map[string]any) any { return m["crashes"] })
 	out, errs, code := run(t, append(append([]string{"sim"}, base...), "--seeds", "5")...)
 	if code != 0 {
 		t.Fatalf("k2 under random crashes: exit %d\n%s%s", code, out, errs)
@@ -156,19 +145,10 @@ func TestSimRandomCrashesBadInput(t *testing.T) {
 // --random-partitions draws each seed's partitions as --random-crashes draws crashes.
 func TestSimRandomPartitions(t *testing.T) {
 	base := []string{"--protocol", "crdb", "--workload", "list-append", "--clients", "4", "--random-partitions", "500ms-2s/1s", "--duration", "6s"}
-	partitionsOf := func(seed string) []any {
-		m := simJSON(t, append(base, "--seed", seed)...)
+	expectOneSchedulePerSeed(t, base, "partition", func(m map[string]any) any {
 		net, _ := m["network_faults"].(map[string]any)
-		ps, _ := net["partitions"].([]any)
-		if len(ps) == 0 {
-			t.Fatalf("seed %s ran no partition: %v", seed, m["network_faults"])
-		}
-		return ps
-	}
-	one, again, other := partitionsOf("1"), partitionsOf("1"), partitionsOf("2")
-	if !reflect.DeepEqual(one, again) || reflect.DeepEqual(one, other) {
-		t.Errorf("seed 1 ran %v then %v; seed 2 ran %v: want one schedule per seed", one, again, other)
-	}
+		return net["partitions"]
+	})
 	for _, c := range []struct {
 		args []string
 		want string
@@ -178,6 +158,25 @@ func TestSimRandomPartitions(t *testing.T) {
 		{[]string{"--random-partitions", "500ms/1s", "--topology", "single-dc"}, "the topology has no pair of regions to cut"},
 	} {
 		expectSimRefused(t, c.args, "--random-partitions", c.want)
+	}
+}
+
+// expectOneSchedulePerSeed runs sim with base at seeds 1, 1 and 2 and expects the faults pick
+// finds in each result (a list of what) to be the same for one seed and to differ between two:
+// a random fault flag draws each seed's schedule, and draws some.
+func expectOneSchedulePerSeed(t *testing.T, base []string, what string, pick func(m map[string]any) any) {
+	t.Helper()
+	faultsOf := func(seed string) []any {
+		m := simJSON(t, append(base, "--seed", seed)...)
+		fs, _ := pick(m).([]any)
+		if len(fs) == 0 {
+			t.Fatalf("seed %s ran no %s: %v", seed, what, pick(m))
+		}
+		return fs
+	}
+	one, again, other := faultsOf("1"), faultsOf("1"), faultsOf("2")
+	if !reflect.DeepEqual(one, again) || reflect.DeepEqual(one, other) {
+		t.Errorf("seed 1 ran %v then %v; seed 2 ran %v: want one schedule per seed", one, again, other)
 	}
 }
 
@@ -231,18 +230,7 @@ func TestSeedRunPanicFailsItsSeed(t *testing.T) {
 func TestSimRandomSkews(t *testing.T) {
 	base := []string{"--protocol", "k2", "--workload", "list-append", "--keys", "10", "--clients", "6", "--opt", "epsilon=25ms",
 		"--random-skews", "200ms-1s/1s", "--skew-by", "20ms", "--duration", "10s"}
-	skewsOf := func(seed string) []any {
-		m := simJSON(t, append(base, "--seed", seed)...)
-		ks, _ := m["clock_skews"].([]any)
-		if len(ks) == 0 {
-			t.Fatalf("seed %s ran no clock skew: %v", seed, m["clock_skews"])
-		}
-		return ks
-	}
-	one, again, other := skewsOf("1"), skewsOf("1"), skewsOf("2")
-	if !reflect.DeepEqual(one, again) || reflect.DeepEqual(one, other) {
-		t.Errorf("seed 1 ran %v then %v; seed 2 ran %v: want one schedule per seed", one, again, other)
-	}
+	expectOneSchedulePerSeed(t, base, "clock skew", func(m map[string]any) any { return m["clock_skews"] })
 	out, errs, code := run(t, append(append([]string{"sim"}, base...), "--seeds", "6")...)
 	if code != 0 {
 		t.Fatalf("k2 under clock steps within its ε: exit %d\n%s%s", code, out, errs)
