@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meridiandb/meridian/internal/bench"
+	mrt "github.com/meridiandb/meridian/internal/runtime"
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
@@ -24,18 +25,24 @@ import (
 // it kill -9's data nodes of a running local cluster on a schedule drawn from a seed, as
 // `meridian sim --random-crashes` draws one, and restarts each after its outage from what it
 // had persisted, so that a bench run alongside shows whether any acknowledged write was lost.
+// It also cuts regions off from each other and steps servers' clocks, as --random-partitions
+// and --random-skews do in the simulator.
+
+// chaosFlags are what `cluster chaos` is asked to strike, and for how long.
+type chaosFlags struct {
+	crashes, partitions, skews string
+	skewBy, length             time.Duration
+	seed                       uint64
+}
 
 func newClusterChaosCmd(cf *clusterFlags) *cobra.Command {
-	var (
-		crashes, partitions string
-		length              time.Duration
-		seed                uint64
-	)
+	var f chaosFlags
 	cmd := &cobra.Command{
-		Use:   "chaos [--crashes GAP/FOR] [--partitions GAP/FOR] --for D",
-		Short: "Kill -9 and restart data nodes, or cut regions off from each other, on a schedule drawn from a seed",
+		Use:   "chaos [--crashes GAP/FOR] [--partitions GAP/FOR] [--skews GAP/FOR --skew-by D] --for D",
+		Short: "Kill -9 and restart data nodes, cut regions off from each other, or step clocks, on a schedule drawn from a seed",
 		Long: `Strike the running cluster for --for of wall-clock time on a schedule drawn from --seed, as
-meridian sim --random-crashes and --random-partitions draw one: after each gap (a duration, or a
+meridian sim --random-crashes, --random-partitions and --random-skews draw one: after each gap
+(a duration, or a
 range A-B drawn uniformly) something not already struck is struck for up to FOR (or for a
 length from a range); several at once when gaps are shorter than lengths.
 
@@ -44,9 +51,14 @@ length from a range); several at once when gaps are shorter than lengths.
   --partitions  two regions that are not cut off from each other are: their nodes stop talking
                 to each other (connections closed, frames dropped, no redial) until the cut
                 heals; clients keep their connections to their own region's nodes.
+  --skews       a server (data node or oracle) whose clock is not stepped is: its local clock
+                and TrueTime readings move by an offset drawn from [-D, D] (--skew-by D) until
+                it is stepped back. Within the ε the cluster declares, a protocol that trusts
+                TrueTime must keep its promise; a step adds to the machine clock's own error,
+                and two servers stepped opposite ways are 2D apart.
 
-Every fault ends within --for, and the command returns with every node running and every cut
-healed (also when interrupted: it heals and restarts first). Run a bench alongside, with a
+Every fault ends within --for, and the command returns with every node running, every cut
+healed and every clock stepped back (also when interrupted: it undoes them first). Run a bench alongside, with a
 window that outlasts the schedule, to check that no acknowledged write was lost and the history
 holds:
 
@@ -57,13 +69,15 @@ acknowledged before it was durable and its flush. Each line says what it did and
 from the command's start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return clusterChaos(cmd, cf, crashes, partitions, length, seed)
+			return clusterChaos(cmd, cf, f)
 		},
 	}
-	cmd.Flags().StringVar(&crashes, "crashes", "", "GAP/FOR: a crash after each gap, each node down for up to FOR; each a duration or a range A-B, e.g. 300ms-3s/1.5s")
-	cmd.Flags().StringVar(&partitions, "partitions", "", "GAP/FOR: a cut between two regions after each gap, each healed after up to FOR, e.g. 500ms-3s/2s")
-	cmd.Flags().DurationVar(&length, "for", 0, "how long to go on striking the cluster (wall clock; required)")
-	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the schedule: the same seed gives the same schedule")
+	cmd.Flags().StringVar(&f.crashes, "crashes", "", "GAP/FOR: a crash after each gap, each node down for up to FOR; each a duration or a range A-B, e.g. 300ms-3s/1.5s")
+	cmd.Flags().StringVar(&f.partitions, "partitions", "", "GAP/FOR: a cut between two regions after each gap, each healed after up to FOR, e.g. 500ms-3s/2s")
+	cmd.Flags().StringVar(&f.skews, "skews", "", "GAP/FOR: a server's clock stepped by up to ±--skew-by after each gap, stepped back after up to FOR, e.g. 200ms-1s/1s")
+	cmd.Flags().DurationVar(&f.skewBy, "skew-by", 0, "with --skews: the largest step, e.g. 20ms")
+	cmd.Flags().DurationVar(&f.length, "for", 0, "how long to go on striking the cluster (wall clock; required)")
+	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the schedule: the same seed gives the same schedule")
 	return cmd
 }
 
@@ -75,15 +89,17 @@ const (
 	chaosRestart
 	chaosCut
 	chaosHeal
+	chaosStep
 )
 
-// chaosEvent is one step of the schedule: kill or restart node, or cut or heal the pair of
-// regions.
+// chaosEvent is one step of the schedule: kill or restart node, cut or heal the pair of
+// regions, or step node's clock by by (back, when by undoes its step).
 type chaosEvent struct {
 	at   time.Duration
 	kind chaosKind
 	node string
 	pair [2]topo.RegionID
+	by   time.Duration
 }
 
 // chaosLag is how late a kill may come before it is skipped (with its restart): restarts take
@@ -91,14 +107,23 @@ type chaosEvent struct {
 // past a bench sized to outlast it.
 const chaosLag = 500 * time.Millisecond
 
-func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions string, length time.Duration, seed uint64) (err error) {
-	if crashes == "" && partitions == "" {
-		return fmt.Errorf("--crashes or --partitions is required (e.g. --crashes 300ms-3s/1.5s)")
+func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error) {
+	crashes, partitions, skews, length, seed := f.crashes, f.partitions, f.skews, f.length, f.seed
+	if crashes == "" && partitions == "" && skews == "" {
+		return fmt.Errorf("--crashes, --partitions or --skews is required (e.g. --crashes 300ms-3s/1.5s)")
 	}
 	if length <= 0 {
 		return fmt.Errorf("--for %s: want a positive duration, how long to go on striking the cluster", length)
 	}
-	var crashPattern, cutPattern bench.FaultPattern
+	switch {
+	case skews == "" && f.skewBy != 0:
+		return fmt.Errorf("--skew-by %s without --skews: give the steps' schedule too (e.g. --skews 200ms-1s/1s)", f.skewBy)
+	case skews != "" && f.skewBy <= 0:
+		return fmt.Errorf("--skews %s needs --skew-by, a positive largest step (e.g. --skew-by 20ms)", skews)
+	case f.skewBy > mrt.MaxEpsilon || skews != "" && f.skewBy < time.Microsecond:
+		return fmt.Errorf("--skew-by %s: want a step from 1µs to %s", f.skewBy, mrt.MaxEpsilon)
+	}
+	var crashPattern, cutPattern, skewPattern bench.FaultPattern
 	if crashes != "" {
 		if crashPattern, err = bench.ParseFaultPattern(crashes); err != nil {
 			return fmt.Errorf("--crashes %s: %w", crashes, err)
@@ -107,6 +132,11 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 	if partitions != "" {
 		if cutPattern, err = bench.ParseFaultPattern(partitions); err != nil {
 			return fmt.Errorf("--partitions %s: %w", partitions, err)
+		}
+	}
+	if skews != "" {
+		if skewPattern, err = bench.ParseFaultPattern(skews); err != nil {
+			return fmt.Errorf("--skews %s: %w", skews, err)
 		}
 	}
 	dataDir, err := cf.stateDir()
@@ -152,14 +182,28 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 			events = append(events, chaosEvent{at: p.At, kind: chaosCut, pair: pair}, chaosEvent{at: p.At + p.For, kind: chaosHeal, pair: pair})
 		}
 	}
+	if skews != "" {
+		if why := skewPattern.Fits(len(cfg.Nodes), "server", length); why != "" {
+			return fmt.Errorf("--skews %s: %s", skews, why)
+		}
+		for _, k := range skewPattern.Skews(cfg.Topology, seed, length, f.skewBy) {
+			events = append(events, chaosEvent{at: k.At, kind: chaosStep, node: cfg.Nodes[k.Node].Name, by: k.By})
+		}
+	}
 	slices.SortStableFunc(events, func(a, b chaosEvent) int { return cmp.Compare(a.at, b.at) })
-	var kills, cuts int
+	var kills, cuts, steps int
+	stepping := map[string]bool{}
 	for _, ev := range events {
-		switch ev.kind {
-		case chaosKill:
+		switch {
+		case ev.kind == chaosKill:
 			kills++
-		case chaosCut:
+		case ev.kind == chaosCut:
 			cuts++
+		case ev.kind == chaosStep && !stepping[ev.node]:
+			steps++
+			stepping[ev.node] = true
+		case ev.kind == chaosStep:
+			stepping[ev.node] = false // stepped back: one step is two events
 		}
 	}
 	// A pattern that fits may still draw nothing that ends within --for (lengths up to 100h):
@@ -170,6 +214,9 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 	if partitions != "" && cuts == 0 {
 		return fmt.Errorf("--partitions %s: seed %d draws no cut that heals within --for %s: shorten the cuts or lengthen --for", partitions, seed, length)
 	}
+	if skews != "" && steps == 0 {
+		return fmt.Errorf("--skews %s: seed %d draws no clock step within --for %s: shorten the gaps or lengthen --for", skews, seed, length)
+	}
 	out := cmd.OutOrStdout()
 	var what []string
 	if crashes != "" {
@@ -178,8 +225,26 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 	if partitions != "" {
 		what = append(what, fmt.Sprintf("%s between %s's regions (--partitions %s)", counted(cuts, "cut", "cuts"), cfg.Name, partitions))
 	}
+	if skews != "" {
+		what = append(what, fmt.Sprintf("%s of %s's servers' clocks by up to ±%s (--skews %s, ε %s)", counted(steps, "step", "steps"), cfg.Name, f.skewBy, skews, cfg.Epsilon))
+	}
 	fmt.Fprintf(out, "chaos: %s over %s, seed %d\n", strings.Join(what, " and "), length, seed)
 
+	// undone says what every exit has undone, for the kinds of fault this run strikes.
+	var undone []string
+	for _, u := range []struct {
+		on   bool
+		what string
+	}{
+		{crashes != "", "every node it killed restarted"},
+		{partitions != "", "every cut healed"},
+		{skews != "", "every clock stepped back"},
+	} {
+		if u.on {
+			undone = append(undone, u.what)
+		}
+	}
+	undoneText := strings.Join(undone, ", ")
 	interrupted := make(chan os.Signal, 1)
 	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(interrupted)
@@ -229,17 +294,19 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 			err = fmt.Errorf("%v; then restarting failed, left down (meridian cluster start brings them back): %s", err, strings.Join(failed, "; "))
 		}
 	}()
-	// Cuts are kept in the nodes' partition files; each node of a region whose cuts changed
-	// is told to read its file again, except one that is down, which reads it as it restarts.
+	// Cuts and steps are kept in the nodes' partition and clock-step files; each node whose
+	// files changed is told to read them again, except one that is down, which reads them as it
+	// restarts.
 	cut := map[[2]topo.RegionID]bool{}
+	stepped := map[string]time.Duration{} // by node name; absent for a clock not stepped
 	regionName := func(r topo.RegionID) string { return cfg.Topology.Regions[r].Name }
 	// A node that cannot be told (not running, its directory unwritable) does not stop the
 	// others from being told: a heal that stopped at the first left the rest of the cluster cut,
 	// some pairs one-sided.
-	applyCuts := func(regions ...topo.RegionID) error {
+	apply := func(pick func(mrt.NodeConfig) bool) error {
 		var failed []string
 		for _, n := range cfg.Nodes {
-			if !slices.Contains(regions, n.Region) {
+			if !pick(n) {
 				continue
 			}
 			var from []string
@@ -249,6 +316,10 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 				}
 			}
 			if err := writePartition(n.DataDir, from); err != nil {
+				failed = append(failed, fmt.Sprintf("node %s: %v", n.Name, err))
+				continue
+			}
+			if err := writeClockStep(n.DataDir, stepped[n.Name]); err != nil {
 				failed = append(failed, fmt.Sprintf("node %s: %v", n.Name, err))
 				continue
 			}
@@ -263,59 +334,63 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 		}
 		return nil
 	}
-	var all []topo.RegionID
-	for r := range cfg.Topology.Regions {
-		all = append(all, topo.RegionID(r))
-	}
-	// struck: some node's partition file may name a cut, so every exit heals them all (a heal
-	// that failed part-way has already dropped its pair from cut).
+	every := func(mrt.NodeConfig) bool { return true }
+	// struck: some node's chaos files may name a cut or a step, so every exit undoes them all
+	// (an undo that failed part-way has already dropped its cut or step from the maps).
 	struck := false
-	// A partition file left by a chaos that was killed (SIGKILL, SIGPIPE) still cuts the running
-	// nodes that read it: heal it before striking, or its cuts outlive this run too.
+	// Files left by a chaos that was killed (SIGKILL, SIGPIPE) still cut or step the running
+	// nodes that read them: undo them before striking, or they outlive this run too.
 	var left []string
 	for _, n := range cfg.Nodes {
-		if from, _ := readPartition(n.DataDir); len(from) > 0 {
-			left = append(left, n.Name+" from "+strings.Join(from, ","))
+		if what := leftByChaos(n.DataDir); what != "" {
+			left = append(left, n.Name+": "+what)
 		}
 	}
 	if len(left) > 0 {
 		struck = true
-		if err := applyCuts(all...); err != nil {
-			return fmt.Errorf("healing the cuts a cluster chaos left (%s): %v", strings.Join(left, "; "), err)
+		if err := apply(every); err != nil {
+			return fmt.Errorf("undoing what a cluster chaos left (%s): %v", strings.Join(left, "; "), err)
 		}
-		fmt.Fprintf(out, "%8.3fs  healed the cuts a cluster chaos left: %s\n", time.Since(start).Seconds(), strings.Join(left, "; "))
+		fmt.Fprintf(out, "%8.3fs  undid what a cluster chaos left: %s\n", time.Since(start).Seconds(), strings.Join(left, "; "))
 	}
 	// Run before the restarts above (defers run last first): whatever ends the run, every cut
-	// heals, and a node restarted then starts with none.
+	// heals and every clock steps back, and a node restarted then starts with neither.
 	defer func() {
-		if len(cut) == 0 && (!struck || err == nil) {
-			return // every cut healed as scheduled
+		if len(cut) == 0 && len(stepped) == 0 && (!struck || err == nil) {
+			return // every cut healed and every clock stepped back as scheduled
 		}
-		what := "every cut" // a heal that failed part-way has dropped its pair from cut
+		var what []string
 		if len(cut) > 0 {
 			var pairs []string
 			for pair := range cut {
 				pairs = append(pairs, regionName(pair[0])+"|"+regionName(pair[1]))
 			}
 			slices.Sort(pairs)
-			what = strings.Join(pairs, ", ")
+			what = append(what, "the cuts "+strings.Join(pairs, ", "))
+		}
+		if len(stepped) > 0 {
+			what = append(what, "the clocks of "+strings.Join(slices.Sorted(maps.Keys(stepped)), ", "))
+		}
+		if len(what) == 0 {
+			what = []string{"every cut and clock"} // an undo that failed part-way dropped its own
 		}
 		clear(cut)
-		if herr := applyCuts(all...); herr != nil {
-			err = fmt.Errorf("%v; then healing %s failed (meridian cluster start heals what chaos left): %v", err, what, herr)
+		clear(stepped)
+		if herr := apply(every); herr != nil {
+			err = fmt.Errorf("%v; then undoing %s failed (meridian cluster start undoes what chaos left): %v", err, strings.Join(what, " and "), herr)
 			return
 		}
-		fmt.Fprintf(out, "%8.3fs  healed %s\n", time.Since(start).Seconds(), what)
+		fmt.Fprintf(out, "%8.3fs  undid %s\n", time.Since(start).Seconds(), strings.Join(what, " and "))
 	}()
 	for _, ev := range events {
 		select { // an interrupt is taken before the next step, however late that step is
 		case sig := <-interrupted:
-			return fmt.Errorf("interrupted (%v); every node it killed is restarted, every cut healed", sig)
+			return fmt.Errorf("interrupted (%v); %s", sig, undoneText)
 		default:
 		}
 		select {
 		case sig := <-interrupted:
-			return fmt.Errorf("interrupted (%v); every node it killed is restarted, every cut healed", sig)
+			return fmt.Errorf("interrupted (%v); %s", sig, undoneText)
 		case <-time.After(time.Until(start.Add(ev.at))):
 		}
 		switch {
@@ -326,11 +401,26 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 			} else {
 				delete(cut, ev.pair)
 			}
-			if err := applyCuts(ev.pair[0], ev.pair[1]); err != nil {
+			if err := apply(func(n mrt.NodeConfig) bool { return n.Region == ev.pair[0] || n.Region == ev.pair[1] }); err != nil {
 				return err
 			}
 			did := map[chaosKind]string{chaosCut: "cut", chaosHeal: "healed"}[ev.kind]
 			fmt.Fprintf(out, "%8.3fs  %s %s|%s\n", time.Since(start).Seconds(), did, regionName(ev.pair[0]), regionName(ev.pair[1]))
+		case ev.kind == chaosStep:
+			struck = true
+			if step := stepped[ev.node] + ev.by; step != 0 {
+				stepped[ev.node] = step
+			} else {
+				delete(stepped, ev.node)
+			}
+			if err := apply(func(n mrt.NodeConfig) bool { return n.Name == ev.node }); err != nil {
+				return err
+			}
+			if step, ok := stepped[ev.node]; ok {
+				fmt.Fprintf(out, "%8.3fs  stepped %s's clock %s\n", time.Since(start).Seconds(), ev.node, signedDuration(step))
+			} else {
+				fmt.Fprintf(out, "%8.3fs  stepped %s's clock back\n", time.Since(start).Seconds(), ev.node)
+			}
 		case ev.kind == chaosRestart && skipped[ev.node]:
 			delete(skipped, ev.node)
 		case ev.kind == chaosRestart:
@@ -353,9 +443,9 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, crashes, partitions stri
 	select {
 	case <-time.After(time.Until(start.Add(length))):
 	case sig := <-interrupted:
-		return fmt.Errorf("interrupted (%v) after the last fault; every node it killed was restarted, every cut healed", sig)
+		return fmt.Errorf("interrupted (%v) after the last fault; %s", sig, undoneText)
 	}
-	fmt.Fprintf(out, "chaos: done after %.1fs; every node it killed was restarted, every cut healed\n", time.Since(start).Seconds())
+	fmt.Fprintf(out, "chaos: done after %.1fs; %s\n", time.Since(start).Seconds(), undoneText)
 	return nil
 }
 

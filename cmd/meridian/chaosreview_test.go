@@ -12,11 +12,12 @@ import (
 	mrt "github.com/meridiandb/meridian/internal/runtime"
 )
 
-// chaosReview runs the real-process review of crashes and partitions that closing notes report
-// by hand: protocol's shipped three-region cluster on free ports with 100 ms flushes (so that a
-// kill can fall between a write acknowledged early and its flush), `cluster chaos --crashes
-// 300ms-3s/1.5s --partitions 500ms-3s/2s` for 15 s beside a 20 s `bench --read-back` of
-// list-append on 10 keys. It returns the bench's exit status and output.
+// chaosReview runs the real-process review of crashes, partitions and clock steps that closing
+// notes report by hand: protocol's shipped three-region cluster on free ports with 100 ms
+// flushes (so that a kill can fall between a write acknowledged early and its flush) and a 25 ms
+// ε, `cluster chaos --crashes 300ms-3s/1.5s --partitions 500ms-3s/2s --skews 100ms-300ms/1s
+// --skew-by 20ms` (steps within ε) for 15 s beside a 20 s `bench --read-back` of list-append on
+// 10 keys. It returns the bench's exit status and output.
 func chaosReview(t *testing.T, protocol, mutant string, seed int) (int, string) {
 	t.Helper()
 	text, _, ok := configs.Builtin(protocol + "-3region")
@@ -31,6 +32,10 @@ func chaosReview(t *testing.T, protocol, mutant string, seed int) (int, string) 
 		}
 	}
 	text += "\n[disk]\nflush_delay = \"100ms\"\n"
+	if !strings.Contains(text, "\nepsilon = \"1ms\"") {
+		t.Fatalf("%s-3region declares no 1 ms ε to widen", protocol)
+	}
+	text = strings.Replace(text, "\nepsilon = \"1ms\"", "\nepsilon = \"25ms\"", 1)
 	text, err := mrt.WithFreePorts(text)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +49,8 @@ func chaosReview(t *testing.T, protocol, mutant string, seed int) (int, string) 
 	chaosDone := make(chan string)
 	go func() {
 		out, errs, code := runFor(t, 120*time.Second, "cluster", "chaos", "--config", config, "--data-dir", data,
-			"--crashes", "300ms-3s/1.5s", "--partitions", "500ms-3s/2s", "--for", "15s", "--seed", s)
+			"--crashes", "300ms-3s/1.5s", "--partitions", "500ms-3s/2s", "--skews", "100ms-300ms/1s", "--skew-by", "20ms",
+			"--for", "15s", "--seed", s)
 		if code != 0 {
 			out = "chaos exit " + strconv.Itoa(code) + ": " + errs + "\n" + out
 		}
@@ -58,10 +64,12 @@ func chaosReview(t *testing.T, protocol, mutant string, seed int) (int, string) 
 	return code, errs + "\n" + out
 }
 
-// TestChaosReview (MERIDIAN_LONG=1, about three minutes) is that review as a test: k2, crdb and
-// spanner stay valid with every acknowledged write found under crashes and partitions of real
-// processes, and k2's early-commit mutant (a recorder answering a commit before it is durable)
-// is caught within three seeds (it was in every run tried by hand).
+// TestChaosReview (MERIDIAN_LONG=1, about four minutes) is that review as a test: k2, crdb and
+// spanner stay valid with every acknowledged write found under crashes, partitions and clock
+// steps of real processes, and each mutant is caught within three seeds (each was in every run
+// tried by hand): k2's early-commit (a recorder answering a commit before it is durable), which
+// the crashes expose, and k2's no-commit-wait and spanner's early-release, which the clock
+// steps expose (on one machine's clock, without steps, neither was caught in a run tried).
 func TestChaosReview(t *testing.T) {
 	if os.Getenv("MERIDIAN_LONG") == "" {
 		t.Skip("a real-cluster review of a few minutes: set MERIDIAN_LONG=1")
@@ -73,12 +81,14 @@ func TestChaosReview(t *testing.T) {
 			}
 		})
 	}
-	t.Run("k2-early-commit", func(t *testing.T) {
-		for seed := 1; seed <= 3; seed++ {
-			if code, _ := chaosReview(t, "k2", "early-commit", seed); code == 1 {
-				return
+	for _, m := range []struct{ protocol, mutant string }{{"k2", "early-commit"}, {"k2", "no-commit-wait"}, {"spanner", "early-release"}} {
+		t.Run(m.protocol+"-"+m.mutant, func(t *testing.T) {
+			for seed := 1; seed <= 3; seed++ {
+				if code, _ := chaosReview(t, m.protocol, m.mutant, seed); code == 1 {
+					return
+				}
 			}
-		}
-		t.Error("k2's early-commit mutant passed three reviews under crashes and partitions")
-	})
+			t.Errorf("%s's %s mutant passed three reviews under crashes, partitions and clock steps", m.protocol, m.mutant)
+		})
+	}
 }

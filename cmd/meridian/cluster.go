@@ -49,6 +49,9 @@ type nodeStatus struct {
 	State string `json:"state"` // running, starting (process up, port closed), stopped
 	// CutFrom names the regions a cluster chaos has cut the node off from (its partition file).
 	CutFrom []string `json:"cut_from,omitempty"`
+	// ClockStep is how far a cluster chaos has stepped the node's clock (its clock-step file),
+	// as a duration such as "-12.5ms".
+	ClockStep string `json:"clock_step,omitempty"`
 }
 
 const (
@@ -328,10 +331,11 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, lock
 			return errors.New(msg)
 		}
 	}
-	// A node started here starts whole: a partition file is chaos's, and one still there was
-	// left by a chaos that could not heal it (killed, or its node's directory unwritable).
-	// Chaos's own restarts (locked) keep it, so a node restarted during a cut stays cut. A
-	// node already running that read such a file is still cut: it is told to read it again.
+	// A node started here starts whole: a partition or clock-step file is chaos's, and one
+	// still there was left by a chaos that could not undo it (killed, or its node's directory
+	// unwritable). Chaos's own restarts (locked) keep them, so a node restarted during a cut or
+	// a step stays cut or stepped. A node already running that read such a file is told to read
+	// it again.
 	if !locked {
 		starting := map[int]bool{}
 		for _, i := range toStart {
@@ -339,21 +343,24 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, lock
 		}
 		for i, n := range cfg.Nodes {
 			pid := next.Nodes[i].PID
-			cut, _ := readPartition(n.DataDir)
-			if len(cut) == 0 || !starting[i] && pid == 0 {
+			left := leftByChaos(n.DataDir)
+			if left == "" || !starting[i] && pid == 0 {
 				continue
 			}
 			if err := writePartition(n.DataDir, nil); err != nil {
 				return fmt.Errorf("node %s: a partition left by cluster chaos: %w", n.Name, err)
 			}
+			if err := writeClockStep(n.DataDir, 0); err != nil {
+				return fmt.Errorf("node %s: a clock step left by cluster chaos: %w", n.Name, err)
+			}
 			if starting[i] {
-				fmt.Fprintf(out, "%-12s starts without the cut from %s a cluster chaos left\n", n.Name, strings.Join(cut, ", "))
+				fmt.Fprintf(out, "%-12s starts without the %s a cluster chaos left\n", n.Name, left)
 				continue
 			}
 			if err := tellPID(n.Name, pid); err != nil {
-				return fmt.Errorf("healing the cut a cluster chaos left: %w", err)
+				return fmt.Errorf("undoing the %s a cluster chaos left: %w", left, err)
 			}
-			fmt.Fprintf(out, "%-12s healed of the cut from %s a cluster chaos left\n", n.Name, strings.Join(cut, ", "))
+			fmt.Fprintf(out, "%-12s healed of the %s a cluster chaos left\n", n.Name, left)
 		}
 	}
 	hadCopy := fileExists(cfgPath)
@@ -805,6 +812,9 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 			}
 		}
 		nodes[i].CutFrom, _ = readPartition(dir)
+		if step, _ := readClockStep(dir); step != 0 {
+			nodes[i].ClockStep = signedDuration(step)
+		}
 	}
 	// A node listed stopped whose address answers all the same fails the command, once the
 	// nodes are listed: 2 or 3 would tell a script the cluster is down while clients reach it.
@@ -836,6 +846,9 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 		state := n.State
 		if len(n.CutFrom) > 0 {
 			state += ", cut off from " + strings.Join(n.CutFrom, ", ")
+		}
+		if n.ClockStep != "" {
+			state += ", clock stepped " + n.ClockStep
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Roles, n.Addr, pid, state)
 	}

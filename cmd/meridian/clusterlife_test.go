@@ -608,7 +608,12 @@ func TestClusterChaos(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--for", "1s"}, "--crashes or --partitions is required"},
+		{[]string{"--for", "1s"}, "--crashes, --partitions or --skews is required"},
+		{[]string{"--skews", "1s/1s", "--for", "3s"}, "--skews 1s/1s needs --skew-by"},
+		{[]string{"--crashes", "1s/1s", "--skew-by", "5ms", "--for", "3s"}, "--skew-by 5ms without --skews"},
+		{[]string{"--skews", "1s/1s", "--skew-by", "101s", "--for", "3s"}, "--skew-by 1m41s: want a step from 1µs to 1m40s"},
+		{[]string{"--skews", "1s/1s", "--skew-by", "-5ms", "--for", "3s"}, "needs --skew-by, a positive largest step"},
+		{[]string{"--skews", "1s-/1s", "--skew-by", "5ms", "--for", "3s"}, "--skews 1s-/1s:"},
 		{[]string{"--partitions", "1s/soon", "--for", "1s"}, `--partitions 1s/soon: length "soon" is not a duration`},
 		{[]string{"--crashes", "1s/1s"}, "--for 0s: want a positive duration"},
 		{[]string{"--crashes", "soon/1s", "--for", "1s"}, `--crashes soon/1s: gap "soon" is not a duration`},
@@ -766,6 +771,92 @@ func TestClusterChaosHealsPastANodeItCannotTell(t *testing.T) {
 	mustStartCluster(t, config, data)
 	if cut := stillCut(t, data); len(cut) > 0 {
 		t.Errorf("nodes still cut after cluster start: %v", cut)
+	}
+}
+
+// Chaos steps servers' clocks and steps each back: every stepped node logs its step and its
+// return, the schedule is the seed's, no clock-step file outlives the run, and the cluster
+// still serves every write after it. A step a killed chaos left shows in status, and cluster
+// start undoes it, on a running node and on one it starts.
+func TestClusterChaosSkews(t *testing.T) {
+	_, config, data := runningCluster(t)
+	chaos := []string{"cluster", "chaos", "--data-dir", data, "--skews", "100ms-300ms/300ms", "--skew-by", "5ms", "--for", "1500ms", "--seed", "3"}
+	out, errs, code := runFor(t, 60*time.Second, chaos...)
+	schedule := func(text string) (steps, backs []string) {
+		for _, l := range strings.Split(text, "\n") {
+			i := strings.Index(l, "s  stepped ")
+			switch {
+			case i < 0:
+			case strings.HasSuffix(l, "'s clock back"):
+				backs = append(backs, l[i+3:])
+			default:
+				steps = append(steps, l[i+3:])
+			}
+		}
+		return steps, backs
+	}
+	steps, backs := schedule(out)
+	// A step the run's end cuts short is undone on exit, named in one line.
+	if code != 0 || len(steps) < 3 || len(backs) < len(steps)-1 || len(backs) < len(steps) && !strings.Contains(out, "s  undid the clocks of ") {
+		t.Fatalf("cluster chaos --skews: exit %d, stderr %q; want three or more steps, each stepped back\n%s", code, errs, out)
+	}
+	again, _, _ := runFor(t, 60*time.Second, chaos...)
+	if a, b := schedule(again); !slices.Equal(a, steps) || len(b) != len(backs) {
+		t.Errorf("one seed, two schedules of steps:\n%v\n%v", steps, a)
+	}
+	files, _ := filepath.Glob(filepath.Join(data, "*", clockStepFile))
+	if len(files) > 0 {
+		t.Errorf("clock-step files outlive chaos: %v", files)
+	}
+	told := 0
+	for _, name := range []string{"sh-1", "bj-1", "sg-1", "sh-oracle", "bj-oracle", "sg-oracle"} {
+		logText, _ := os.ReadFile(filepath.Join(data, name+".log"))
+		if strings.Contains(string(logText), "clock stepped on purpose") && strings.Contains(string(logText), "clock stepped back") {
+			told++
+		}
+	}
+	if told < 2 {
+		t.Errorf("%d nodes logged a step and its return; want two at least", told)
+	}
+	res, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--read-back")
+	if code != 0 || !strings.Contains(res, "found every acknowledged write") {
+		t.Errorf("bench after chaos: exit %d, stderr %q\n%s", code, errs, res)
+	}
+	// Left behind as a killed chaos leaves it: the file written, the node told.
+	if err := writeClockStep(filepath.Join(data, "sh-1"), 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := tellPID("sh-1", pidOf(t, data, "sh-1")); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := runFor(t, 60*time.Second, "cluster", "status", "--data-dir", data); !strings.Contains(out, "running, clock stepped +20ms") {
+		t.Errorf("status does not show the step chaos left:\n%s", out)
+	}
+	out, errs, code = runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data)
+	if code != 0 || !strings.Contains(out, "sh-1         healed of the clock step of +20ms a cluster chaos left") || fileExists(filepath.Join(data, "sh-1", clockStepFile)) {
+		t.Errorf("start with a step left on a running node: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	waitForLog(t, filepath.Join(data, "sh-1.log"), "clock stepped back")
+	stopLeavesNoServer(t, data)
+	if err := writeClockStep(filepath.Join(data, "bj-1"), -3*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data)
+	if code != 0 || !strings.Contains(out, "bj-1         starts without the clock step of -3ms") || fileExists(filepath.Join(data, "bj-1", clockStepFile)) {
+		t.Errorf("start with a step left on a stopped node: exit %d, stderr %q\n%s", code, errs, out)
+	}
+}
+
+// waitForLog waits until the log at path says what.
+func waitForLog(t *testing.T, path, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if text, _ := os.ReadFile(path); strings.Contains(string(text), what) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not say %q after 30s", path, what)
+		}
 	}
 }
 

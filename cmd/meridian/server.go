@@ -140,16 +140,20 @@ acknowledged.`,
 			// Caught from before the store opens: a node stopped while starting still closes it.
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-			// SIGUSR1: cluster chaos changed the partition file. Asked for before the file is
-			// read, so a change made after that read is signalled here, not lost.
+			// SIGUSR1: cluster chaos changed the partition or clock-step file. Asked for before
+			// the files are read, so a change made after that read is signalled here, not lost.
 			reread := make(chan os.Signal, 1)
 			signal.Notify(reread, syscall.SIGUSR1)
 			cut, err := readPartition(n.DataDir)
 			if err != nil {
 				return fmt.Errorf("node %s: %w", n.Name, err)
 			}
+			step, err := readClockStep(n.DataDir)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", n.Name, err)
+			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log, Cut: cut})
+			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log, Cut: cut, ClockStep: step})
 			if err != nil {
 				return err
 			}
@@ -171,6 +175,13 @@ acknowledged.`,
 					}
 					if err != nil {
 						log.Error("partition file not applied; the node's cut stays as it was", "err", err)
+					}
+					step, err := readClockStep(n.DataDir)
+					if err == nil {
+						err = s.SetClockStep(step)
+					}
+					if err != nil {
+						log.Error("clock-step file not applied; the node's clock stays as it was", "err", err)
 					}
 				case <-s.Done():
 					stopped = true

@@ -38,6 +38,9 @@ type Options struct {
 	// Cut names regions the node starts cut off from, as Server.SetCut would cut it: a node
 	// restarted during a partition comes back on its side of it.
 	Cut []string
+	// ClockStep moves the node's clocks from the start, as SetClockStep would: a node restarted
+	// while its clock is stepped comes back with it stepped.
+	ClockStep time.Duration
 	// store, when set, is the node's store (tests: one that fails).
 	store durable.Backend
 }
@@ -108,6 +111,7 @@ type Server struct {
 	received, sent, decodeErrs, dropped atomic.Uint64
 	clientCount                         atomic.Int64
 	cut                                 atomic.Pointer[cutSet] // regions a partition cuts this node off from (partition.go)
+	clockStep                           atomic.Int64           // nanoseconds SetClockStep moved the clocks by (clockstep.go)
 
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -154,6 +158,11 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		}
 		s.cut.Store(&set)
 		log.Warn("starting cut off from regions by a partition", "regions", strings.Join(opts.Cut, ","))
+	}
+	if opts.ClockStep != 0 {
+		if err := s.SetClockStep(opts.ClockStep); err != nil {
+			return nil, err
+		}
 	}
 	var err error
 	if opts.store != nil {
@@ -721,8 +730,10 @@ type env Server
 
 func (e *env) Self() topo.NodeID        { return e.id }
 func (e *env) Topology() *topo.Topology { return e.cfg.Topology }
-func (e *env) Now() int64               { return time.Now().UnixNano() + int64(e.me.ClockOffset) }
-func (e *env) Rand() *rand.Rand         { return e.rng }
+func (e *env) Now() int64 {
+	return time.Now().UnixNano() + int64(e.me.ClockOffset) + e.clockStep.Load()
+}
+func (e *env) Rand() *rand.Rand { return e.rng }
 
 // Charge is a no-op: real handlers spend real CPU.
 func (e *env) Charge(time.Duration) {}
