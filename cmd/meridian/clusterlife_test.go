@@ -600,10 +600,7 @@ func TestClusterChaos(t *testing.T) {
 	if stopCode == 0 || !strings.Contains(stopErrs, "start, stop or chaos is at work") || chaosCode != 0 {
 		t.Errorf("stop during chaos: exit %d, stderr %q; chaos exit %d, stderr %q\n%s", stopCode, stopErrs, chaosCode, chaosErrs, chaosOut)
 	}
-	res, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--read-back")
-	if code != 0 || !strings.Contains(res, "found every acknowledged write") {
-		t.Errorf("bench after chaos: exit %d, stderr %q\n%s", code, errs, res)
-	}
+	benchFindsEveryWrite(t, config)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -665,26 +662,15 @@ func TestClusterChaosPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	told := 0
 	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		if fileExists(filepath.Join(data, e.Name(), partitionFile)) {
+		if e.IsDir() && fileExists(filepath.Join(data, e.Name(), partitionFile)) {
 			t.Errorf("node %s still has a partition file after chaos", e.Name())
 		}
-		logText, _ := os.ReadFile(filepath.Join(data, e.Name()+".log"))
-		if strings.Contains(string(logText), "cut off from regions") && strings.Contains(string(logText), "partition healed") {
-			told++
-		}
 	}
-	if told < 2 {
+	if told := nodesLogging(t, data, "cut off from regions", "partition healed"); told < 2 {
 		t.Errorf("%d nodes logged a cut and its heal; want those of two regions at least", told)
 	}
-	res, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--read-back")
-	if code != 0 || !strings.Contains(res, "found every acknowledged write") {
-		t.Errorf("bench after chaos: exit %d, stderr %q\n%s", code, errs, res)
-	}
+	benchFindsEveryWrite(t, config)
 	stopLeavesNoServer(t, data)
 	if err := writePartition(filepath.Join(data, "sh-1"), []string{"BJ", "SG"}); err != nil {
 		t.Fatal(err)
@@ -808,20 +794,10 @@ func TestClusterChaosSkews(t *testing.T) {
 	if len(files) > 0 {
 		t.Errorf("clock-step files outlive chaos: %v", files)
 	}
-	told := 0
-	for _, name := range []string{"sh-1", "bj-1", "sg-1", "sh-oracle", "bj-oracle", "sg-oracle"} {
-		logText, _ := os.ReadFile(filepath.Join(data, name+".log"))
-		if strings.Contains(string(logText), "clock stepped on purpose") && strings.Contains(string(logText), "clock stepped back") {
-			told++
-		}
-	}
-	if told < 2 {
+	if told := nodesLogging(t, data, "clock stepped on purpose", "clock stepped back"); told < 2 {
 		t.Errorf("%d nodes logged a step and its return; want two at least", told)
 	}
-	res, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--read-back")
-	if code != 0 || !strings.Contains(res, "found every acknowledged write") {
-		t.Errorf("bench after chaos: exit %d, stderr %q\n%s", code, errs, res)
-	}
+	benchFindsEveryWrite(t, config)
 	// Left behind as a killed chaos leaves it: the file written, the node told.
 	if err := writeClockStep(filepath.Join(data, "sh-1"), 20*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -844,6 +820,33 @@ func TestClusterChaosSkews(t *testing.T) {
 	out, errs, code = runFor(t, 60*time.Second, "cluster", "start", "--config", config, "--data-dir", data)
 	if code != 0 || !strings.Contains(out, "bj-1         starts without the clock step of -3ms") || fileExists(filepath.Join(data, "bj-1", clockStepFile)) {
 		t.Errorf("start with a step left on a stopped node: exit %d, stderr %q\n%s", code, errs, out)
+	}
+}
+
+// nodesLogging counts the nodes of the cluster in data whose logs say both first and then.
+func nodesLogging(t *testing.T, data, first, then string) int {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(data, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, path := range logs {
+		text, _ := os.ReadFile(path)
+		if strings.Contains(string(text), first) && strings.Contains(string(text), then) {
+			n++
+		}
+	}
+	return n
+}
+
+// benchFindsEveryWrite runs a short bench with --read-back on the cluster of config, which
+// must find every write it had acknowledged.
+func benchFindsEveryWrite(t *testing.T, config string) {
+	t.Helper()
+	res, errs, code := runFor(t, 60*time.Second, "bench", "--config", config, "--duration", "300ms", "--warmup", "0s", "--clients", "1", "--read-back")
+	if code != 0 || !strings.Contains(res, "found every acknowledged write") {
+		t.Errorf("bench after chaos: exit %d, stderr %q\n%s", code, errs, res)
 	}
 }
 
