@@ -64,7 +64,7 @@ const (
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Start, inspect, crash, partition and stop a local cluster (one process per node, loopback ports)",
+		Short: "Start, inspect and stop a local cluster (one process per node, loopback ports), or strike it with crashes, cuts and clock steps",
 	}
 	var cf clusterFlags
 	cf.register(cmd.PersistentFlags(), true)
@@ -77,7 +77,7 @@ func newClusterCmd() *cobra.Command {
 	var asJSON bool
 	status := &cobra.Command{
 		Use:   "status",
-		Short: "Report each node: running, starting or stopped",
+		Short: "Report each node: running, starting or stopped, and any cut or clock step chaos put on it",
 		Long: `Report each node of the cluster started in the data directory: running (its process answers
 on its address), starting (its process runs, its address does not answer yet) or stopped, and
 the regions a cluster chaos has cut it off from, if any.
