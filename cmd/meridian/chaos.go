@@ -107,6 +107,10 @@ type chaosEvent struct {
 // past a bench sized to outlast it.
 const chaosLag = 500 * time.Millisecond
 
+// chaosMaxFaults bounds the faults of each kind a run may draw (its --for over its mean gap),
+// about a day of one a second: each drawn fault holds about 0.5 KB until the run ends.
+const chaosMaxFaults = 100_000
+
 func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error) {
 	crashes, partitions, skews, length, seed := f.crashes, f.partitions, f.skews, f.length, f.seed
 	if crashes == "" && partitions == "" && skews == "" {
@@ -137,6 +141,21 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 	if skews != "" {
 		if skewPattern, err = bench.ParseFaultPattern(skews); err != nil {
 			return fmt.Errorf("--skews %s: %w", skews, err)
+		}
+	}
+	// A schedule is drawn whole before the run: gaps of a millisecond over hours drew hundreds
+	// of millions of faults and the command died out of memory, with a Go runtime dump.
+	for _, c := range []struct {
+		flag, text string
+		p          bench.FaultPattern
+	}{{"--crashes", crashes, crashPattern}, {"--partitions", partitions, cutPattern}, {"--skews", skews, skewPattern}} {
+		if c.text == "" {
+			continue
+		}
+		mean := max((c.p.GapMin+c.p.GapMax)/2, time.Millisecond)
+		if about := length / mean; about > chaosMaxFaults {
+			return fmt.Errorf("%s %s: gaps of %s on average over --for %s would draw about %d faults, past the %d a run may: lengthen the gaps or shorten --for",
+				c.flag, c.text, mean, length, about, chaosMaxFaults)
 		}
 	}
 	dataDir, err := cf.stateDir()
@@ -185,6 +204,15 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 	if skews != "" {
 		if why := skewPattern.Fits(len(cfg.Nodes), "server", length); why != "" {
 			return fmt.Errorf("--skews %s: %s", skews, why)
+		}
+		// A node refuses a step that would put its clocks past ±MaxEpsilon with its
+		// clock_offset (SetClockStep): the run would print steps no node took, and a node
+		// crashed while so stepped would not restart.
+		for _, n := range cfg.Nodes {
+			if off := max(n.ClockOffset, -n.ClockOffset); off+f.skewBy > mrt.MaxEpsilon {
+				return fmt.Errorf("--skew-by %s: node %s's clock_offset %s and a step of up to %s would put its clocks past ±%s, which the node refuses: keep --skew-by within %s",
+					f.skewBy, n.Name, n.ClockOffset, f.skewBy, mrt.MaxEpsilon, mrt.MaxEpsilon-off)
+			}
 		}
 		for _, k := range skewPattern.Skews(cfg.Topology, seed, length, f.skewBy) {
 			events = append(events, chaosEvent{at: k.At, kind: chaosStep, node: cfg.Nodes[k.Node].Name, by: k.By})
@@ -303,6 +331,10 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 	// A node that cannot be told (not running, its directory unwritable) does not stop the
 	// others from being told: a heal that stopped at the first left the rest of the cluster cut,
 	// some pairs one-sided.
+	// undoing: the files now name no cut and no step, as a node that is not running (killed by
+	// hand meanwhile) reads them when it starts: it needs no telling, and an undo that counted
+	// it as failed reported every other clock and cut as left.
+	undoing := false
 	apply := func(pick func(mrt.NodeConfig) bool) error {
 		var failed []string
 		for _, n := range cfg.Nodes {
@@ -323,7 +355,7 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 				failed = append(failed, fmt.Sprintf("node %s: %v", n.Name, err))
 				continue
 			}
-			if !down[n.Name] {
+			if !down[n.Name] && !(undoing && !nodeRunning(dataDir, n.Name)) {
 				if err := tellNode(dataDir, n.Name); err != nil {
 					failed = append(failed, err.Error())
 				}
@@ -376,6 +408,7 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 		}
 		clear(cut)
 		clear(stepped)
+		undoing = true
 		if herr := apply(every); herr != nil {
 			err = fmt.Errorf("%v; then undoing %s failed (meridian cluster start undoes what chaos left): %v", err, strings.Join(what, " and "), herr)
 			return

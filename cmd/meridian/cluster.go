@@ -52,6 +52,9 @@ type nodeStatus struct {
 	// ClockStep is how far a cluster chaos has stepped the node's clock (its clock-step file),
 	// as a duration such as "-12.5ms".
 	ClockStep string `json:"clock_step,omitempty"`
+	// ClockStepError says why a clock-step file that is there could not be read (edited by
+	// hand): the node keeps its clock as it was, and would not start with it.
+	ClockStepError string `json:"clock_step_error,omitempty"`
 }
 
 const (
@@ -812,7 +815,10 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 			}
 		}
 		nodes[i].CutFrom, _ = readPartition(dir)
-		if step, _ := readClockStep(dir); step != 0 {
+		switch step, err := readClockStep(dir); {
+		case err != nil:
+			nodes[i].ClockStepError = err.Error()
+		case step != 0:
 			nodes[i].ClockStep = signedDuration(step)
 		}
 	}
@@ -849,6 +855,9 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 		}
 		if n.ClockStep != "" {
 			state += ", clock stepped " + n.ClockStep
+		}
+		if n.ClockStepError != "" {
+			state += ", unreadable clock-step file (cluster start removes it)"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Roles, n.Addr, pid, state)
 	}

@@ -961,3 +961,107 @@ func TestClusterStatusShowsCutsWithoutItsConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A node refuses a step that would put its clocks past ±MaxEpsilon with its clock_offset, so
+// chaos refuses a --skew-by that could draw one: it printed steps no node took and exited 0,
+// and a data node crashed while so stepped did not restart, cutting the run short.
+func TestClusterChaosSkewByWithinClockOffset(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	text, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"cluster.toml": strings.Replace(string(text), `name = "sh-oracle"`, "name = \"sh-oracle\"\nclock_offset = \"95s\"", 1)})
+	data := filepath.Join(dir, "data")
+	stopAtCleanup(t, data)
+	mustStartCluster(t, config, data)
+	out, errs, code := runFor(t, 60*time.Second, "cluster", "chaos", "--data-dir", data, "--skews", "100ms/300ms", "--skew-by", "20s", "--for", "1s", "--seed", "1")
+	if code != 1 || !strings.Contains(errs, "node sh-oracle's clock_offset 1m35s") || strings.Count(strings.TrimSpace(errs), "\n") > 0 || strings.Contains(out, "stepped") {
+		t.Errorf("chaos --skew-by 20s with a node's clock_offset 95s: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	if out, errs, code := runFor(t, 60*time.Second, "cluster", "chaos", "--data-dir", data, "--skews", "100ms/300ms", "--skew-by", "5s", "--for", "1s", "--seed", "1"); code != 0 {
+		t.Errorf("chaos --skew-by 5s with a node's clock_offset 95s: exit %d, stderr %q\n%s", code, errs, out)
+	}
+}
+
+// A node killed by hand during a run ends it with an error naming that node, and the undo
+// that follows, which needs not tell a node that is not running (it reads its emptied files as
+// it starts), does not report every other node's clock as left stepped.
+func TestClusterChaosSkewsUndoPastANodeKilledByHand(t *testing.T) {
+	_, config, data := runningCluster(t)
+	victim := pidOf(t, data, "bj-1")
+	type result struct {
+		out, errs string
+		code      int
+	}
+	done := make(chan result)
+	go func() {
+		// Seed 3 steps sg-oracle at 0.295 s, bj-oracle at 0.513 s and bj-1 at 0.707 s.
+		out, errs, code := runFor(t, 60*time.Second, "cluster", "chaos", "--data-dir", data, "--skews", "100ms-300ms/2s", "--skew-by", "5ms", "--for", "4s", "--seed", "3")
+		done <- result{out, errs, code}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if files, _ := filepath.Glob(filepath.Join(data, "*", clockStepFile)); len(files) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no clock stepped 30s into a chaos whose first step falls at 0.3s")
+		}
+	}
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code == 0 || !strings.Contains(r.errs, "node bj-1 is not running") || strings.Contains(r.errs, "then undoing") {
+		t.Errorf("chaos with bj-1 killed under it: exit %d, stderr %q; want the kill named and the undo done\n%s", r.code, r.errs, r.out)
+	}
+	if files, _ := filepath.Glob(filepath.Join(data, "*", clockStepFile)); len(files) > 0 {
+		t.Errorf("clock-step files outlive chaos: %v", files)
+	}
+	mustStartCluster(t, config, data)
+}
+
+// A clock-step file edited by hand into something that is not a duration is refused by its
+// node (and would keep it from starting), and status says so instead of showing nothing.
+func TestClusterStatusShowsUnreadableClockStep(t *testing.T) {
+	_, _, data := runningCluster(t)
+	if err := os.WriteFile(filepath.Join(data, "sh-1", clockStepFile), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := runFor(t, 60*time.Second, "cluster", "status", "--data-dir", data)
+	if code != 0 || !strings.Contains(out, "running, unreadable clock-step file") {
+		t.Errorf("status with sh-1's clock-step file unreadable: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	out, errs, code = runFor(t, 60*time.Second, "cluster", "status", "--data-dir", data, "--json")
+	if code != 0 || !strings.Contains(out, `"clock_step_error": "clock-step file: time: invalid duration \"garbage\""`) {
+		t.Errorf("status --json with sh-1's clock-step file unreadable: exit %d, stderr %q\n%s", code, errs, out)
+	}
+}
+
+// A schedule is drawn whole before the run, so one of millions of faults is refused with one
+// line, before the cluster is looked at: 720 million steps ran the command out of memory (a Go
+// runtime dump, exit 2) once it had found the cluster running.
+func TestClusterChaosRefusesHugeSchedules(t *testing.T) {
+	nowhere := filepath.Join(t.TempDir(), "none")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--skews", "1ms/1ms", "--skew-by", "1ms", "--for", "200h"}, "--skews 1ms/1ms: gaps of 1ms on average over --for 200h0m0s would draw about 720000000 faults"},
+		{[]string{"--crashes", "0-2ms/1s", "--for", "2h"}, "--crashes 0-2ms/1s: gaps of 1ms on average over --for 2h0m0s would draw about 7200000 faults"},
+		{[]string{"--partitions", "10ms/1s", "--for", "1h"}, "--partitions 10ms/1s: gaps of 10ms on average over --for 1h0m0s would draw about 360000 faults"},
+	} {
+		_, errs, code := runFor(t, 60*time.Second, append([]string{"cluster", "chaos", "--data-dir", nowhere}, c.args...)...)
+		if line := strings.TrimSpace(errs); code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want one line with %q", c.args, code, errs, c.want)
+		}
+	}
+	// A day of faults a second apart is within bounds, and so is a range whose mean is a second
+	// though its shortest gap is none (refused here only for want of a cluster).
+	for _, args := range [][]string{{"--skews", "1s/1s", "--skew-by", "1ms", "--for", "24h"}, {"--crashes", "0-2s/1s", "--for", "24h"}} {
+		if _, errs, code := runFor(t, 60*time.Second, append([]string{"cluster", "chaos", "--data-dir", nowhere}, args...)...); code != 1 || !strings.Contains(errs, "no cluster was started in "+nowhere) {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}

@@ -144,7 +144,7 @@ func randomFaults[F any](randomFlag, pattern, scripted string, given []F, target
 		return nil, fmt.Errorf("%s %s: %w", randomFlag, pattern, err)
 	}
 	if why := p.Fits(targets, what, runLength); why != "" {
-		return nil, fmt.Errorf("%s %s: %s", randomFlag, pattern, why)
+		return nil, fmt.Errorf("%s %s: %s (a run is its warm-up and its duration)", randomFlag, pattern, why)
 	}
 	return func(seed uint64) []F { return draw(p, seed) }, nil
 }

@@ -135,7 +135,7 @@ func TestSimRandomCrashesBadInput(t *testing.T) {
 		{[]string{"--random-crashes", "1s"}, "want GAP/FOR"},
 		{[]string{"--random-crashes", "1s/later"}, `length "later" is not a duration`},
 		{[]string{"--random-crashes", "2s-1s/1s"}, "want 0 ≤ A ≤ B"},
-		{[]string{"--random-crashes", "10s/1s"}, "no fault fits a run of 2s"},
+		{[]string{"--random-crashes", "10s/1s"}, "no fault fits a run of 2s: shorten the gap or the length (a run is its warm-up and its duration)"},
 		{[]string{"--random-crashes", "1s/1s", "--crash", "0@1s/100ms"}, "give it or --crash, not both"},
 	} {
 		expectSimRefused(t, c.args, "--random-crashes", c.want)

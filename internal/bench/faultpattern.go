@@ -115,7 +115,7 @@ func (p FaultPattern) Fits(targets int, what string, runLength time.Duration) st
 	case targets == 0:
 		return "the topology has no " + what
 	case p.GapMin >= runLength || max(p.ForMin, minFault) > runLength-p.GapMin:
-		return fmt.Sprintf("no fault fits a run of %s (warm-up plus duration): shorten the gap or the length", runLength)
+		return fmt.Sprintf("no fault fits a run of %s: shorten the gap or the length", runLength)
 	}
 	return ""
 }
