@@ -823,6 +823,53 @@ func TestClusterChaosSkews(t *testing.T) {
 	}
 }
 
+// A data node chaos crashed comes back with the clock step it was given while it was down: it
+// reads its clock-step file as it starts, and logs the step before it serves.
+func TestClusterChaosRestartsANodeStepped(t *testing.T) {
+	_, _, data := runningCluster(t)
+	out, errs, code := runFor(t, 60*time.Second, "cluster", "chaos", "--data-dir", data, "--crashes", "100ms/1s",
+		"--skews", "50ms/2s", "--skew-by", "5ms", "--for", "3s", "--seed", "1")
+	if code != 0 {
+		t.Fatalf("chaos --crashes --skews: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	down := map[string]bool{}
+	pending := map[string]string{} // the step a down node will restart with
+	checked := 0
+	for _, line := range strings.Split(out, "\n") {
+		_, what, ok := strings.Cut(line, "s  ")
+		if !ok {
+			continue
+		}
+		if node, ok := strings.CutPrefix(what, "killed "); ok {
+			down[node] = true
+		}
+		if rest, ok := strings.CutPrefix(what, "stepped "); ok {
+			if node, step, _ := strings.Cut(rest, "'s clock "); down[node] {
+				pending[node] = step
+			}
+		}
+		node, ok := strings.CutPrefix(what, "restarting ")
+		if !ok {
+			continue
+		}
+		delete(down, node)
+		step := pending[node]
+		delete(pending, node)
+		if step == "" || step == "back" {
+			continue
+		}
+		// Its log gives the step (without the sign of a step ahead).
+		logText, _ := os.ReadFile(filepath.Join(data, node+".log"))
+		if !strings.Contains(string(logText), "step="+strings.TrimPrefix(step, "+")) {
+			t.Errorf("%s was stepped %s while down; its log does not show the step after its restart\n%s", node, step, out)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatalf("seed 1 stepped no node while it was down; pick another\n%s", out)
+	}
+}
+
 // nodesLogging counts the nodes of the cluster in data whose logs say both first and then.
 func nodesLogging(t *testing.T, data, first, then string) int {
 	t.Helper()
