@@ -42,9 +42,8 @@ func newClusterChaosCmd(cf *clusterFlags) *cobra.Command {
 		Short: "Kill -9 and restart data nodes, cut regions off from each other, or step clocks, on a schedule drawn from a seed",
 		Long: `Strike the running cluster for --for of wall-clock time on a schedule drawn from --seed, as
 meridian sim --random-crashes, --random-partitions and --random-skews draw one: after each gap
-(a duration, or a
-range A-B drawn uniformly) something not already struck is struck for up to FOR (or for a
-length from a range); several at once when gaps are shorter than lengths.
+(a duration, or a range A-B drawn uniformly) something not already struck is struck for up to
+FOR (or for a length from a range); several at once when gaps are shorter than lengths.
 
   --crashes     a data node that is up is killed with SIGKILL and restarted after its outage
                 from what it had persisted.
@@ -58,14 +57,15 @@ length from a range); several at once when gaps are shorter than lengths.
                 and two servers stepped opposite ways are 2D apart.
 
 Every fault ends within --for, and the command returns with every node running, every cut
-healed and every clock stepped back (also when interrupted: it undoes them first). Run a bench alongside, with a
-window that outlasts the schedule, to check that no acknowledged write was lost and the history
-holds:
+healed and every clock stepped back (also when interrupted: it undoes them first). Run a bench
+alongside, with a window that outlasts the schedule, to check that no acknowledged write was
+lost and the history holds:
 
   meridian cluster chaos --crashes 300ms-3s/1.5s --for 35s & meridian bench --duration 40s --read-back
 
 Pair crashes with a slowed disk ([disk] flush_delay) so that a kill can fall between a write
-acknowledged before it was durable and its flush. Each line says what it did and when, counted
+acknowledged before it was durable and its flush, but not clock steps: a slow flush delays
+every commit's answer, a commit wait of its own that hides a protocol's missing one. Each line says what it did and when, counted
 from the command's start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
