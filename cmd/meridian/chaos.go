@@ -65,8 +65,8 @@ lost and the history holds:
 
 Pair crashes with a slowed disk ([disk] flush_delay) so that a kill can fall between a write
 acknowledged before it was durable and its flush, but not clock steps: a slow flush delays
-every commit's answer, a commit wait of its own that hides a protocol's missing one. Each line says what it did and when, counted
-from the command's start.`,
+every commit's answer, a commit wait of its own that hides a protocol's missing one. Each line
+says what it did and when, counted from the command's start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return clusterChaos(cmd, cf, f)
