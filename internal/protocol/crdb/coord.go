@@ -283,7 +283,7 @@ func (n *Node) sendRead(t *coordTxn, key string, ob *outbox, then func(*ReadResp
 			return
 		}
 		if _, ok := t.observed[nd]; !ok {
-			t.observed[nd] = resp.Clock
+			t.observed[nd] = observedAt(resp.Clock, resp.Floor)
 		}
 		if resp.WriteLost && resp.Aborted {
 			n.abort(t, "push-abort") // an older writer's push removed the intent

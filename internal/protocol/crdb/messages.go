@@ -53,7 +53,16 @@ type ReadResp struct {
 	// Aborted, with WriteLost: the intent went because the transaction was aborted here (an
 	// older writer's push), not lost in a crash; the transaction aborts (cause push-abort).
 	Aborted bool `cbor:",omitempty"`
+	// Floor: the leaseholder's read floor, when it lies above Clock (a restarted node whose
+	// clock is behind what its previous life wrote). The observed timestamp a coordinator keeps
+	// for the leaseholder is the higher of the two, as the first visit's limit was (startRead):
+	// kept at Clock, a later visit's limit cut the interval short of an acknowledged write.
+	// Clock itself stays the clock, as coordinators merge it into their HLCs.
+	Floor ts.Timestamp `cbor:",omitempty"`
 }
+
+// observedAt is the observed timestamp a reply gives its coordinator for the node that sent it.
+func observedAt(clock, floor ts.Timestamp) ts.Timestamp { return ts.MaxOf(clock, floor) }
 
 // WriteReq lays down an intent.
 type WriteReq struct {

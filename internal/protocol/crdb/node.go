@@ -490,6 +490,15 @@ func (n *Node) observe(t ts.Timestamp) {
 
 func (n *Node) now() ts.Timestamp { return n.hlc.Now(n.env.Now()) }
 
+// floorAbove is the read floor when it lies above the clock's last reading, else zero: what a
+// read's reply carries in Floor (ReadResp.Floor).
+func (n *Node) floorAbove() ts.Timestamp {
+	if f := n.store.ReadFloor(); n.hlc.Last().Less(f) {
+		return f
+	}
+	return ts.Zero
+}
+
 // call sends a request and registers what to do with its answer.
 func (n *Node) call(to topo.NodeID, build func(req uint64) wire.Msg, then func(wire.Msg)) uint64 {
 	return n.callVia(nil, to, build, then)

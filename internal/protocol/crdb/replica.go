@@ -114,7 +114,7 @@ func (n *Node) startRead(from topo.NodeID, req *ReadReq, respond func(*ReadResp)
 
 func (n *Node) evalRead(from topo.NodeID, req *ReadReq, since int64, respond func(*ReadResp)) {
 	reply := func(r *ReadResp) {
-		r.Req, r.Clock = req.Req, n.now()
+		r.Req, r.Clock, r.Floor = req.Req, n.now(), n.floorAbove()
 		respond(r)
 	}
 	if n.belowGCHorizon(req.ReadTS) {

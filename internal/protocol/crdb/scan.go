@@ -65,6 +65,7 @@ type ScanResp struct {
 	TooLarge  bool         `cbor:",omitempty"`
 	WriteLost bool         `cbor:",omitempty"` // an OwnKeys key has no intent of the transaction
 	Aborted   bool         `cbor:",omitempty"` // with WriteLost: the transaction was aborted here (ReadResp.Aborted)
+	Floor     ts.Timestamp `cbor:",omitempty"` // as ReadResp.Floor
 }
 
 func (*ScanReq) Kind() wire.Kind  { return 421 }
@@ -119,7 +120,7 @@ func (n *Node) evalScan(from topo.NodeID, req *ScanReq, since int64) {
 	ref := scanRef{from, req.Req}
 	reply := func(r *ScanResp) {
 		delete(n.scansWaiting, ref)
-		r.Req, r.Clock = req.Req, n.now()
+		r.Req, r.Clock, r.Floor = req.Req, n.now(), n.floorAbove()
 		n.env.Send(from, r)
 	}
 	if n.belowGCHorizon(req.ReadTS) {
@@ -283,7 +284,7 @@ func (n *Node) scan(t *coordTxn, span Span, limit int32) {
 				return
 			}
 			if _, ok := t.observed[nd]; !ok {
-				t.observed[nd] = resp.Clock
+				t.observed[nd] = observedAt(resp.Clock, resp.Floor)
 			}
 			tooOld = tooOld || resp.TooOld
 			tooLarge = tooLarge || resp.TooLarge
