@@ -103,7 +103,7 @@ func TestWaitingRequestCopyDropped(t *testing.T) {
 	w := g.writeAnswer(&WriteReq{Req: 1, Txn: holder, Key: g.kh, Value: []byte("v"), WriteTS: g.at, CreateRecord: true})
 	// A younger reader above the intent, from the other leaseholder's node as its gateway.
 	reader := TxnMeta{ID: storage.MakeTxnID(int32(g.l), 1), Age: w.WrittenTS.Next(), RecordNode: -1, Coord: g.l}
-	above := ts.Timestamp{Wall: w.WrittenTS.Wall + int64(time.Second)}
+	above := ts.Timestamp{Wall: w.WrittenTS.Wall + int64(100*time.Millisecond)}
 	read := &ReadReq{Req: 9, Txn: reader, Key: g.kh, ReadTS: above, Limit: above}
 	count := func() (blocked, pushes, answers int) {
 		t.Helper()

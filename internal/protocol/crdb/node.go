@@ -313,8 +313,10 @@ func (n *Node) recover(d node.Durable) error {
 	}
 	n.store = st
 	// The timestamp cache was volatile: no write may land below a read served before the
-	// crash. Every such read was at or below some node's clock, which is at most 2×max-offset
-	// ahead of ours (all clocks are within max-offset of true time). CockroachDB does the same
+	// crash. The last life served a read only at or below its clock + max-offset (Handle), and
+	// that clock was at most max-offset ahead of ours now: the clocks are within max-offset of
+	// each other, so one that steps back across a crash goes from the top of their band to the
+	// bottom at most. CockroachDB does the same
 	// with a new lease's start timestamp. A write pushed there has a timestamp no clock has
 	// reached, which its gateway waits out before acknowledging the commit (committed). A first
 	// life (no incarnation durable yet) served nothing before: it serves nothing until its
@@ -386,17 +388,20 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 		return
 	}
 	if at := readAt(m); !at.IsZero() {
-		if wait := at.Wall - (n.env.Now() + 2*int64(n.set.maxOffset)); wait > 0 {
+		if wait := at.Wall - (n.env.Now() + int64(n.set.maxOffset)); wait > 0 {
 			// The next life's read floor, its clock then + 2×max-offset, must lie above every
-			// read served now. Not every read is at or below some clock: a write pushed to a
-			// restarted node's floor carries that floor into the HLCs of the nodes its commit
-			// talks to, and on into their answers' clock readings, so a transaction begun at
-			// a gateway that heard of it reads up to 2×max-offset ahead of the fastest clock.
-			// Served at once by a node whose clock is behind, such a read was forgotten by a
-			// crash right after, and a write landed under it: the reader saw one write of a
-			// transaction and not the other (TestRestartFloorAboveFutureReads). Held until the
-			// clock is close enough, at most the clocks' spread; a crash meanwhile loses it as
-			// any request, and its sender sends it again.
+			// read served now, and its clock may then be max-offset behind ours now (a clock
+			// stepped back across the crash). A read at or below some clock is at most
+			// max-offset ahead of ours, and never waits here. Not every read is: a write pushed
+			// to a restarted node's floor carries that floor into the HLCs of the nodes its
+			// commit talks to, and on into their answers' clock readings, so a transaction
+			// begun at a gateway that heard of it reads up to 2×max-offset ahead of the fastest
+			// clock. Served at once by a node whose clock is behind, such a read was forgotten
+			// by a crash right after, and a write landed under it: the reader saw one write of
+			// a transaction and not the other (TestRestartFloorAboveFutureReads); so it was
+			// when served up to our clock + 2×max-offset, by a clock stepped back before the
+			// crash (its stepped-back case). Held until the clock is close enough; a crash
+			// meanwhile loses it as any request, and its sender sends it again.
 			n.m.Add("read/future-hold", 1)
 			n.env.After(time.Duration(wait), func() { n.Handle(from, m) })
 			return

@@ -156,11 +156,11 @@ func TestStaleAnswerAfterRestart(t *testing.T) {
 	// is durable.
 	c := tp.DataNodes(2)[0]
 	mine := prototest.KeysOn(t, tp, self, "stale", 1)[0]
-	at, later := ts.Timestamp{Wall: 3 * int64(time.Second)}, ts.Timestamp{Wall: 4 * int64(time.Second)}
+	at, later := ts.Timestamp{Wall: 3 * int64(time.Second)}, ts.Timestamp{Wall: 3*int64(time.Second) + int64(400*time.Millisecond)}
 	n.Handle(c, &WriteReq{Req: 1, Txn: TxnMeta{ID: storage.MakeTxnID(int32(c), 1), Age: at, RecordNode: l, Coord: c},
 		Key: mine, Value: []byte("x"), WriteTS: at})
 	env.Flush()
-	// Its clock has reached the read's timestamp less 2×max-offset: a leaseholder holds a read
+	// Its clock has reached the read's timestamp less max-offset: a leaseholder holds a read
 	// further ahead until it has (Handle).
 	n, env = scriptedLife(t, self, tp, disk, 3*int64(time.Second))
 	n.Handle(c, &ReadReq{Req: 1, Txn: TxnMeta{ID: storage.MakeTxnID(int32(c), 2), Age: at, RecordNode: -1, Coord: c},
