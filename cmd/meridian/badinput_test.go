@@ -324,6 +324,11 @@ func TestBadInputTable(t *testing.T) {
 		if mem < 300<<30 { // 10000 compact warehouses: at least 380 GB
 			cases = append(cases, badCase{sim("--workload", "tpcc", "--warehouses", "10000"), "lower --warehouses or --tpcc-items", 0})
 		}
+		if mem < 150<<30 { // 134M YCSB-T keys of 1,000 bytes, loaded for scans: at least 170 GB
+			cases = append(cases,
+				badCase{sim("--workload", "ycsbt", "--keys", "134217728", "--scan-ratio", "0.5"), "lower --keys", 0},
+				badCase{bench("--workload", "ycsbt", "--keys", "134217728", "--scan-ratio", "0.5"), "lower --keys", 0})
+		}
 		if mem < 4000<<30 { // 10000 specification-sized warehouses: at least 4.7 TB
 			cases = append(cases,
 				badCase{sim("--workload", "tpcc", "--warehouses", "10000", "--tpcc-full"), "GB of memory", 0},

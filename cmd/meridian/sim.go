@@ -166,18 +166,23 @@ func printFaults(out io.Writer, kind, flag, pattern string, n int, what func(i i
 
 const maxListedFaults = 20
 
+// maxSeeds bounds a sweep: it keeps every seed's result (about 16 KB each) for its summary.
+const maxSeeds = 10_000
+
 // checkSeeds refuses --seeds and --parallel values that make no sweep, and the outputs that
 // belong to one run.
-func (c *simCommand) checkSeeds() error {
+func (c *simCommand) checkSeeds(parallelGiven bool) error {
 	switch {
-	case c.seeds < 1:
-		return fmt.Errorf("--seeds %d: want 1 or more", c.seeds)
+	case c.seeds < 1 || c.seeds > maxSeeds:
+		return fmt.Errorf("--seeds %d: want 1..%d", c.seeds, maxSeeds)
 	case c.parallel < 0:
 		return fmt.Errorf("--parallel %d: want 0 (one per CPU) or more", c.parallel)
 	case c.sf.seed > math.MaxUint64-uint64(c.seeds-1):
 		return fmt.Errorf("--seed %d with --seeds %d: the last seed would pass %d", c.sf.seed, c.seeds, uint64(math.MaxUint64))
+	case c.seeds == 1 && parallelGiven:
+		return fmt.Errorf("--parallel %d bounds a sweep: give it with --seeds", c.parallel)
 	case c.seeds == 1:
-		return nil // --parallel bounds a sweep; one run is within any bound
+		return nil
 	}
 	for _, o := range []struct{ flag, path string }{{"--history", c.history}, {"--cpuprofile", c.cpuProf}, {"--memprofile", c.memProf}} {
 		if o.path != "" {
@@ -256,7 +261,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err := checkMemory(wl, cfg.Topology, c.clients); err != nil {
 		return err
 	}
-	if err := c.checkSeeds(); err != nil {
+	if err := c.checkSeeds(cmd.Flags().Changed("parallel")); err != nil {
 		return err
 	}
 	spec := func(wl workload.Workload, seed uint64) bench.Spec {

@@ -22,6 +22,7 @@ import (
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/workload"
 	"github.com/meridiandb/meridian/internal/workload/tpcc"
+	"github.com/meridiandb/meridian/internal/workload/ycsbt"
 )
 
 // Bounds on what a command line may ask for. Each is far past any meaningful run; they exist so
@@ -403,28 +404,35 @@ func checkMemory(wl workload.Workload, tp *topo.Topology, clientsPerRegion int) 
 
 // memoryNeed is a lower bound on a run's memory, what it goes to, and the flags that lower it.
 func memoryNeed(wl workload.Workload, tp *topo.Topology, clientsPerRegion int) (need int64, what, lower string) {
-	var rows int64
-	if w, ok := wl.(*tpcc.Workload); ok {
-		rows = tpccRows(w.Config(), len(tp.Shards))
+	var rows, rowBytes int64
+	var rowKind, rowFlags string
+	switch w := wl.(type) {
+	case *tpcc.Workload:
+		rows, rowBytes, rowKind, rowFlags = tpccRows(w.Config(), len(tp.Shards)), bytesPerRow, "TPC-C rows", "--warehouses or --tpcc-items"
+	case *ycsbt.Workload:
+		// Loaded before the run only when it scans (bench.NewWorkload; otherwise a missing key
+		// reads as counter 0): every key, each holding its value.
+		cfg := w.Config()
+		rows, rowBytes, rowKind, rowFlags = int64(cfg.Keys), bytesPerRow+int64(cfg.ValueBytes), "YCSB-T rows loaded for scans", "--keys"
 	}
 	clients := int64(clientsPerRegion) * int64(len(tp.Regions))
-	need = rows*bytesPerRow + clients*bytesPerClient
+	need = rows*rowBytes + clients*bytesPerClient
 	what, lower = fmt.Sprintf("%d clients", clients), "--clients"
-	if rows*bytesPerRow > clients*bytesPerClient {
-		what = fmt.Sprintf("%.1fM TPC-C rows and %s", float64(rows)/1e6, what)
-		lower = "--warehouses or --tpcc-items"
+	if rows*rowBytes > clients*bytesPerClient {
+		what = fmt.Sprintf("%.1fM %s and %s", float64(rows)/1e6, rowKind, what)
+		lower = rowFlags
 	}
 	return need, what, lower
 }
 
 func gb(b int64) string { return fmt.Sprintf("%.1f GB", float64(b)/(1<<30)) }
 
-// memoryLimit is the memory this process may use: the machine's, or its control group's if
-// smaller; 0 if neither is known.
 // heapLimit is the share of the machine's memory the process keeps its heap under (main): the
 // rest is for the runtime's own memory and the rest of the machine.
 func heapLimit(machine int64) int64 { return machine / 100 * 85 }
 
+// memoryLimit is the memory this process may use: the machine's, or its control group's or
+// address-space limit's if smaller; 0 if none is known.
 func memoryLimit() int64 {
 	var limit int64
 	if f, err := os.Open("/proc/meminfo"); err == nil {
@@ -441,6 +449,14 @@ func memoryLimit() int64 {
 	}
 	if data, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
 		if v, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil && v > 0 && (limit == 0 || v < limit) {
+			limit = v
+		}
+	}
+	// ulimit -v bounds the address space, which is more than the heap, so the heap's share of
+	// it (heapLimit) is a generous bound; it still turns a run sure to fail into a refusal.
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_AS, &rl); err == nil && rl.Cur < math.MaxInt64 {
+		if v := int64(rl.Cur); v > 0 && (limit == 0 || v < limit) {
 			limit = v
 		}
 	}
