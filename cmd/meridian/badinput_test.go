@@ -187,6 +187,23 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--protocol", "crdb", "--opt", "max-offset=2562047h"), "--opt max-offset=2562047h: a duration option must be at most 1000h", 0},
 		{sim("--protocol", "k2", "--opt", "mutant=nope"), `--opt mutant=nope: protocol k2 wants one of "" (none), no-commit-wait`, 0},
 		{sim("--protocol", "spanner", "--opt", "lock-policy=sometimes"), "--opt lock-policy=sometimes: protocol spanner wants one of no-wait", 0},
+		// NaN fails every comparison: it passed max-drift's range check and the clock refused
+		// it later, with another bound, in another form. ±Inf must meet the same check.
+		{sim("--protocol", "k2", "--opt", "max-drift=NaN"), "--opt max-drift=NaN: protocol k2 wants a rate in [0, 0.01]", 0},
+		{sim("--protocol", "k2", "--opt", "max-drift=nan"), "--opt max-drift=nan: protocol k2 wants a rate in [0, 0.01]", 0},
+		{sim("--protocol", "k2", "--opt", "max-drift=+Inf"), "--opt max-drift=+Inf: protocol k2 wants a rate in [0, 0.01]", 0},
+		{sim("--protocol", "k2", "--opt", "max-drift=-Inf"), "--opt max-drift=-Inf: protocol k2 wants a rate in [0, 0.01]", 0},
+		{sim("--protocol", "k2", "--opt", "max-drift=-1"), "--opt max-drift=-1: protocol k2 wants a rate in [0, 0.01]", 0},
+		// The batcher refused a step above ttl in its own terms ("clock: batcher step …").
+		{sim("--protocol", "k2", "--opt", "step=1000h"), "--opt step=1000h: protocol k2 wants a duration no longer than ttl (500µs)", 0},
+		{sim("--protocol", "k2", "--opt", "ttl=5ns"), "--opt ttl=5ns: protocol k2 wants a duration no shorter than step (10ns)", 0},
+		// Spanner's own checks said "idle-timeout and decision-timeout must be positive": neither
+		// which option nor its value.
+		{sim("--protocol", "spanner", "--opt", "decision-timeout=0s"), "--opt decision-timeout=0s: protocol spanner wants a positive duration", 0},
+		{sim("--protocol", "spanner", "--opt", "idle-timeout=0s"), "--opt idle-timeout=0s: protocol spanner wants a positive duration", 0},
+		{sim("--protocol", "spanner", "--opt", "lock-policy=timeout", "--opt", "lock-timeout=0s"), "--opt lock-timeout=0s: protocol spanner wants a positive duration", 0},
+		{sim("--protocol", "spanner", "--opt", "lock-timeout=1s"), "--opt lock-timeout=1s: protocol spanner wants lock-policy=timeout with it (lock-policy is wound-wait)", 0},
+		{sim("--protocol", "spanner", "--opt", "mutant=eager-no-lock"), "--opt mutant=eager-no-lock: protocol spanner wants write-locks=eager with it", 0},
 		{sim("--check", "nope"), `--check "nope": want auto, none or one of`, 0},
 		{sim("--workload", "tpcc", "--check", "strict-serializable"), "the tpcc workload records no reads and writes a checker can judge", 0},
 		{sim("--topology", "single-dc", "--crt-ratio", "0.5"), "topology single-dc has one region", 0},

@@ -295,6 +295,48 @@ func TestServerAddressTakenLeavesNoStore(t *testing.T) {
 	}
 }
 
+// A node whose data directory another process has open (the node already running under a
+// configuration that moved its addresses) is refused on one line that says so and gives the
+// hint a taken address gets: it was the store lock's errno, "durable: open …/sh-1: resource
+// temporarily unavailable".
+func TestServerDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	config := freeClusterConfig(t, dir)
+	data := filepath.Join(dir, "data")
+	first := exec.Command(binary, "server", "--config", config, "--node", "sh-1", "--data-dir", data)
+	var firstErr bytes.Buffer
+	first.Stderr = &firstErr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = first.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = first.Process.Signal(syscall.SIGTERM); <-exited })
+	// The identity is written once the store is open.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(data, "sh-1", identityFile)); err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatalf("the first server exited: %s", firstErr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first server did not open its store within 20s: %s", firstErr.String())
+		}
+	}
+	// The same cluster on other ports (chosen while the first server holds its own).
+	moved := freeClusterConfig(t, t.TempDir())
+	_, errs, code := runFor(t, 20*time.Second, "server", "--config", moved, "--node", "sh-1", "--data-dir", data)
+	line := strings.TrimSpace(errs)
+	want := "node sh-1: durable: data directory " + filepath.Join(data, "sh-1") +
+		" is in use by another process (is node sh-1 already running? meridian cluster status)"
+	if code <= 0 || strings.Contains(line, "\n") || !strings.Contains(line, want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant one line with: %s", code, errs, want)
+	}
+}
+
 // A node that fails to start is reported on one line, with its own reason.
 func TestClusterStartReportsANodeThatExits(t *testing.T) {
 	dir := t.TempDir()

@@ -20,6 +20,7 @@ import (
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/configs"
 	mrt "github.com/meridiandb/meridian/internal/runtime"
+	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
@@ -154,6 +155,11 @@ acknowledged.`,
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log, Cut: cut, ClockStep: step})
+			if errors.Is(err, durable.ErrInUse) {
+				// Most often the node runs already, under a configuration that moved its
+				// addresses (else checkListen would have refused it): say so as checkListen does.
+				return fmt.Errorf("%w (is node %s already running? meridian cluster status)", err, n.Name)
+			}
 			if err != nil {
 				return err
 			}

@@ -144,7 +144,9 @@ func parseConfig(eps, intraRTT time.Duration, m map[string]string) (config, erro
 	}
 	if v, ok := m["max-drift"]; ok {
 		d, err := strconv.ParseFloat(v, 64)
-		if err != nil || d < 0 || d > 0.01 {
+		// Written so that NaN, which fails every comparison, fails the range too: d < 0 ||
+		// d > 0.01 let it through to the clock, which refused it with another bound.
+		if err != nil || !(d >= 0 && d <= 0.01) {
 			return c, &protocol.OptionError{Protocol: "k2", Key: "max-drift", Value: v, Want: "a rate in [0, 0.01] such as 200e-6"}
 		}
 		c.maxDrift = d
@@ -159,6 +161,14 @@ func parseConfig(eps, intraRTT time.Duration, m map[string]string) (config, erro
 		if d.v <= 0 {
 			return c, &protocol.OptionError{Protocol: "k2", Key: d.key, Value: m[d.key], Want: "a positive duration"}
 		}
+	}
+	// A batch's timestamps are step apart within its ttl (the batcher refuses a step above it,
+	// in its own terms): name the option given.
+	if c.step > c.ttl {
+		if _, set := m["step"]; set {
+			return c, &protocol.OptionError{Protocol: "k2", Key: "step", Value: m["step"], Want: fmt.Sprintf("a duration no longer than ttl (%v)", c.ttl)}
+		}
+		return c, &protocol.OptionError{Protocol: "k2", Key: "ttl", Value: m["ttl"], Want: fmt.Sprintf("a duration no shorter than step (%v)", c.step)}
 	}
 	return c, nil
 }

@@ -123,18 +123,27 @@ func ParseOptions(m map[string]string) (Config, error) {
 	if o.Err != nil {
 		return Config{}, o.Err
 	}
+	// Each refusal names the option and value it refuses (protocol.OptionError), as the
+	// parsers' own do: "idle-timeout and decision-timeout must be positive" named neither the
+	// one that was not nor its value.
 	if c.Mutant == MutantEagerNoLock && !c.EagerWrites {
-		return Config{}, fmt.Errorf("protocol %s: mutant=%s needs write-locks=eager", Name, MutantEagerNoLock)
+		return Config{}, &protocol.OptionError{Protocol: Name, Key: "mutant", Value: c.Mutant, Want: "write-locks=eager with it"}
 	}
-	if c.IdleTimeout <= 0 || c.DecisionTimeout <= 0 {
-		return Config{}, fmt.Errorf("protocol %s: idle-timeout and decision-timeout must be positive", Name)
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"idle-timeout", c.IdleTimeout}, {"decision-timeout", c.DecisionTimeout}} {
+		if d.v <= 0 {
+			return Config{}, &protocol.OptionError{Protocol: Name, Key: d.key, Value: m[d.key], Want: "a positive duration"}
+		}
 	}
-	if _, set := m["lock-timeout"]; set && policy != "timeout" {
-		return Config{}, fmt.Errorf("protocol %s: lock-timeout needs lock-policy=timeout", Name)
+	if v, set := m["lock-timeout"]; set && policy != "timeout" {
+		return Config{}, &protocol.OptionError{Protocol: Name, Key: "lock-timeout", Value: v,
+			Want: fmt.Sprintf("lock-policy=timeout with it (lock-policy is %s)", policy)}
 	}
 	if policy == "timeout" {
 		if lockTimeout <= 0 {
-			return Config{}, fmt.Errorf("protocol %s: lock-timeout must be positive", Name)
+			return Config{}, &protocol.OptionError{Protocol: Name, Key: "lock-timeout", Value: m["lock-timeout"], Want: "a positive duration"}
 		}
 		c.LockTimeout = lockTimeout
 	}

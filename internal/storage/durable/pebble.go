@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -244,6 +245,9 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
+		if lockHeld(err) {
+			return nil, fmt.Errorf("durable: data directory %s is %w", dir, ErrInUse)
+		}
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
 	}
 	p.db = db
@@ -270,6 +274,16 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 		return nil, fmt.Errorf("durable: open %s: unsupported store format %q (want %q)", dir, got, formatValue)
 	}
 	return p, nil
+}
+
+// ErrInUse is why OpenPebble refuses a store that another process has open.
+var ErrInUse = errors.New("in use by another process")
+
+// lockHeld reports whether Pebble's Open failed because another process holds the store's LOCK
+// file. Pebble takes it with fcntl(F_SETLK), which fails with EAGAIN (EWOULDBLOCK) and no more
+// than that: reported as it came, the refusal read "resource temporarily unavailable".
+func lockHeld(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK)
 }
 
 func isEmptyDir(dir string) (bool, error) {
