@@ -73,6 +73,14 @@ func TestBadInputTable(t *testing.T) {
 			`{"index":0,"type":"invoke","process":1,"time":1,"value":[["append",1,2]]}` + "\n" +
 			`{"index":1,"type":"ok","process":0,"time":2,"value":[["append",1,1]]}` + "\n" +
 			`{"index":2,"type":"ok","process":1,"time":2,"value":[["append",1,2]]}` + "\n",
+		// A missing time read as 0: T2 "completed at 0, before T0 was invoked at 100".
+		"mixtime.jsonl": `{"index":0,"type":"invoke","process":0,"time":100,"value":[["append",1,1]]}` + "\n" +
+			`{"index":1,"type":"ok","process":0,"time":200,"value":[["append",1,1]]}` + "\n" +
+			`{"index":2,"type":"invoke","process":1,"value":[["r",1,null]]}` + "\n" +
+			`{"index":3,"type":"ok","process":1,"value":[["r",1,[1]]]}` + "\n",
+		"latetime.jsonl": `{"index":0,"type":"invoke","process":0,"value":[["append",1,1]]}` + "\n\n" +
+			`{"index":1,"type":"ok","process":0,"time":null,"value":[["append",1,1]]}` + "\n" +
+			`{"index":2,"type":"invoke","process":1,"time":7,"value":[["r",1,null]]}` + "\n",
 	})
 	if err := os.Mkdir(filepath.Join(dir, "adir.toml"), 0o755); err != nil {
 		t.Fatal(err)
@@ -248,6 +256,9 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"check", "--model", "nope", f("empty.jsonl")}, `--model "nope": want one of`, 3},
 		{[]string{"check", f("long.jsonl")}, "bytes cut", 3},
 		{[]string{"check", f("dupindex.jsonl")}, "dupindex.jsonl: history: index 0 names two invocations (processes 0 and 1)", 3},
+		// Some operations with a time and some without: no real-time order can be drawn.
+		{[]string{"check", f("mixtime.jsonl")}, `mixtime.jsonl: history line 3 (index 2): no "time", though line 1 (index 0) has one; either every operation carries a time or none does`, 3},
+		{[]string{"check", "--model", "serializable", f("latetime.jsonl")}, `latetime.jsonl: history line 4 (index 2): a "time", though line 1 (index 0) has none`, 3},
 		// A flag error is an error too, not "anomalies found".
 		{[]string{"check", "--bogus", f("empty.jsonl")}, "unknown flag: --bogus", 3},
 		{[]string{"check", f("empty.jsonl"), "--model"}, "flag needs an argument: --model", 3},

@@ -24,6 +24,8 @@ var checkCmd = &cobra.Command{
 	Long: "Check a recorded history against a consistency model and explain every anomaly with a cycle.\n\n" +
 		"Models: " + strings.Join(check.Models(), ", ") + ".\n" +
 		"HISTORY - reads it from standard input.\n" +
+		"Either every operation carries a \"time\" or none does: without times there is no real-time order,\n" +
+		"and a model that needs it can be found invalid but not valid.\n" +
 		"Exit codes: 0 valid, 1 anomalies found, 2 unknown (not enough information), 3 error.",
 	// A usage error must not exit 1, which here means "anomalies found".
 	Args: func(cmd *cobra.Command, args []string) error {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -250,5 +251,41 @@ func TestFinalReadTellsStaleFromLost(t *testing.T) {
 	out, errs, code = run(t, append(args, "--clock-skew", "sh-oracle@0s=-300ms")...)
 	if code != 1 || !strings.Contains(out, "a stale read") || strings.Contains(out, "lost") || !strings.Contains(errs, "durability: ") {
 		t.Fatalf("a stale oracle: exit %d, stderr %q, output\n%s", code, errs, out)
+	}
+}
+
+// A history with no times has no real-time order: strict-serializable (the default model) is not
+// confirmed on the strength of the edges missing (it was "valid", exit 0), and serializable, which
+// needs none, still is. The same history with times is a stale read.
+func TestCheckUntimedHistory(t *testing.T) {
+	dir := t.TempDir()
+	lines := []string{
+		`{"index":0,"type":"invoke","process":0@,"value":[["append",1,1]]}`,
+		`{"index":1,"type":"ok","process":0@,"value":[["append",1,1]]}`,
+		`{"index":2,"type":"invoke","process":1@,"value":[["r",1,null]]}`,
+		`{"index":3,"type":"ok","process":1@,"value":[["r",1,[]]]}`,
+		`{"index":4,"type":"invoke","process":2@,"value":[["r",1,null]]}`,
+		`{"index":5,"type":"ok","process":2@,"value":[["r",1,[1]]]}`,
+	}
+	var untimed, timed strings.Builder
+	for i, l := range lines {
+		untimed.WriteString(strings.Replace(l, "@", "", 1) + "\n")
+		timed.WriteString(strings.Replace(l, "@", `,"time":`+strconv.Itoa(10*i), 1) + "\n")
+	}
+	writeFiles(t, dir, map[string]string{"untimed.jsonl": untimed.String(), "timed.jsonl": timed.String()})
+	for _, c := range []struct {
+		file, model string
+		code        int
+		want        string
+	}{
+		{"untimed.jsonl", "strict-serializable", 2, "note:         the history has no times, so the real-time order strict-serializable needs was not checked"},
+		{"untimed.jsonl", "rls", 2, "verdict:      unknown"},
+		{"untimed.jsonl", "serializable", 0, "verdict:      valid"},
+		{"timed.jsonl", "strict-serializable", 1, "G-single-realtime"},
+	} {
+		out, errs, code := run(t, "check", "--model", c.model, filepath.Join(dir, c.file))
+		if code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("check --model %s %s: exit %d (want %d), stderr %q, report\n%s\nwant it to mention %q", c.model, c.file, code, c.code, errs, out, c.want)
+		}
 	}
 }

@@ -83,7 +83,10 @@ const searchBudget = 50_000_000
 // Check judges ops (a history as read by history.Read or produced by a history.Recorder) under
 // model, one of Models(). A structurally broken history (a completion without an invocation, or
 // whose micro-ops are not its invocation's, a key used both as a list and as a register, ...) is an
-// error; consistency violations are anomalies in the report.
+// error; consistency violations are anomalies in the report. Some operations with a time and
+// some without (history.Op.Untimed) is an error too. With none, the history has no real-time
+// order: a model that needs it is judged without it, so it can be found invalid but never valid
+// (the verdict is unknown, with a note saying why).
 func Check(ops []history.Op, model string) (*Report, error) {
 	m, ok := modelByName[model]
 	if !ok {
@@ -94,6 +97,11 @@ func Check(ops []history.Op, model string) (*Report, error) {
 		return nil, err
 	}
 	c := &checker{h: h, m: m, budget: searchBudget}
+	if h.untimed && m.kinds&kRT != 0 {
+		c.m, c.rtUnchecked = m.withoutRealtime(), true
+		c.notes = append(c.notes, fmt.Sprintf("the history has no times, so the real-time order %s needs was not checked (models that need none: %s)",
+			m.name, strings.Join(untimedModels(), ", ")))
+	}
 	c.run()
 	return c.report(), nil
 }
@@ -113,8 +121,11 @@ type checker struct {
 	incomplete bool
 	nilCapped  bool
 	rtCapped   bool
-	anomalies  []Anomaly
-	notes      []string
+	// rtUnchecked is set when the model needs real-time order and the history has no times: m
+	// is then the model without it.
+	rtUnchecked bool
+	anomalies   []Anomaly
+	notes       []string
 	// timelines caches each register key's writers in real-time order (see realtimeSuccessors).
 	timelines map[int64]*regTimeline
 }
@@ -165,6 +176,9 @@ func (c *checker) report() *Report {
 	case c.incomplete:
 		r.Verdict = Unknown
 		r.Notes = append(r.Notes, "a cycle search ran out of its budget before finishing; the history may hide anomalies")
+	case c.rtUnchecked:
+		r.Verdict = Unknown
+		r.Notes = append(r.Notes, fmt.Sprintf("no anomaly was found without real-time order, which is not enough to call the history %s", c.m.name))
 	default:
 		r.Verdict = Valid
 	}

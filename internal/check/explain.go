@@ -87,7 +87,11 @@ func (c *checker) explainCycle(path []int32, causal bool) Anomaly {
 	b.WriteString("Let\n")
 	for _, s := range steps {
 		t := c.h.txns[s.from]
-		fmt.Fprintf(&b, "  %s = process %d, region %d, %s, invoked at %d%s\n", txnName(t), t.process, t.region, t.st, t.invokeTime, completedAt(t))
+		if c.h.untimed {
+			fmt.Fprintf(&b, "  %s = process %d, region %d, %s\n", txnName(t), t.process, t.region, t.st)
+		} else {
+			fmt.Fprintf(&b, "  %s = process %d, region %d, %s, invoked at %d%s\n", txnName(t), t.process, t.region, t.st, t.invokeTime, completedAt(t))
+		}
 	}
 	b.WriteString("Then")
 	var edges []Edge

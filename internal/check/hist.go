@@ -85,7 +85,10 @@ type hist struct {
 	nReads     int
 	keyRegions map[int64]int
 	listKey    map[int64]bool // key → is a list (absent: register or unknown)
-	notes      []string
+	// untimed marks a history none of whose operations carries a time: it has no real-time
+	// order, and every invocation and completion time is 0.
+	untimed bool
+	notes   []string
 	// internal collects internal-consistency violations found while assembling.
 	internal []Anomaly
 	// internalFail marks which internal anomalies came from aborted transactions.
@@ -95,6 +98,27 @@ type hist struct {
 // build pairs invocations with completions and summarises each transaction per key.
 func build(ops []history.Op) (*hist, error) {
 	h := &hist{listKey: map[int64]bool{}}
+	// A missing time reads as 0: some operations without one would put their transactions
+	// before every timed one in real time.
+	var first *history.Op
+	for i := range ops {
+		op := &ops[i]
+		if op.Type == history.Meta {
+			continue
+		}
+		if first == nil {
+			first, h.untimed = op, op.Untimed
+			continue
+		}
+		if op.Untimed != h.untimed {
+			what := `no "time", though line %d (index %d) has one`
+			if h.untimed {
+				what = `a "time", though line %d (index %d) has none`
+			}
+			return nil, fmt.Errorf("history line %d (index %d): "+what+"; either every operation carries a time or none does",
+				op.Line, op.Index, first.Line, first.Index)
+		}
+	}
 	pending := map[int]*txn{}
 	kinds := map[int64]byte{} // 'l' list, 'r' register
 	for i := range ops {

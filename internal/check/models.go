@@ -125,6 +125,33 @@ var allModels = []*model{
 	}},
 }
 
+// withoutRealtime is m with its real-time order dropped, for a history without times: the same
+// name (every cycle it finds breaks m too) and the same rules otherwise.
+func (m *model) withoutRealtime() *model {
+	c := *m
+	c.kinds &^= kRT
+	c.order &^= kRT
+	c.regionRT, c.keyRT = false, false
+	c.searches = nil
+	for _, s := range m.searches {
+		if s.mask&kRT == 0 {
+			c.searches = append(c.searches, s)
+		}
+	}
+	return &c
+}
+
+// untimedModels lists the models that need no real-time order.
+func untimedModels() []string {
+	var out []string
+	for _, m := range allModels {
+		if m.kinds&kRT == 0 {
+			out = append(out, m.name)
+		}
+	}
+	return out
+}
+
 var modelByName = func() map[string]*model {
 	m := map[string]*model{}
 	for _, x := range allModels {

@@ -157,6 +157,9 @@ type Op struct {
 	// Line is the line Read found the op on (0: not read from a file), so that later checks
 	// can name it.
 	Line int `json:"-"`
+	// Untimed: Read found no "time" on the op's line (or a null one), which Time alone, 0 then,
+	// cannot tell from a time of 0. Histories written by Write always carry times.
+	Untimed bool `json:"-"`
 }
 
 // Recorder collects a history. It is safe for concurrent use (real clients run in parallel);
@@ -261,10 +264,21 @@ func read(r io.Reader, maxLine int) ([]Op, error) {
 		if len(b) == 0 {
 			continue
 		}
-		op := Op{Line: line}
+		// The outer Time shadows Op's, so a line without one can be told from "time":0.
+		var in struct {
+			Op
+			Time *int64 `json:"time"`
+		}
 		dec := json.NewDecoder(bytes.NewReader(b))
-		if err := dec.Decode(&op); err != nil {
+		if err := dec.Decode(&in); err != nil {
 			return nil, fmt.Errorf("history line %d: %w", line, err)
+		}
+		op := in.Op
+		op.Line = line
+		if in.Time != nil {
+			op.Time = *in.Time
+		} else {
+			op.Untimed = true
 		}
 		if dec.InputOffset() != int64(len(b)) {
 			// Without this, a line holding two objects would silently lose the second.

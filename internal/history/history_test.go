@@ -1,6 +1,7 @@
 package history
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -47,5 +48,33 @@ func TestReadRefusesNegatives(t *testing.T) {
 	// The meta line's index is -1 by convention (Recorder.Ops writes it so): not refused.
 	if _, err := Read(strings.NewReader(`{"index":-1,"type":"meta","key_regions":{"0":1}}` + "\n" + invokeLine)); err != nil {
 		t.Errorf("a meta line with index -1: %v", err)
+	}
+}
+
+// Read marks the ops whose line has no time, or a null one (Op.Untimed), which Time alone reads
+// as 0; lines are numbered with blank ones counted, a last line may lack its newline, "\r\n"
+// ends a line, a "time" inside "extra" is not the op's, and keys match as encoding/json matches
+// them ("Time" is "time").
+func TestReadUntimed(t *testing.T) {
+	text := `{"type":"meta","key_regions":{"1":0}}` + "\r\n" +
+		`{"index":0,"type":"invoke","process":0,"time":0,"value":[["r",1,null]]}` + "\n\n" +
+		`{"index":1,"type":"ok","process":0,"time":null,"value":[["r",1,[]]]}` + "\n" +
+		`{"index":2,"type":"invoke","process":1,"extra":{"time":3},"value":[["r",1,null]]}` + "\n" +
+		`  {"index":3,"type":"ok","process":1,"Time":4,"value":[["r",1,[]]]}`
+	ops, err := Read(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var untimed []int
+	for _, op := range ops {
+		if op.Untimed {
+			untimed = append(untimed, op.Line)
+		}
+		if op.Line == 6 && op.Time != 4 {
+			t.Errorf("line 6 read with time %d, want 4", op.Time)
+		}
+	}
+	if want := []int{1, 4, 5}; !slices.Equal(untimed, want) {
+		t.Errorf("untimed lines %v, want %v", untimed, want)
 	}
 }
