@@ -342,6 +342,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	for running > 0 && s.Now() < drainUntil {
 		s.RunFor(step)
 	}
+	if err := s.DiskError(); err != nil {
+		return nil, err // a real node stops there too: nothing after it is the protocol's doing
+	}
 	if reloadErr != nil {
 		return nil, reloadErr
 	}

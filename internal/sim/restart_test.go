@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/wire"
 )
@@ -58,5 +59,35 @@ func TestFailedRestartLeavesNodeDown(t *testing.T) {
 	}
 	if err := s.Restart(0); err == nil || !strings.Contains(err.Error(), "cannot recover") {
 		t.Errorf("second restart: %v, want the recovery error again", err)
+	}
+}
+
+// A batch the store refuses stops the node for good, as it stops a real one: the batch's
+// callback never runs (nothing that depends on it is answered), the node is down, a restart is
+// refused, and DiskError says why. The simulator dropped the store's error and ran the callback,
+// acknowledging a write nothing held (review: a spanner read vote over the store's value bound).
+func TestRefusedWriteStopsNode(t *testing.T) {
+	tp, _ := topo.FromPreset("k2-5region", topo.DefaultLayout())
+	var built []*countingNode
+	cfg := DefaultConfig()
+	cfg.Topology, cfg.Protocol, cfg.Seed = tp, unrecoverable{&built}, 1
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := false
+	s.nodes[0].Persist([]node.Write{{Key: []byte("big"), Value: make([]byte, durable.MaxValueBytes+1)}}, func() { acked = true })
+	s.RunFor(100 * time.Millisecond)
+	if acked {
+		t.Error("a refused write's callback ran")
+	}
+	if !s.nodes[0].down {
+		t.Error("the node is still up after its store refused a write")
+	}
+	if err := s.DiskError(); err == nil || !strings.Contains(err.Error(), "node 0 stopped: its store refused a write") {
+		t.Errorf("DiskError %v, want node 0's refusal", err)
+	}
+	if err := s.Restart(0); err == nil || !strings.Contains(err.Error(), "store refused a write") {
+		t.Errorf("restart after the refusal: %v, want it refused", err)
 	}
 }

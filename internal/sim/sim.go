@@ -110,6 +110,8 @@ type Sim struct {
 	cls    []*Client
 	digest uint64
 	stats  Stats
+	// diskErr is the first write a node's store refused; that node stopped for good.
+	diskErr error
 
 	// eps maps each client endpoint id ever handed out (less len(nodes)) to its client; a
 	// client that connected again has several, and only its current one (Client.id) is live.
@@ -455,8 +457,24 @@ func (s *Sim) Crash(id topo.NodeID) {
 	}
 }
 
+// diskRefused stops node id for good, as a real node stops when its store refuses a write: it
+// crashes, and Restart refuses it from then on. DiskError reports the first such refusal.
+func (s *Sim) diskRefused(id topo.NodeID, err error) {
+	if s.diskErr == nil {
+		s.diskErr = fmt.Errorf("node %d stopped: its store refused a write: %w", id, err)
+	}
+	s.nodes[id].failed = true
+	s.Crash(id)
+}
+
+// DiskError is the first write a node's store refused (which stopped that node), or nil.
+func (s *Sim) DiskError() error { return s.diskErr }
+
 // Restart brings a crashed node back with a fresh handler built from its durable state.
 func (s *Sim) Restart(id topo.NodeID) error {
+	if s.nodes[id].failed {
+		return fmt.Errorf("sim: node %d cannot restart: it stopped when its store refused a write (DiskError)", id)
+	}
 	if s.cfg.DiscardPersisted {
 		return fmt.Errorf("sim: node %d cannot restart: the simulation discards what nodes persist (Config.DiscardPersisted)", id)
 	}

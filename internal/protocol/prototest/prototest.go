@@ -407,6 +407,12 @@ func NewSim(t testing.TB, c Case) *sim.Sim {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A write the store refuses stops a real node: no protocol may send one.
+	t.Cleanup(func() {
+		if err := s.DiskError(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
 	return s
 }
 

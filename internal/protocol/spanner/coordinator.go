@@ -53,6 +53,7 @@ type coordTxn struct {
 	// carries every write buffered for it, values and all. Eager writes leave no such message,
 	// but are held to the same bound: it is the client's, the same under every protocol.
 	writeBytes txnkit.TxnWrites
+	readLocks  readLocks    // the shared locks' keys and ranges, to maxTxnReadLockBytes
 	maxRead    ts.Timestamp // newest version read: the commit timestamp must exceed it
 
 	pending *wire.ClientRequest // the client request being served, if any
@@ -250,13 +251,25 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: "write in a read-only transaction"})
 			return
 		}
+		takeReads, ok := c.admitReads(t, m)
+		if !ok {
+			// Nothing is locked, buffered or sent: the transaction goes on without it.
+			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: txnReadLocksTooLarge})
+			return
+		}
 		if !t.writeBytes.Admit(m) {
-			// Nothing is buffered or sent: the transaction goes on without it.
 			txnkit.Reply(c.env, from, m, txnkit.TxnWritesRefused())
 			return
 		}
+		takeReads()
 		c.execute(t, &cp)
 	case wire.OpScan:
+		takeReads, ok := c.admitReads(t, m)
+		if !ok {
+			txnkit.Reply(c.env, from, m, &wire.ClientReply{Code: wire.CodeBadArgument, Error: txnReadLocksTooLarge})
+			return
+		}
+		takeReads()
 		c.scan(t, &cp)
 	case wire.OpCommit:
 		t.pending = &cp
@@ -265,6 +278,15 @@ func (c *Coordinator) Request(from node.ID, m *wire.ClientRequest) {
 		c.abort(t, causeClientAbort)
 		txnkit.OK(c.env, from, m)
 	}
+}
+
+// admitReads is t.readLocks.admit for a read-write transaction; a read-only one takes no locks
+// (its reads are snapshot reads) and is admitted whatever it reads.
+func (c *Coordinator) admitReads(t *coordTxn, m *wire.ClientRequest) (take func(), ok bool) {
+	if t.readOnly {
+		return func() {}, true
+	}
+	return t.readLocks.admit(m)
 }
 
 // writes reports whether a read/write request (single or batch) writes.
