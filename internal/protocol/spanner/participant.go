@@ -829,6 +829,12 @@ func (p *Participant) onPrepare(from node.ID, m *PrepareReq) {
 		p.env.Send(from, &PrepareResp{Txn: m.Txn, Cause: causeLostLocks})
 		return
 	}
+	if t == nil && p.installed(m.Txn, m.Writes) {
+		// A late copy whose transaction committed here in an earlier life: decidedTxns is
+		// volatile, but the versions it installed are not.
+		p.metrics.Add("late-copies", 1)
+		return
+	}
 	if t != nil && t.state == partPrepared {
 		// A duplicate: vote again, but not before the prepare is durable (its completion sends
 		// the vote then). The coordinator may commit on the first vote it receives, and a
@@ -1041,6 +1047,14 @@ func (p *Participant) applyDecision(id storage.TxnID, commit bool, at ts.Timesta
 	keys := p.store.IntentKeys(id)
 	if commit {
 		p.maxTS = ts.MaxOf(p.maxTS, at)
+		for _, k := range keys {
+			if p.installed(id, []Write{{Key: k}}) {
+				// An intent a late copy of the prepare laid again over the version this
+				// commit already installed: committing it would clash with that version.
+				p.store.AbortIntent(k, id)
+			}
+		}
+		keys = p.store.IntentKeys(id)
 		if len(keys) > 0 && p.vgc.TooOld(at) {
 			// The decision took longer than gc-ttl to arrive (its coordinator crashed or was
 			// cut off while the transaction was prepared here). A decided commit cannot be
@@ -1316,4 +1330,17 @@ func decodeKeys(b []byte) ([]string, error) {
 		b = b[w+int(n):]
 	}
 	return keys, nil
+}
+
+// installed reports whether a committed version of txn lies on one of writes' keys: txn's
+// decision was applied here already, perhaps by an earlier life.
+func (p *Participant) installed(txn storage.TxnID, writes []Write) bool {
+	for _, w := range writes {
+		for _, v := range p.store.Versions(w.Key) {
+			if v.Txn == txn && v.State == mvcc.Committed {
+				return true
+			}
+		}
+	}
+	return false
 }
