@@ -343,9 +343,24 @@ func (s *Server) Close() {
 
 // post hands an event to the loop; it gives up once the node is stopping.
 func (s *Server) post(e event) {
+	if s.stopping() {
+		return // a select with both ready picks at random
+	}
 	select {
 	case s.inbox <- e:
 	case <-s.stop:
+	}
+}
+
+// stopping reports whether the node is stopping. The loop asks before every event: once a
+// persist has failed (fail), nothing more may run, and a select with an event and the stop
+// both ready picks either (review: a few events could still run after a failure).
+func (s *Server) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -354,8 +369,11 @@ func (s *Server) loop() {
 	for {
 		select {
 		case e := <-s.inbox:
+			if s.stopping() {
+				continue // the stop case ends the loop
+			}
 			s.run(e)
-			for len(s.selfQ) > 0 {
+			for len(s.selfQ) > 0 && !s.stopping() {
 				q := s.selfQ[0]
 				s.selfQ[0] = event{}
 				s.selfQ = s.selfQ[1:]

@@ -48,8 +48,9 @@ type Committer struct {
 }
 
 type pending struct {
-	batch []node.Write
-	done  func(error)
+	batch    []node.Write
+	done     func(error)
+	rejected error // ValidateBatch's refusal: fails this batch and every later one
 }
 
 // ErrClosed is passed to callbacks of batches submitted after Close.
@@ -69,15 +70,12 @@ func NewCommitter(b Backend, maxBatchBytes int) *Committer {
 
 // Submit queues batch; done (which may be nil) is called once it is durable or has failed.
 // Submit never blocks on I/O. The batch slices must not be modified after the call. A batch that
-// ValidateBatch rejects fails at once (done is called before Submit returns) so that it cannot
-// fail the valid batches it would have been merged with.
+// ValidateBatch rejects is never merged with others, so it cannot fail the valid batches queued
+// before it, but it fails every batch after it, as a failed Apply does: a later batch may
+// carry what is acknowledged on the strength of the rejected one (a review found the batches
+// after a rejected one written and reported durable).
 func (c *Committer) Submit(batch []node.Write, done func(error)) {
-	if err := ValidateBatch(batch); err != nil {
-		if done != nil {
-			done(err)
-		}
-		return
-	}
+	rejected := ValidateBatch(batch)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -86,7 +84,7 @@ func (c *Committer) Submit(batch []node.Write, done func(error)) {
 		}
 		return
 	}
-	c.queue = append(c.queue, pending{batch: batch, done: done})
+	c.queue = append(c.queue, pending{batch: batch, done: done, rejected: rejected})
 	c.cond.Signal()
 	c.mu.Unlock()
 }
@@ -120,15 +118,19 @@ func (c *Committer) run() {
 			c.mu.Unlock()
 			return
 		}
-		// Take as many queued batches as fit the byte budget (at least one).
+		// Take as many queued batches as fit the byte budget (at least one), up to a rejected
+		// one, which goes alone.
 		n, size := 0, 0
 		for n < len(c.queue) {
 			s := batchBytes(c.queue[n].batch)
-			if n > 0 && size+s > c.maxBatchBytes {
+			if n > 0 && (size+s > c.maxBatchBytes || c.queue[n].rejected != nil) {
 				break
 			}
 			size += s
 			n++
+			if c.queue[n-1].rejected != nil {
+				break
+			}
 		}
 		group := make([]pending, n)
 		copy(group, c.queue[:n])
@@ -137,6 +139,9 @@ func (c *Committer) run() {
 		c.batches += int64(n)
 		c.mu.Unlock()
 
+		if c.failed == nil && group[0].rejected != nil {
+			c.failed = group[0].rejected
+		}
 		err := c.failed
 		if err == nil {
 			merged = merged[:0]
