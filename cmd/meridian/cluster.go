@@ -21,6 +21,7 @@ import (
 
 	mrt "github.com/meridiandb/meridian/internal/runtime"
 	"github.com/meridiandb/meridian/internal/runtime/frame"
+	"github.com/meridiandb/meridian/internal/topo"
 )
 
 // clusterState is what `cluster start` leaves in the data directory for status and stop.
@@ -290,6 +291,9 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, lock
 			running = append(running, n)
 		}
 	}
+	if err := checkNoLostStore(cfg, prev); err != nil {
+		return err
+	}
 	// A node started now with other settings than the running ones would be refused by them
 	// (peers check each other's settings) while status showed the cluster whole; and the copy
 	// the running nodes were started from would no longer say what they run with.
@@ -513,6 +517,27 @@ func checkNoOrphans(cfg *mrt.Config) error {
 		}
 		return fmt.Errorf("%s holds the data of node %s of cluster %s, which this configuration does not have (renamed, or given another data_dir?): "+
 			"its keys would answer not found; give the node its name and data_dir back, or move the directory out of %s", dir, id.Node, cfg.Name, cfg.DataDir)
+	}
+	return nil
+}
+
+// checkNoLostStore refuses to start a data node the cluster started before whose data
+// directory is gone. The server would take the missing directory for a new node's and start
+// empty, as its first life: its keys would answer not found, and the transaction ids it hands
+// out, numbered by life, would be those of its lost first life, which other nodes' records and
+// intents may still hold (review). A node that never got as far as making its directory is
+// started once its directory is made empty by hand.
+func checkNoLostStore(cfg *mrt.Config, started map[string]nodeState) error {
+	for _, n := range cfg.Nodes {
+		if _, ok := started[n.Name]; !ok || n.Roles&topo.RoleData == 0 {
+			continue
+		}
+		if _, err := os.Stat(n.DataDir); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("node %s: its data directory %s is gone, though the cluster started the node before: started empty, "+
+				"its keys would answer not found and it would reuse its lost life's transaction ids; restore the directory, "+
+				"start a new cluster in another --data-dir, or, if the node never ran, make the directory empty (mkdir -p %s)",
+				n.Name, n.DataDir, n.DataDir)
+		}
 	}
 	return nil
 }
