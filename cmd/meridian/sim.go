@@ -119,7 +119,7 @@ fast (on k2-5region each region's one coordinator hands out increasing timestamp
 	cmd.Flags().DurationVar(&c.duplicateDelay, "duplicate-delay", sim.DefaultDuplicateDelay, "with --duplicate: a copy arrives up to this long after its original (uniform, seeded)")
 	cmd.Flags().StringArrayVar(&c.partitions, "partition", nil, "cut regions A and B from each other at virtual time AT (from the clients' start, warm-up included) for FOR, as A|B@AT/FOR, e.g. SH|BJ@2s/1s (repeatable)")
 	cmd.Flags().IntVar(&c.seeds, "seeds", 1, "run seeds --seed, --seed+1, … (this many), each judged as one run is: a line per seed and a summary; exit 1 if any failed, else 2 if any could not be judged")
-	cmd.Flags().IntVar(&c.parallel, "parallel", 0, "with --seeds: simulations at once (0: one per CPU, as memory allows; a number given is not capped by memory)")
+	cmd.Flags().IntVar(&c.parallel, "parallel", 0, "with --seeds: simulations at once (0: one per CPU, as memory allows; a number given is not capped by memory); one run ignores it")
 	cmd.Flags().StringVar(&c.cpuProf, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	cmd.Flags().StringVar(&c.memProf, "memprofile", "", "write a Go heap profile, taken as the measured window ends, to this file")
 	return cmd
@@ -171,7 +171,7 @@ const maxSeeds = 10_000
 
 // checkSeeds refuses --seeds and --parallel values that make no sweep, and the outputs that
 // belong to one run.
-func (c *simCommand) checkSeeds(parallelGiven bool) error {
+func (c *simCommand) checkSeeds() error {
 	switch {
 	case c.seeds < 1 || c.seeds > maxSeeds:
 		return fmt.Errorf("--seeds %d: want 1..%d", c.seeds, maxSeeds)
@@ -179,9 +179,9 @@ func (c *simCommand) checkSeeds(parallelGiven bool) error {
 		return fmt.Errorf("--parallel %d: want 0 (one per CPU) or more", c.parallel)
 	case c.sf.seed > math.MaxUint64-uint64(c.seeds-1):
 		return fmt.Errorf("--seed %d with --seeds %d: the last seed would pass %d", c.sf.seed, c.seeds, uint64(math.MaxUint64))
-	case c.seeds == 1 && parallelGiven:
-		return fmt.Errorf("--parallel %d bounds a sweep: give it with --seeds", c.parallel)
 	case c.seeds == 1:
+		// --parallel bounds a sweep; one run is within any bound. Accepted, so that a sweep's
+		// command rerun with --seed N in place of --seeds, as its summary says, still runs.
 		return nil
 	}
 	for _, o := range []struct{ flag, path string }{{"--history", c.history}, {"--cpuprofile", c.cpuProf}, {"--memprofile", c.memProf}} {
@@ -261,7 +261,7 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err := checkMemory(wl, cfg.Topology, c.clients); err != nil {
 		return err
 	}
-	if err := c.checkSeeds(cmd.Flags().Changed("parallel")); err != nil {
+	if err := c.checkSeeds(); err != nil {
 		return err
 	}
 	spec := func(wl workload.Workload, seed uint64) bench.Spec {

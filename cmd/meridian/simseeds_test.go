@@ -105,8 +105,6 @@ func TestSimSeedSweepBadInput(t *testing.T) {
 		// them, or ran out of memory part-way.
 		{[]string{"--seeds", "9223372036854775807"}, "--seeds 9223372036854775807: want 1..10000"},
 		{[]string{"--seeds", "10001"}, "--seeds 10001: want 1..10000"},
-		// --parallel without --seeds was ignored.
-		{[]string{"--parallel", "5"}, "--parallel 5 bounds a sweep: give it with --seeds"},
 		{[]string{"--seeds", "3", "--parallel", "-1"}, "--parallel -1"},
 		{[]string{"--seeds", "2", "--history", "h.jsonl"}, "--history is for one run"},
 		{[]string{"--seeds", "2", "--cpuprofile", "cpu.prof"}, "--cpuprofile is for one run"},
