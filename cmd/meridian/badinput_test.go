@@ -255,7 +255,7 @@ func TestBadInputTable(t *testing.T) {
 		{[]string{"check", dir}, dir + " is a directory, not a history file", 3},
 		{[]string{"check", "--model", "nope", f("empty.jsonl")}, `--model "nope": want one of`, 3},
 		{[]string{"check", f("long.jsonl")}, "bytes cut", 3},
-		{[]string{"check", f("dupindex.jsonl")}, "dupindex.jsonl: history: index 0 names two invocations (processes 0 and 1)", 3},
+		{[]string{"check", f("dupindex.jsonl")}, "dupindex.jsonl: history line 2 (index 0): the previous event has index 0 too: every event needs its own index", 3},
 		// Some operations with a time and some without: no real-time order can be drawn.
 		{[]string{"check", f("mixtime.jsonl")}, `mixtime.jsonl: history line 3 (index 2): no "time", though line 1 (index 0) has one; either every operation carries a time or none does`, 3},
 		{[]string{"check", "--model", "serializable", f("latetime.jsonl")}, `latetime.jsonl: history line 4 (index 2): a "time", though line 1 (index 0) has none`, 3},

@@ -121,6 +121,9 @@ type checker struct {
 	incomplete bool
 	nilCapped  bool
 	rtCapped   bool
+	// edgesDropped: rw edges were left out to bound the graph where nothing else reaches their
+	// targets, so a cycle may be hidden: the verdict is at best unknown.
+	edgesDropped bool
 	// rtUnchecked is set when the model needs real-time order and the history has no times: m
 	// is then the model without it.
 	rtUnchecked bool
@@ -176,6 +179,9 @@ func (c *checker) report() *Report {
 	case c.incomplete:
 		r.Verdict = Unknown
 		r.Notes = append(r.Notes, "a cycle search ran out of its budget before finishing; the history may hide anomalies")
+	case c.edgesDropped:
+		r.Verdict = Unknown
+		r.Notes = append(r.Notes, "some rw edges were left out to bound the graph (see the notes above), so no anomaly found is not enough to call the history valid")
 	case c.rtUnchecked:
 		r.Verdict = Unknown
 		r.Notes = append(r.Notes, fmt.Sprintf("no anomaly was found without real-time order, which is not enough to call the history %s", c.m.name))

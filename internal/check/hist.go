@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -121,11 +122,24 @@ func build(ops []history.Op) (*hist, error) {
 	}
 	pending := map[int]*txn{}
 	kinds := map[int64]byte{} // 'l' list, 'r' register
+	var prev *history.Op      // the last event before op
 	for i := range ops {
 		op := &ops[i]
 		where := fmt.Sprintf("history op %d (index %d)", i+1, op.Index)
 		if op.Line > 0 {
 			where = fmt.Sprintf("history line %d (index %d)", op.Line, op.Index)
+		}
+		if op.Type != history.Meta {
+			// Transactions are ordered by their invocations' indexes (session order among
+			// them): events out of index order would put a process's transactions in another
+			// order than the history's (review: a read-your-writes violation passed).
+			switch {
+			case prev != nil && op.Index == prev.Index:
+				return nil, fmt.Errorf("%s: the previous event has index %d too: every event needs its own index", where, prev.Index)
+			case prev != nil && op.Index < prev.Index:
+				return nil, fmt.Errorf("%s: index below the previous event's (%d): events must be in index order", where, prev.Index)
+			}
+			prev = op
 		}
 		switch op.Type {
 		case history.Meta:
@@ -222,14 +236,8 @@ func build(ops []history.Op) (*hist, error) {
 	for _, p := range procs {
 		h.txns = append(h.txns, pending[p])
 	}
+	// Named by their invocations' indexes, which increase (checked above), so no two share one.
 	sort.SliceStable(h.txns, func(i, j int) bool { return h.txns[i].id < h.txns[j].id })
-	// Transactions are named by their invocation's index; two with one index would make every
-	// cycle through them unreadable ("T0 < T0").
-	for i := 1; i < len(h.txns); i++ {
-		if a, b := h.txns[i-1], h.txns[i]; a.id == b.id {
-			return nil, fmt.Errorf("history: index %d names two invocations (processes %d and %d): every event needs its own index", a.id, a.process, b.process)
-		}
-	}
 	for k, v := range kinds {
 		if v == 'l' {
 			h.listKey[k] = true
@@ -365,6 +373,26 @@ func (h *hist) summarise(t *txn) {
 				}
 				st.known, st.val, st.isNil = true, v, isNil
 			}
+		}
+	}
+	// A read before the transaction's own write of a value cannot show that value: the
+	// transaction wrote it only later (Elle's future read). Values are unique per key, so a
+	// value it writes names it as the writer, and readChecks, which skips a transaction's own
+	// values, passed such a read.
+	for i := range t.keys {
+		s := &t.keys[i]
+		if !s.hasExt || len(s.writes) == 0 {
+			continue
+		}
+		if s.list {
+			for _, v := range s.extList {
+				if slices.Contains(s.writes, v) {
+					h.addInternal(t, s.key, fmt.Sprintf("read key %d as %s, which holds %d, a value it appends only later (a future read)", s.key, fmtList(s.extList), v))
+					break
+				}
+			}
+		} else if !s.extNil && slices.Contains(s.writes, s.extVal) {
+			h.addInternal(t, s.key, fmt.Sprintf("read key %d = %d, a value it writes only later (a future read)", s.key, s.extVal))
 		}
 	}
 	if t.st == stOK {

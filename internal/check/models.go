@@ -56,6 +56,10 @@ type model struct {
 	forbidLostUpdate bool
 	// fractured runs the direct fractured-read check.
 	fractured bool
+	// wrFromEveryAppend adds a wr edge to a list read from the writer of every append it shows,
+	// not only the last: the causal past (SO ∪ WR)+ must hold them all (a fractured read of an
+	// earlier element's writer passed under causal).
+	wrFromEveryAppend bool
 	// searches run in order on each strongly connected component; the first hit is reported.
 	searches []search
 }
@@ -115,7 +119,7 @@ var allModels = []*model{
 		{anyCycle, kWW}, {anyCycle, dataNoRW}, {anyCycle, dataNoRW | kPO},
 		{oneRW, dataNoRW}, {oneRW, dataNoRW | kPO},
 	}},
-	{name: "causal", kinds: data | kPO, order: kPO, searches: []search{
+	{name: "causal", kinds: data | kPO, order: kPO, wrFromEveryAppend: true, searches: []search{
 		{anyCycle, kWW}, {anyCycle, dataNoRW}, {anyCycle, dataNoRW | kPO},
 		{causalPattern, data | kPO},
 	}},
