@@ -151,9 +151,16 @@ func runFinalReads(db *client.DB, txns []workload.Txn, rec *history.Recorder, de
 
 // durability compares the final reads in ops (the committed transactions of finalReadProcess and
 // its successors) with every other transaction's writes: each acknowledged append must be in its
-// key's final list, each acknowledged register write must have left the key written, and no value
-// of a failed transaction may be there. Transactions with an unknown outcome may have gone either
-// way. Keys no final read reached are not judged.
+// key's final list, each acknowledged register write must have left the key written and not
+// with a value written before it in real time, and no value of a failed transaction may be
+// there. Transactions with an unknown outcome may have gone either way. Keys no final read
+// reached are not judged.
+//
+// A register's final value written by a transaction that completed before an acknowledged
+// writer of the key began means that writer's value is gone: every protocol here orders one
+// key's writes in real time (each promises strict serializability or no stale reads). Checked
+// only for "the key was written", a register write lost under a later one's earlier value
+// passed (review: serial's no-lock mutant lost register writes with every one "found").
 func durability(ops []history.Op) *Durability {
 	final := map[int64]history.Value{}
 	for _, op := range ops {
@@ -166,7 +173,12 @@ func durability(ops []history.Op) *Durability {
 		}
 	}
 	d := &Durability{Keys: len(final)}
+	finalDone := finalWriteCompletions(ops, final)
+	invoked := map[int]int64{} // each process's running transaction's invocation time
 	for _, op := range ops {
+		if op.Type == history.Invoke {
+			invoked[op.Process] = op.Time
+		}
 		if op.Process%processStride == finalReadProcess || (op.Type != history.OK && op.Type != history.Fail) {
 			continue
 		}
@@ -183,6 +195,8 @@ func durability(ops []history.Op) *Durability {
 				present = slices.Contains(v.List, m.Value.Int)
 			} else if op.Type == history.Fail {
 				present = v.Kind == history.Int && v.Int == m.Value.Int
+			} else if done, ok := finalDone[m.Key]; ok && v.Int != m.Value.Int && done < invoked[op.Process] {
+				present = false // the final value was written before this write began
 			}
 			what := fmt.Sprintf("key %d: %d", m.Key, m.Value.Int)
 			switch {
@@ -200,6 +214,25 @@ func durability(ops []history.Op) *Durability {
 		}
 	}
 	return d
+}
+
+// finalWriteCompletions maps each register key whose final value (in final) an acknowledged
+// transaction wrote to that transaction's completion time. Values are unique per key, so the
+// value names its writer; one whose outcome is unknown may have taken effect at any time, and
+// is left out.
+func finalWriteCompletions(ops []history.Op, final map[int64]history.Value) map[int64]int64 {
+	done := map[int64]int64{}
+	for _, op := range ops {
+		if op.Type != history.OK || op.Process%processStride == finalReadProcess {
+			continue
+		}
+		for _, m := range op.Value {
+			if v, ok := final[m.Key]; ok && m.F == history.FWrite && v.Kind == history.Int && v.Int == m.Value.Int {
+				done[m.Key] = op.Time
+			}
+		}
+	}
+	return done
 }
 
 // notDrainedFinal is why the final read did not run when clients were still running.

@@ -520,6 +520,7 @@ func (c *checker) buildGraph() *graph {
 			}
 		}
 	}
+	nilEdges := 0 // rw edges from reads of nil registers to the keys' writers, up to maxNilEdges
 	for i, t := range h.txns {
 		if !c.reader(t) || !c.inGraph(t) {
 			continue
@@ -582,8 +583,9 @@ func (c *checker) buildGraph() *graph {
 			if s.extNil {
 				// Every committed write follows the initial version; bounded so a hot key cannot
 				// make the graph quadratic.
-				if ws := c.v.regWriters[s.key]; len(ws) <= maxNilSuccessors {
+				if ws := c.v.regWriters[s.key]; len(ws) <= maxNilSuccessors || nilEdges+len(ws) <= maxNilEdges {
 					succ = ws
+					nilEdges += len(ws)
 				} else {
 					// Real-time order reaches the later writers from the first ones
 					// (realtimeSuccessors) where the model has it for this key; elsewhere the
@@ -717,8 +719,14 @@ func (c *checker) hasRegion(k int64) bool {
 	return ok
 }
 
-// maxNilSuccessors bounds the rw edges from one read of a nil register.
+// maxNilSuccessors is how many rw edges one read of a nil register always gets; more (one to
+// every writer of the key) come out of a history-wide budget, maxNilEdges. Reads of nil are few
+// (a key is nil until its first write), so the budget covers every writer of a hot key in the
+// runs of a few minutes that a history checker sees; past it, a read gets edges to the writers
+// that read nil first and, under real-time order, to the first writers in real time.
 const maxNilSuccessors = 64
+
+var maxNilEdges = 2_000_000 // a variable for tests
 
 // realtimeSuccessors returns, under a model that orders transactions in real time, the committed
 // writers of register key k that real time places right after the version read (v, or the
