@@ -262,6 +262,13 @@ func TestFamiliesCheckCatchesCorruption(t *testing.T) {
 			expectViolation(t, w, c.cond, c.corrupt)
 		})
 	}
+	// A Payment lost from both YTD families: W_YTD = Σ D_YTD still holds, HISTORY does not agree.
+	t.Run("W_YTD and D_YTD", func(t *testing.T) {
+		expectViolations(t, w, []string{"3.3.2.8", "3.3.2.9"}, func(s *memdb.Store) {
+			bump(s, w.key(2, tableWarehouseYTD), -4321)
+			bump(s, w.key(2, tableDistrictYTD, 3), -4321)
+		})
+	})
 	t.Run("missing family", func(t *testing.T) {
 		s, db, _ := run(t, w, 3, 100)
 		s.Delete(w.key(1, tableDistrictYTD, 1))

@@ -235,6 +235,13 @@ func (r *historyRow) encode() []byte {
 	return e.b
 }
 
+func (r *historyRow) decode(b []byte) error {
+	d := decoder{b: b}
+	r.CID, r.CDID, r.CWID, r.DID, r.WID, r.Date, r.Amount = d.int(), d.int(), d.int(), d.int(), d.int(), d.int(), d.int()
+	r.Data = d.str()
+	return d.done()
+}
+
 // encodeInts encodes an index row: a list of ids (a customer name's ids, a pointer).
 func encodeInts(v ...int64) []byte {
 	e := encoder{make([]byte, 0, 2*len(v))}

@@ -2,7 +2,8 @@
 // the five transactions of §2.4–2.8 with the mix 45/43/4/4/4 (New-Order, Payment, Order-Status,
 // Delivery, Stock-Level), NURand with run-time constants chosen as §2.1.6 requires, 1% remote
 // order lines and 1% rolled-back New-Orders, 15% remote-customer Payments, 60% customer look-ups
-// by last name, and the consistency conditions of §3.3.2.1–3.3.2.7 checked after a run (Check).
+// by last name, and the consistency conditions of §3.3.2.1–3.3.2.10 and 3.3.2.12 checked after a
+// run (Check), with the delivery pointer's own.
 //
 // Placement. Warehouse w (1-based) is homed in region (w−1) mod R, on that region's shards in
 // turn, and every row of the warehouse (district, customer, history, order, new-order, order
@@ -12,7 +13,8 @@
 // reading an item never leaves the warehouse's shard, and costs Items rows per such shard.
 //
 // Get and Put only. TPC-C's scans and secondary look-ups are replaced by index rows the
-// transactions maintain, so every protocol can run TPC-C whether or not it supports Scan:
+// transactions maintain, so every protocol can run TPC-C whether or not it supports Scan (only
+// Check scans, the HISTORY rows, in read-only transactions):
 //   - customer by last name: "cl/w/d/LAST" holds the customer ids with that name, ordered by
 //     C_FIRST (the names never change, so the loader writes it once);
 //   - a customer's last order (Order-Status): "co/w/d/c" holds the customer's latest O_ID,

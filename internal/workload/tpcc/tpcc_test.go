@@ -411,19 +411,192 @@ func BenchmarkMixOnSerialStore(b *testing.B) {
 // report a violation of condition cond.
 func expectViolation(t *testing.T, w *Workload, cond string, corrupt func(*memdb.Store)) {
 	t.Helper()
+	expectViolations(t, w, []string{cond}, corrupt)
+}
+
+// expectViolations is expectViolation for a corruption that breaks every one of conds.
+func expectViolations(t *testing.T, w *Workload, conds []string, corrupt func(*memdb.Store)) {
+	t.Helper()
 	s, db, _ := run(t, w, 3, 600)
 	corrupt(s)
 	err := w.Check(db)
 	var ce *CheckError
 	if !errors.As(err, &ce) {
-		t.Fatalf("corruption for %s: Check returned %v", cond, err)
+		t.Fatalf("corruption for %v: Check returned %v", conds, err)
 	}
+	reported := map[string]bool{}
 	for _, v := range ce.Violations {
-		if v.Condition == cond {
-			return
+		reported[v.Condition] = true
+	}
+	for _, cond := range conds {
+		if !reported[cond] {
+			t.Errorf("corruption for %s reported as %v", cond, ce)
 		}
 	}
-	t.Errorf("corruption for %s reported as %v", cond, ce)
+}
+
+// TestCheckCatchesLostPaymentsAndDeliveries corrupts a database after a run as a protocol that
+// loses an update would, in ways conditions 1–7 cannot see, and requires Check to report them:
+// a Payment lost from W_YTD and D_YTD together (so W_YTD = Σ D_YTD still holds) or from a
+// customer, a Delivery credited twice, and the delivery pointer off the oldest NEW-ORDER row.
+func TestCheckCatchesLostPaymentsAndDeliveries(t *testing.T) {
+	w, err := New(testTopo(t), tinyConfig(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(s *memdb.Store, key string, r interface {
+		decode([]byte) error
+		encode() []byte
+	}, f func()) {
+		v, ok := s.Get(key)
+		if !ok {
+			t.Fatalf("no row %q", key)
+		}
+		if err := r.decode(v); err != nil {
+			t.Fatal(err)
+		}
+		f()
+		s.Put(key, r.encode())
+	}
+	ptr := func(s *memdb.Store, wh, d int) int { return int(oneInt(t, s, w.key(wh, "dp", d))) }
+	cases := []struct {
+		name    string
+		conds   []string
+		corrupt func(s *memdb.Store)
+	}{
+		// Two Payments to district 1/1 both read W_YTD and D_YTD and both write them: one amount
+		// is lost from both, while its HISTORY row and customer keep it.
+		{"payment lost from W_YTD and D_YTD", []string{"3.3.2.8", "3.3.2.9"}, func(s *memdb.Store) {
+			var wr warehouse
+			var dr district
+			edit(s, w.key(1, "w"), &wr, func() { wr.YTD -= 12345 })
+			edit(s, w.key(1, "d", 1), &dr, func() { dr.YTD -= 12345 })
+		}},
+		// A Payment's customer write lost to a concurrent one.
+		{"payment lost from the customer", []string{"3.3.2.10"}, func(s *memdb.Store) {
+			var c customer
+			edit(s, w.key(1, "c", 1, 7), &c, func() { c.Balance += 5000; c.YTDPayment -= 5000; c.PaymentCnt-- })
+		}},
+		// A Payment's HISTORY row lost, the YTDs and the customer kept.
+		{"payment's history row lost", []string{"3.3.2.8", "3.3.2.9", "3.3.2.10"}, func(s *memdb.Store) {
+			prefix := w.key(1, "h") + "/t"
+			for _, k := range s.Keys() {
+				if strings.HasPrefix(k, prefix) {
+					s.Delete(k)
+					return
+				}
+			}
+			t.Fatal("no Payment history row in warehouse 1")
+		}},
+		// Two Deliveries deliver the last order delivered in district 1/2: its customer is
+		// credited twice.
+		{"delivery credited twice", []string{"3.3.2.10", "3.3.2.12"}, func(s *memdb.Store) {
+			oid := ptr(s, 1, 2) - 1
+			if oid < w.firstNewO {
+				t.Fatalf("district 1/2: no order delivered in the run (pointer %d)", oid+1)
+			}
+			var o order
+			if v, _ := s.Get(w.key(1, "o", 2, oid)); o.decode(v) != nil {
+				t.Fatalf("order %d unreadable", oid)
+			}
+			var sum int64
+			for n := 1; n <= int(o.OLCnt); n++ {
+				var ol orderLine
+				if v, _ := s.Get(w.key(1, "ol", 2, oid, n)); ol.decode(v) != nil {
+					t.Fatalf("order %d line %d unreadable", oid, n)
+				}
+				sum += ol.Amount
+			}
+			var c customer
+			edit(s, w.key(1, "c", 2, int(o.CID)), &c, func() { c.Balance += sum; c.DelivCnt++ })
+		}},
+		// The delivery pointer moved back onto delivered orders: Delivery finds no NEW-ORDER
+		// row there and skips the district for good.
+		{"delivery pointer moved back", []string{condDeliveryPointer}, func(s *memdb.Store) {
+			s.Put(w.key(2, "dp", 2), encodeInts(int64(ptr(s, 2, 2)-3)))
+		}},
+		// Moved ahead: the order it skipped is never delivered.
+		{"delivery pointer moved ahead", []string{condDeliveryPointer}, func(s *memdb.Store) {
+			s.Put(w.key(2, "dp", 3), encodeInts(int64(ptr(s, 2, 3)+1)))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			expectViolations(t, w, c.conds, c.corrupt)
+		})
+	}
+}
+
+// TestYTDOffset: the loader's D_YTD exceeds Σ H_AMOUNT of the district's loaded HISTORY rows by
+// ytdOffset (W_YTD by Districts times it), which is 0 under Spec's sizes, where conditions 8
+// and 9 are the spec's exactly, and a freshly loaded Spec-sized warehouse passes Check.
+func TestYTDOffset(t *testing.T) {
+	spec := Spec(1)
+	spec.Items, spec.Compact = 100, true // the item count plays no part in the YTDs
+	for _, cfg := range []Config{spec, Small(2), tinyConfig(2)} {
+		w, err := New(testTopo(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wYTD, dYTD := map[string]int64{}, map[string]int64{}
+		wH, dH := map[int64]int64{}, map[[2]int64]int64{}
+		err = w.Rows(func(k string, v []byte) error {
+			switch table(k) {
+			case "w":
+				var r warehouse
+				if err := r.decode(v); err != nil {
+					return err
+				}
+				wYTD[k] = r.YTD
+			case "d":
+				var r district
+				if err := r.decode(v); err != nil {
+					return err
+				}
+				dYTD[k] = r.YTD
+			case "h":
+				var r historyRow
+				if err := r.decode(v); err != nil {
+					return err
+				}
+				wH[r.WID] += r.Amount
+				dH[[2]int64{r.WID, r.DID}] += r.Amount
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := w.ytdOffset()
+		if cfg.CustomersPerDistrict == 3000 && off != 0 {
+			t.Errorf("Spec: offset %d, want 0", off)
+		}
+		for wh := 1; wh <= cfg.Warehouses; wh++ {
+			if got, want := wYTD[w.key(wh, "w")], wH[int64(wh)]+int64(cfg.Districts)*off; got != want {
+				t.Errorf("%d customers: warehouse %d loaded with W_YTD %d, want %d", cfg.CustomersPerDistrict, wh, got, want)
+			}
+			for d := 1; d <= cfg.Districts; d++ {
+				if got, want := dYTD[w.key(wh, "d", d)], dH[[2]int64{int64(wh), int64(d)}]+off; got != want {
+					t.Errorf("%d customers: district %d/%d loaded with D_YTD %d, want %d", cfg.CustomersPerDistrict, wh, d, got, want)
+				}
+			}
+		}
+	}
+	if testing.Short() {
+		return
+	}
+	w, err := New(testTopo(t), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := memdb.New()
+	db := client.Open(s.Transport())
+	if err := w.Load(db); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Check(db); err != nil {
+		t.Fatalf("freshly loaded Spec-sized warehouse: %v", err)
+	}
 }
 
 // TestCheckFresh: a freshly loaded database passes, one a run has added orders to does not.
