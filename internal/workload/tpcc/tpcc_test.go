@@ -274,20 +274,7 @@ func TestCheckCatchesCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit := func(s *memdb.Store, key string, r interface {
-		decode([]byte) error
-		encode() []byte
-	}, f func()) {
-		v, ok := s.Get(key)
-		if !ok {
-			t.Fatalf("no row %q", key)
-		}
-		if err := r.decode(v); err != nil {
-			t.Fatal(err)
-		}
-		f()
-		s.Put(key, r.encode())
-	}
+	edit := func(s *memdb.Store, key string, r row, f func()) { editRow(t, s, key, r, f) }
 	// The first undelivered order of district 2/2 after the run, found by the pointer.
 	firstNew := func(s *memdb.Store) int {
 		v, _ := s.Get(w.key(2, "dp", 2))
@@ -444,20 +431,7 @@ func TestCheckCatchesLostPaymentsAndDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit := func(s *memdb.Store, key string, r interface {
-		decode([]byte) error
-		encode() []byte
-	}, f func()) {
-		v, ok := s.Get(key)
-		if !ok {
-			t.Fatalf("no row %q", key)
-		}
-		if err := r.decode(v); err != nil {
-			t.Fatal(err)
-		}
-		f()
-		s.Put(key, r.encode())
-	}
+	edit := func(s *memdb.Store, key string, r row, f func()) { editRow(t, s, key, r, f) }
 	ptr := func(s *memdb.Store, wh, d int) int { return int(oneInt(t, s, w.key(wh, "dp", d))) }
 	cases := []struct {
 		name    string
@@ -637,4 +611,24 @@ func TestLineWritesSizedOnce(t *testing.T) {
 			t.Errorf("remote=%v: %d writes in a slice of capacity %d, want %d in %d", remote, len(ops), cap(ops), want, want)
 		}
 	}
+}
+
+// row is a TPC-C row a test can rewrite.
+type row interface {
+	decode([]byte) error
+	encode() []byte
+}
+
+// editRow rewrites the row at key in s: decoded into r, changed by f, encoded back.
+func editRow(t *testing.T, s *memdb.Store, key string, r row, f func()) {
+	t.Helper()
+	v, ok := s.Get(key)
+	if !ok {
+		t.Fatalf("no row %q", key)
+	}
+	if err := r.decode(v); err != nil {
+		t.Fatal(err)
+	}
+	f()
+	s.Put(key, r.encode())
 }
