@@ -99,8 +99,11 @@ type Server struct {
 	timers map[node.TimerID]*time.Timer
 	nextTm node.TimerID
 
-	setup     []frame.Setting // cfg.Setup(), which every peer's and client's Hello is held to
-	peers     []*link         // by node id; nil for self
+	setup []frame.Setting // cfg.Setup(), which every peer's and client's Hello is held to
+	// maxHello bounds the frame a connection's Hello may take, read before the node knows who
+	// is there: twice our own Hello's (a peer's carries the same settings), and 64 KiB at least.
+	maxHello  uint32
+	peers     []*link // by node id; nil for self
 	clientsMu sync.Mutex
 	clients   map[topo.NodeID]clientSink
 	endpoints endpointSeq // numbers client connections over all the node's lives (endpoint.go)
@@ -140,8 +143,9 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
+	setup := cfg.Setup()
 	s := &Server{
-		cfg: cfg, id: id, me: me, log: log, setup: cfg.Setup(),
+		cfg: cfg, id: id, me: me, log: log, setup: setup, maxHello: helloBound(cfg, id, setup),
 		rng:      rand.New(rand.NewPCG(seed, uint64(id))),
 		inbox:    make(chan event, inboxLen),
 		timers:   map[node.TimerID]*time.Timer{},
@@ -465,6 +469,20 @@ func (s *Server) accept() {
 	}
 }
 
+// clientRequestKind is the one kind a client connection may send.
+var clientRequestKind = (&wire.ClientRequest{}).Kind()
+
+// helloBound is Server.maxHello: twice the frame of the Hello this node sends its peers, and
+// 64 KiB at least. A length prefix alone, before any Hello, made a node allocate what it claimed
+// (16 MiB) and hold it for helloTimeout (review).
+func helloBound(cfg *Config, id topo.NodeID, setup []frame.Setting) uint32 {
+	own, err := wire.Encode(&frame.Hello{From: id, Cluster: cfg.Name, Protocol: cfg.Protocol.Name(), Setup: setup})
+	if err != nil {
+		return frame.MaxFrameBytes
+	}
+	return uint32(min(max(2*len(own), 64<<10), frame.MaxFrameBytes))
+}
+
 // serveConn reads one inbound connection: a Hello, then frames until it closes.
 func (s *Server) serveConn(c net.Conn) {
 	open := newOpenTxns(forgetSilentAfter(s.cfg)) // a client connection's transactions not finished (abortOpen)
@@ -473,7 +491,7 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	r := bufio.NewReaderSize(c, readBufBytes)
 	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
-	_, payload, err := frame.Read(r)
+	_, payload, err := frame.ReadMax(r, s.maxHello)
 	if err != nil {
 		s.log.Debug("connection closed before its hello", "remote", c.RemoteAddr().String(), "err", err)
 		return
@@ -552,6 +570,13 @@ func (s *Server) serveConn(c net.Conn) {
 				s.supersededConn(from)
 				return
 			}
+			continue
+		}
+		if k, ok := wire.KindOf(payload); cl != nil && ok && k != clientRequestKind {
+			// Decoded first, a small frame of another kind could take a large allocation (a
+			// 1 MiB array of empty items decodes to tens of MiB: review); a client may send
+			// client requests only.
+			s.log.Error("client sent a non-client message; dropped", "from", from, "type", wire.Name(k))
 			continue
 		}
 		m, err := wire.Decode(payload)

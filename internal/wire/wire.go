@@ -137,6 +137,15 @@ func Encode(m Msg) ([]byte, error) {
 	return append(out, body...), nil
 }
 
+// KindOf is the kind a frame written by Encode says it holds, without decoding it: a server
+// refuses a kind a connection may not send before spending a decode on it.
+func KindOf(frame []byte) (Kind, bool) {
+	if len(frame) < 3 || frame[0] != Version {
+		return 0, false
+	}
+	return Kind(binary.BigEndian.Uint16(frame[1:3])), true
+}
+
 // Decode parses a frame written by Encode. It never panics on malformed input.
 func Decode(frame []byte) (Msg, error) {
 	if len(frame) > MaxFrameBytes {

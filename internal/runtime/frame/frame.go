@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/wire"
@@ -52,23 +53,49 @@ func Write(w io.Writer, dest topo.NodeID, payload []byte) error {
 // Read reads one frame and returns its destination and payload (a fresh slice). An error other
 // than io.EOF leaves the stream unusable: the caller closes the connection.
 func Read(r io.Reader) (dest topo.NodeID, payload []byte, err error) {
+	return ReadMax(r, MaxFrameBytes)
+}
+
+// ReadMax is Read refusing frames longer than max bytes (at most MaxFrameBytes): a server reads
+// a connection's Hello, sent before it knows who is there, with a small max.
+func ReadMax(r io.Reader, max uint32) (dest topo.NodeID, payload []byte, err error) {
 	var hdr [headerBytes + destBytes]byte
 	if _, err := io.ReadFull(r, hdr[:headerBytes]); err != nil {
 		return 0, nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:headerBytes])
-	if n < destBytes || n > MaxFrameBytes {
+	if n < destBytes || n > min(max, MaxFrameBytes) {
 		return 0, nil, fmt.Errorf("%w: %d bytes", ErrFrameLength, n)
 	}
 	if _, err := io.ReadFull(r, hdr[headerBytes:]); err != nil {
 		return 0, nil, unexpected(err)
 	}
 	dest = topo.NodeID(binary.BigEndian.Uint32(hdr[headerBytes:]))
-	payload = make([]byte, n-destBytes)
-	if _, err := io.ReadFull(r, payload); err != nil {
+	if payload, err = readPayload(r, int(n-destBytes)); err != nil {
 		return 0, nil, unexpected(err)
 	}
 	return dest, payload, nil
+}
+
+// readChunk is the most readPayload allocates ahead of the bytes it has received.
+const readChunk = 64 << 10
+
+// readPayload reads size bytes, growing its buffer as they arrive rather than all at once: a
+// length prefix alone, 8 bytes saying 16 MiB, made a node allocate the 16 MiB and hold it
+// until the connection's deadline, so a few dozen silent connections took gigabytes (review).
+func readPayload(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, 0, min(size, readChunk))
+	for len(buf) < size {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(size-len(buf), max(len(buf), readChunk)))
+		}
+		k, err := io.ReadFull(r, buf[len(buf):min(cap(buf), size)])
+		buf = buf[:len(buf)+k]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // unexpected turns a clean EOF inside a frame into io.ErrUnexpectedEOF: only an EOF between
