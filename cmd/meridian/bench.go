@@ -35,7 +35,10 @@ func newBenchCmd() *cobra.Command {
 		Long: `Run closed-loop clients (one connection each, --clients per region, each talking to a data
 node of its region) against a running cluster for --warmup + --duration of wall-clock time, then
 print throughput, latency and aborts — the same report and JSON as ` + "`meridian sim`" + ` — with the
-checker's verdict on the recorded history for list-append and rw-register.
+checker's verdict on the recorded history for list-append and rw-register, and the workload's
+own check for TPC-C (its consistency conditions) and YCSB-T with --rmw (every key written holds a
+counter between its committed increments and those plus the increments whose outcome is unknown;
+such a run keeps its keys under a fresh namespace, so that its counters start at 0).
 
 ` + runExitStatuses + ` A run whose clients still found a data node unreachable when the window
 ended exits 1 as well (the result names the nodes): the cluster stopped answering.`,
@@ -151,7 +154,7 @@ ended exits 1 as well (the result names the nodes): the cluster stopped answerin
 	cmd.Flags().DurationVar(&warmup, "warmup", time.Second, "warm-up before measuring")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the clients' transaction generators")
 	cmd.Flags().StringVar(&history, "history", "", "write the recorded history (Elle JSON lines) to this file")
-	cmd.Flags().StringVar(&namespace, "namespace", "", "list-append key namespace (default: a fresh one per run, so each run's history is judged on its own keys)")
+	cmd.Flags().StringVar(&namespace, "namespace", "", "list-append key namespace (default: a fresh one per run, so each run's history is judged on its own keys; YCSB-T with --rmw always takes a fresh one)")
 	cmd.Flags().StringVar(&check, "check", "auto", "check the history: auto (the protocol's promised model), a model name, or none")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd

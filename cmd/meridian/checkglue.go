@@ -73,7 +73,8 @@ its result whatever its status.`
 
 // failedConsistency is the error of a run whose printed result shows the consistency it was
 // checked for not held or not established. Exit status 1: the checker judged its history
-// invalid, or the workload's own verification (TPC-C's consistency conditions) failed, could
+// invalid, or the workload's own verification (TPC-C's consistency conditions, YCSB-T's
+// read-modify-write counters) failed, could
 // not finish, or could not start because clients were still running when the drain ended.
 // Exit status 2: the checker could not judge the history (nothing committed, nothing read, or
 // a search ran out of its budget), as meridian check answers "unknown". A script running sim or

@@ -165,6 +165,16 @@ func runAttempt(db *client.DB, txn workload.Txn, attempt, process, region int, r
 	} else {
 		_ = tx.Abort()
 	}
+	if txn.Done != nil {
+		switch {
+		case err == nil:
+			txn.Done(workload.Committed)
+		case isUnknown(err):
+			txn.Done(workload.Unknown)
+		default:
+			txn.Done(workload.Aborted)
+		}
+	}
 	if recording {
 		var res []history.MicroOp
 		if txn.Result != nil {

@@ -139,7 +139,7 @@ wait:
 				spec.Progress(min(f, 1))
 			}
 			if time.Now().After(drainBy) {
-				if _, ok := spec.Workload.(Verifier); ok {
+				if _, ok := verifierOf(spec.Workload); ok {
 					res.Consistency = notDrained
 				}
 				break wait
@@ -153,7 +153,7 @@ wait:
 	if fr, ok := spec.Workload.(FinalReader); ok && rec != nil {
 		res.Durability = finalReadReal(tp, fr, drained, res.UnreachableAtEnd, spec, open, rec)
 	}
-	if v, ok := spec.Workload.(Verifier); ok && res.Consistency != notDrained {
+	if v, ok := verifierOf(spec.Workload); ok && res.Consistency != notDrained {
 		db, closeFn, err := openPatiently(tp.DataNodes(0)[0], open) // a review may still be striking it
 		if err != nil {
 			res.Consistency = err.Error()

@@ -66,6 +66,39 @@ type Txn struct {
 	// stay null). Both are nil for benchmark-only workloads.
 	Invoke []history.MicroOp
 	Result func() []history.MicroOp
+	// Done, if set, is told how each attempt of the transaction ended, once per attempt, after
+	// the driver's commit or abort of it returned: workloads that keep a tally of what committed
+	// (YCSB-T's read-modify-write counters) keep it here. A retry after a retryable abort is a
+	// new attempt of the same Txn, so the attempts of one logical transaction report one
+	// Committed or Unknown at most, after any number of Aborted.
+	Done func(Outcome)
+}
+
+// Outcome is how one attempt of a transaction ended.
+type Outcome int
+
+const (
+	// Aborted: the attempt took no effect. It aborted (retryable or not), rolled back on the
+	// workload's request (ErrUserAbort), or failed before its commit was sent or with its commit
+	// refused unprocessed (client.ErrUnavailable).
+	Aborted Outcome = iota
+	// Committed: the commit was acknowledged.
+	Committed
+	// Unknown: the attempt may or may not have committed (client.UnknownError), and may still
+	// take effect later.
+	Unknown
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Aborted:
+		return "aborted"
+	case Committed:
+		return "committed"
+	case Unknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
 // RowSource enumerates a workload's initial database, row by row, in a deterministic order.

@@ -21,6 +21,16 @@
 //
 // Values are ValueBytes long: an 8-byte little-endian counter, which a read-modify-write
 // increments, then filler. A missing key reads as counter 0, so Load may be skipped.
+//
+// Check: with read-modify-writes (RMW), the workload tallies, per key, the increments of the
+// attempts the driver reports committed (acknowledged, A) and of those whose outcome it reports
+// unknown (U), through each transaction's Done; aborted attempts count nothing. After the run
+// Check reads every key some attempt wrote, in read-write transactions of checkKeysPerTxn keys,
+// and requires A ≤ counter ≤ A + U: a counter below A lost an acknowledged update (two
+// read-modify-writes that read the same value both committed), one above A + U took in a write
+// of an aborted attempt. Blind writes (no RMW) write counter 0, so a run without RMW has no check
+// (Verifies). The tally is exact only if the run's database started with every counter 0 (empty,
+// or freshly loaded): a run against a long-lived cluster keeps its keys under a Namespace.
 package ycsbt
 
 import (
@@ -29,8 +39,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -62,6 +75,10 @@ type Config struct {
 	// read-modify-write); ScanLength bounds a scan's rows (0: DefaultScanLength).
 	ScanRatio  float64
 	ScanLength int
+	// Namespace, if set, keeps the keys under it ("u<namespace>/<i>" instead of "u<i>"), so that
+	// a run against a long-lived cluster starts from keys no earlier run wrote, as Check needs.
+	// Not with scans, whose range would take in other namespaces' keys.
+	Namespace string
 }
 
 // DefaultScanLength is YCSB workload E's maximum scan length.
@@ -97,7 +114,14 @@ type Workload struct {
 	rows    zipf.Generator   // over the rows of one shard (PartitionsPerTxn)
 	local   []zipf.Generator // per region, over its local keys
 	localOf [][]topo.ShardID // shards homed in each region
+
+	mu    sync.Mutex           // guards tally: a real run's clients report from their goroutines
+	tally map[uint64]*keyTally // RMW: per key some attempt wrote, what committed or may have
 }
+
+// keyTally is one key's increments: of attempts that committed, and of attempts whose outcome is
+// unknown.
+type keyTally struct{ acked, unknown uint64 }
 
 // New validates cfg and builds the workload. Building a Zipfian generator over n keys costs
 // O(n) once per (n, θ).
@@ -128,6 +152,8 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 		return nil, errors.New("ycsbt: partitions per transaction and region-local choice exclude each other")
 	case cfg.ScanLength < 0:
 		return nil, fmt.Errorf("ycsbt: scan length must not be negative (0: %d), got %d", DefaultScanLength, cfg.ScanLength)
+	case cfg.Namespace != "" && cfg.ScanRatio > 0:
+		return nil, errors.New("ycsbt: a namespace and scans exclude each other (a scan's range would cross namespaces)")
 	}
 	if cfg.ScanLength == 0 {
 		cfg.ScanLength = DefaultScanLength
@@ -138,6 +164,9 @@ func New(t *topo.Topology, cfg Config) (*Workload, error) {
 		return nil, fmt.Errorf("ycsbt: %d rows of %d bytes per scan exceed the %d-byte scan answer limit: at most %d rows", cfg.ScanLength, rowBytes, wire.MaxScanBytes, wire.MaxScanBytes/rowBytes)
 	}
 	w := &Workload{cfg: cfg, t: t, nShards: len(t.Shards)}
+	if cfg.RMW {
+		w.tally = map[uint64]*keyTally{}
+	}
 	var err error
 	if w.global, err = newGen(cfg, uint64(cfg.Keys)); err != nil {
 		return nil, err
@@ -198,6 +227,9 @@ func (w *Workload) Config() Config { return w.cfg }
 
 // KeyName is the storage key of key i.
 func (w *Workload) KeyName(i uint64) string {
+	if w.cfg.Namespace != "" {
+		return topo.PinnedKey(topo.ShardID(i%uint64(w.nShards)), "u"+w.cfg.Namespace+"/"+strconv.FormatUint(i, 10))
+	}
 	return topo.PinnedKey(topo.ShardID(i%uint64(w.nShards)), "u"+strconv.FormatUint(i, 10))
 }
 
@@ -249,6 +281,7 @@ type gen struct {
 
 type op struct {
 	key   string
+	idx   uint64 // key's index
 	write bool
 	scan  int // rows to scan from key onward (0: a point operation)
 }
@@ -275,7 +308,7 @@ func (g *gen) Next() workload.Txn {
 	ops := make([]op, n)
 	anyWrite := false
 	for i := range ops {
-		ops[i] = op{key: w.KeyName(keys[i]), write: writes[i]}
+		ops[i] = op{key: w.KeyName(keys[i]), idx: keys[i], write: writes[i]}
 		anyWrite = anyWrite || writes[i]
 		if !writes[i] && cfg.ScanRatio > 0 && rng.Float64() < cfg.ScanRatio {
 			ops[i].scan = 1 + rng.IntN(cfg.ScanLength)
@@ -294,7 +327,36 @@ func (g *gen) Next() workload.Txn {
 			break
 		}
 	}
-	return workload.Txn{Type: typ, ReadOnly: !anyWrite, Run: func(tx *client.Txn) error { return g.w.run(tx, ops) }}
+	if !cfg.RMW || !anyWrite {
+		return workload.Txn{Type: typ, ReadOnly: !anyWrite, Run: func(tx *client.Txn) error { return g.w.run(tx, ops, nil) }}
+	}
+	// The increments of the attempt that ran last: Run starts each attempt afresh, and Done
+	// tallies them by the attempt's outcome.
+	var incs []uint64
+	return workload.Txn{Type: typ, Run: func(tx *client.Txn) error {
+		incs = incs[:0]
+		return g.w.run(tx, ops, &incs)
+	}, Done: func(o workload.Outcome) { g.w.record(incs, o) }}
+}
+
+// record tallies an attempt's increments (one per read-modify-write it sent, by key index) by
+// its outcome. An aborted attempt's keys are tallied with nothing, so Check reads them too.
+func (w *Workload) record(incs []uint64, o workload.Outcome) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range incs {
+		t := w.tally[k]
+		if t == nil {
+			t = &keyTally{}
+			w.tally[k] = t
+		}
+		switch o {
+		case workload.Committed:
+			t.acked++
+		case workload.Unknown:
+			t.unknown++
+		}
+	}
 }
 
 // keys draws n distinct keys by the configured placement.
@@ -335,7 +397,9 @@ func (g *gen) keys(n int) []uint64 {
 	return out
 }
 
-func (w *Workload) run(tx *client.Txn, ops []op) error {
+// run runs ops in tx. incs, if not nil, gets the index of each key a read-modify-write is
+// about to write, before its Put: a Put whose answer is lost may still have been applied.
+func (w *Workload) run(tx *client.Txn, ops []op, incs *[]uint64) error {
 	for _, o := range ops {
 		if o.scan > 0 {
 			// The key's shard holds the keys "#<shard>/…", which end where "#<shard>0" begins.
@@ -367,10 +431,99 @@ func (w *Workload) run(tx *client.Txn, ops []op) error {
 			return err
 		}
 		if o.write {
+			if incs != nil {
+				*incs = append(*incs, o.idx)
+			}
 			if err := tx.Put(o.key, w.value(counter+1)); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// checkKeysPerTxn bounds the keys one of Check's transactions reads.
+const checkKeysPerTxn = 100
+
+// Verifies reports whether Check checks anything: only read-modify-writes count.
+func (w *Workload) Verifies() bool { return w.cfg.RMW }
+
+// CheckError lists the keys whose counter is outside [acknowledged, acknowledged + unknown].
+type CheckError struct {
+	Keys       int      // keys read
+	Violations []string // "key K: counter C, acknowledged increments A, unknown U"
+}
+
+func (e *CheckError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ycsbt: %d of %d keys hold a counter outside [acknowledged increments, acknowledged + unknown]", len(e.Violations), e.Keys)
+	for i, v := range e.Violations {
+		if i == 10 {
+			b.WriteString("; …")
+			break
+		}
+		b.WriteString("; ")
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+// Check verifies, on a quiescent database (every client stopped), that each key some attempt of
+// a read-modify-write wrote holds a counter between the increments of the attempts that
+// committed (A) and those plus the increments of the attempts whose outcome is unknown (U). It
+// reads the keys in index order, checkKeysPerTxn of them per read-write transaction (so that
+// every protocol reads the latest committed values, as the final reads of list-append do). It
+// returns a *CheckError listing the keys out of bounds, or another error if the database could
+// not be read. Without RMW it checks nothing and returns nil.
+func (w *Workload) Check(db *client.DB) error {
+	if !w.cfg.RMW {
+		return nil
+	}
+	w.mu.Lock()
+	keys := make([]uint64, 0, len(w.tally))
+	for k := range w.tally {
+		keys = append(keys, k)
+	}
+	tally := make(map[uint64]keyTally, len(w.tally))
+	for k, t := range w.tally {
+		tally[k] = *t
+	}
+	w.mu.Unlock()
+	slices.Sort(keys)
+	var vs []string
+	names := make([]string, 0, checkKeysPerTxn)
+	for first := 0; first < len(keys); first += checkKeysPerTxn {
+		batch := keys[first:min(first+checkKeysPerTxn, len(keys))]
+		names = names[:0]
+		for _, k := range batch {
+			names = append(names, w.KeyName(k))
+		}
+		var reads []client.Read
+		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+			var err error
+			reads, err = tx.GetMany(names)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("ycsbt check: keys %s..%s: %w", names[0], names[len(names)-1], err)
+		}
+		for i, r := range reads {
+			t := tally[batch[i]]
+			var counter uint64
+			if r.Found {
+				if len(r.Value) < 8 {
+					vs = append(vs, fmt.Sprintf("key %s: holds %d bytes, want at least 8, acknowledged increments %d, unknown %d", names[i], len(r.Value), t.acked, t.unknown))
+					continue
+				}
+				counter = binary.LittleEndian.Uint64(r.Value)
+			}
+			if counter < t.acked || counter-t.acked > t.unknown {
+				vs = append(vs, fmt.Sprintf("key %s: counter %d, acknowledged increments %d, unknown %d", names[i], counter, t.acked, t.unknown))
+			}
+		}
+	}
+	if len(vs) > 0 {
+		return &CheckError{Keys: len(keys), Violations: vs}
 	}
 	return nil
 }
