@@ -18,13 +18,41 @@ import (
 func TestClientFrameOfOtherKindNotDecoded(t *testing.T) {
 	cfg := testConfig(t, nil)
 	servers := startCluster(t, cfg)
-	c, err := net.Dial("tcp", cfg.Nodes[0].Addr)
+	c, r, welcome := rawClient(t, cfg.Nodes[0].Addr, cfg.Name)
+	defer c.Close()
+	other := binary.BigEndian.AppendUint16([]byte{wire.Version}, uint16((&frame.Welcome{}).Kind()))
+	other = append(other, 0xff, 0xff, 0xff) // not CBOR
+	if err := frame.Write(c, welcome.Node, other); err != nil {
+		t.Fatal(err)
+	}
+	// A request after it is answered: the node read the frame before and goes on.
+	if err := frame.WriteMsg(c, welcome.Node, &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: "k", ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, payload, err := frame.Read(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	if m, err := wire.Decode(payload); err != nil {
+		t.Fatalf("the answer: %v", err)
+	} else if _, ok := m.(*wire.ClientReply); !ok {
+		t.Fatalf("the answer is a %T", m)
+	}
+	if n := servers[0].Stats().DecodeErrors; n != 0 {
+		t.Errorf("%d decode errors: the node decoded a client's frame of another kind", n)
+	}
+}
+
+// rawClient opens a client connection to addr by hand, as the client library would: a Hello,
+// then the node's Welcome (read within 10 s). The caller closes the connection.
+func rawClient(t *testing.T, addr, cluster string) (net.Conn, *bufio.Reader, *frame.Welcome) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := bufio.NewReader(c)
-	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: cfg.Name}); err != nil {
+	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: cluster}); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -37,24 +65,5 @@ func TestClientFrameOfOtherKindNotDecoded(t *testing.T) {
 	if err != nil || !ok || welcome.Error != "" {
 		t.Fatalf("welcome: %+v, %v", m, err)
 	}
-	other := binary.BigEndian.AppendUint16([]byte{wire.Version}, uint16((&frame.Welcome{}).Kind()))
-	other = append(other, 0xff, 0xff, 0xff) // not CBOR
-	if err := frame.Write(c, welcome.Node, other); err != nil {
-		t.Fatal(err)
-	}
-	// A request after it is answered: the node read the frame before and goes on.
-	if err := frame.WriteMsg(c, welcome.Node, &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: "k", ReadOnly: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, payload, err = frame.Read(r); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := wire.Decode(payload); err != nil {
-		t.Fatalf("the answer: %v", err)
-	} else if _, ok := m.(*wire.ClientReply); !ok {
-		t.Fatalf("the answer is a %T", m)
-	}
-	if n := servers[0].Stats().DecodeErrors; n != 0 {
-		t.Errorf("%d decode errors: the node decoded a client's frame of another kind", n)
-	}
+	return c, r, welcome
 }

@@ -1,11 +1,9 @@
 package runtime
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -149,24 +147,7 @@ func TestHangUpRightAfterPipelinedCommit(t *testing.T) {
 		return strings.Replace(text, `ttl = "5ms"`, "ttl = \"5ms\"\nidle-timeout = \"10m\"", 1)
 	})
 	startCluster(t, cfg)
-	c, err := net.Dial("tcp", cfg.Nodes[0].Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(c)
-	if err := frame.WriteMsg(c, 0, &frame.Hello{Client: true, Cluster: cfg.Name}); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, payload, err := frame.Read(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := wire.Decode(payload)
-	welcome, ok := m.(*frame.Welcome)
-	if err != nil || !ok || welcome.Error != "" {
-		t.Fatalf("welcome: %+v, %v", m, err)
-	}
+	c, _, welcome := rawClient(t, cfg.Nodes[0].Addr, cfg.Name)
 	var ops []wire.BatchOp
 	var keys []string
 	for i := range 12 { // some on primaries in other regions
