@@ -218,6 +218,16 @@ func (g *grpcServer) Session(stream meridianpb.Meridian_SessionServer) error {
 			// there with the rest of the batch's validation.
 			m.Batch = append(m.Batch, wire.BatchOp{Op: wire.Op(op.Op), Key: op.Key, Value: op.Value})
 		}
+		if open.repeats(m) {
+			// The coordinator drops a copy unanswered. Posted, it would hold one of the
+			// stream's maxPendingRequests for good, and that many repeats stalled the stream:
+			// a commit sent after them was never answered (review). Answered here instead.
+			if w, err := wire.Encode(&wire.ClientReply{Txn: req.Txn, Seq: req.Seq, Code: wire.CodeBadArgument,
+				Error: fmt.Sprintf("duplicate request: transaction %d already sent a request numbered %d or higher on this stream", req.Txn, req.Seq)}); err == nil {
+				sink.enqueue(id, w)
+			}
+			continue
+		}
 		open.saw(m)
 		s.post(event{from: id, msg: m})
 	}

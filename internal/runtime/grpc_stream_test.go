@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,34 @@ func TestGRPCSlowReaderLosesNoAnswer(t *testing.T) {
 		if rep.Code != meridianpb.Code_CODE_OK || len(rep.Value) != 1024 {
 			t.Fatalf("answer %d: %v %q", i, rep.Code, rep.Error)
 		}
+	}
+}
+
+// A request repeated on a stream (its transaction already sent one numbered as high) is answered
+// with a bad-argument reply: the coordinator drops a copy unanswered, and each one held one of
+// the stream's maxPendingRequests for good, so that many repeats stalled the stream and a commit
+// sent after them was never answered (review). The stream ends at once when its client closes.
+func TestGRPCRepeatedRequestAnswered(t *testing.T) {
+	cfg := testConfig(t, nil)
+	startCluster(t, cfg)
+	s, answers := grpcStream(t, cfg.Nodes[0].GRPCAddr, nil)
+	get := &meridianpb.Request{Txn: 2, Op: meridianpb.Op_OP_GET, Key: "repeated"}
+	sendAll(t, s, get)
+	if rep, err := next(answers, "get"); err != nil || rep.Code != meridianpb.Code_CODE_OK {
+		t.Fatalf("get: %v, %v", rep, err)
+	}
+	sendAll(t, s, get, &meridianpb.Request{Txn: 2, Seq: 1, Op: meridianpb.Op_OP_COMMIT})
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := next(answers, "the repeat")
+	if err != nil || rep.Seq != 0 || rep.Code != meridianpb.Code_CODE_BAD_ARGUMENT || !strings.Contains(rep.Error, "duplicate request") {
+		t.Fatalf("the repeated get: %v, %v; want a bad-argument reply", rep, err)
+	}
+	if rep, err := next(answers, "commit"); err != nil || rep.Seq != 1 || rep.Code != meridianpb.Code_CODE_OK {
+		t.Fatalf("commit: %v, %v", rep, err)
+	}
+	if _, err := next(answers, "the stream's end"); !errors.Is(err, io.EOF) {
+		t.Errorf("the stream ended with %v, want io.EOF (every request answered)", err)
 	}
 }

@@ -59,6 +59,14 @@ func forgetSilentAfter(cfg *Config) time.Duration {
 }
 
 // saw notes a request the endpoint sent.
+// repeats reports whether m numbers a request of its transaction below one already seen: a copy,
+// which the coordinator drops without an answer.
+func (o *openTxns) repeats(m *wire.ClientRequest) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return m.Seq < o.next[m.Txn]
+}
+
 func (o *openTxns) saw(m *wire.ClientRequest) {
 	if m.Seq == math.MaxUint32 {
 		return // no number can follow it: nothing the runtime could send for the transaction
