@@ -644,7 +644,10 @@ func (tx *Txn) Commit() error {
 		return tx.end(tx.lostError())
 	}
 	rep, err := tx.callHeld(wire.OpCommit, "", "", 0, nil)
-	if isNotSent(err) {
+	if isNotSent(err) || err != nil && tx.ended == nil {
+		// Not sent, or refused (bad argument, unavailable) with the transaction still open at
+		// its coordinator: Abort must still go out, or the transaction holds its locks until
+		// the coordinator's idle timeout (review). An abort, a loss or an unknown outcome ended it.
 		return err
 	}
 	tx.done = true
@@ -690,7 +693,9 @@ type RetryPolicy struct {
 
 // RunTxn runs fn in a transaction and commits it, retrying with a fresh transaction (and, for
 // timestamp protocols, a fresh timestamp) while the error is a retryable abort. fn must be safe to
-// re-run; it may commit the transaction itself. It returns the last error.
+// re-run; it may commit the transaction itself. It returns the error that ended it: one not
+// retryable, or once every attempt of the policy (10) aborted, "gave up after 10 attempts"
+// wrapping the last abort.
 func RunTxn(db *DB, opts TxnOptions, fn func(tx *Txn) error) error {
 	return RunTxnWith(db, opts, RetryPolicy{}, fn)
 }
@@ -739,11 +744,14 @@ func runTxn(ctx context.Context, db *DB, opts TxnOptions, p RetryPolicy, fn func
 		if err == nil || !IsRetryable(err) {
 			return err
 		}
+		if attempt == p.MaxAttempts-1 {
+			break
+		}
 		db.t.Sleep(backoff)
 		backoff *= 2
 		if backoff > p.MaxBackoff {
 			backoff = p.MaxBackoff
 		}
 	}
-	return err
+	return fmt.Errorf("meridian: gave up after %d attempts: %w", p.MaxAttempts, err)
 }
