@@ -25,6 +25,7 @@ type fakeEnv struct {
 func (e *fakeEnv) Self() node.ID                            { return 1 }
 func (e *fakeEnv) Topology() *topo.Topology                 { return nil }
 func (e *fakeEnv) Now() int64                               { return e.now }
+func (e *fakeEnv) Elapsed() int64                           { return e.now }
 func (e *fakeEnv) TrueTime() ts.Interval                    { return ts.Interval{} }
 func (e *fakeEnv) Send(to node.ID, m wire.Msg)              { e.sends = append(e.sends, sent{to, m}) }
 func (e *fakeEnv) After(time.Duration, func()) node.TimerID { return 0 }

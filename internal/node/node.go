@@ -55,6 +55,12 @@ type Env interface {
 	// Now reads the node's local physical clock in nanoseconds. It may be offset from true time
 	// and drift; protocols use it only as the papers allow.
 	Now() int64
+	// Elapsed reads a clock for measuring spans of time on this node: it drifts within the bound
+	// as Now does, but is never stepped (the simulator's clock faults and the runtime's clock
+	// steps move Now, and a real wall clock may be stepped by NTP). Its origin is arbitrary; use
+	// it only for differences between its own readings. A protocol that times a commit wait or a
+	// lease with Now lets a clock step within ε shorten it (review: K2's commit wait).
+	Elapsed() int64
 	// TrueTime returns an interval guaranteed (outside clock-fault experiments) to contain true
 	// time: Spanner's TT.now(). K2 nodes instead ask their region's oracle over the network.
 	TrueTime() ts.Interval

@@ -115,6 +115,9 @@ type Server struct {
 	clientCount                         atomic.Int64
 	cut                                 atomic.Pointer[cutSet] // regions a partition cuts this node off from (partition.go)
 	clockStep                           atomic.Int64           // nanoseconds SetClockStep moved the clocks by (clockstep.go)
+	// startWall and startMono are the wall and monotonic readings at start, Elapsed's origin.
+	startWall int64
+	startMono time.Time
 
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -144,7 +147,9 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	setup := cfg.Setup()
+	startMono := time.Now()
 	s := &Server{
+		startWall: startMono.UnixNano(), startMono: startMono,
 		cfg: cfg, id: id, me: me, log: log, setup: setup, maxHello: helloBound(cfg, id, setup),
 		rng:      rand.New(rand.NewPCG(seed, uint64(id))),
 		inbox:    make(chan event, inboxLen),
@@ -775,6 +780,12 @@ func (e *env) Self() topo.NodeID        { return e.id }
 func (e *env) Topology() *topo.Topology { return e.cfg.Topology }
 func (e *env) Now() int64 {
 	return time.Now().UnixNano() + int64(e.me.ClockOffset) + e.clockStep.Load()
+}
+
+// Elapsed is Now without the clock steps: Go's monotonic clock since the server started, which
+// NTP slews but never steps, from the wall reading (and the configured offset) at that start.
+func (e *env) Elapsed() int64 {
+	return e.startWall + int64(time.Since(e.startMono)) + int64(e.me.ClockOffset)
 }
 func (e *env) Rand() *rand.Rand { return e.rng }
 

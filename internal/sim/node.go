@@ -229,6 +229,10 @@ func (n *simNode) Now() int64 {
 	return n.clock.local(n.sim.now)
 }
 
+// Elapsed reads the local oscillator without the injected clock faults (SkewClock), which model
+// a clock stepped: timers run on it too.
+func (n *simNode) Elapsed() int64 { return n.clock.elapsed(n.sim.now) }
+
 func (n *simNode) After(d time.Duration, fn func()) node.TimerID {
 	n.nextTimer++
 	id := n.nextTimer

@@ -45,6 +45,7 @@ type timer struct {
 func (e *ScriptEnv) Self() node.ID            { return e.ID }
 func (e *ScriptEnv) Topology() *topo.Topology { return e.Topo }
 func (e *ScriptEnv) Now() int64               { return e.Clock }
+func (e *ScriptEnv) Elapsed() int64           { return e.Clock }
 func (e *ScriptEnv) TrueTime() ts.Interval {
 	return ts.Interval{Earliest: e.Clock - int64(e.Epsilon), Latest: e.Clock + int64(e.Epsilon)}
 }

@@ -225,7 +225,7 @@ func (n *Node) onClient(from node.ID, req *wire.ClientRequest) {
 		return
 	}
 	k := txnkit.ClientTxn{Client: from, Txn: req.Txn}
-	now := n.env.Now()
+	now := n.env.Elapsed()
 	t := n.txns[k]
 	if t == nil {
 		if n.ended.RefuseLateFirst(n.env, from, req) {
@@ -295,7 +295,7 @@ func (n *Node) pumpTS() {
 	if !n.ready {
 		return
 	}
-	now := n.env.Now()
+	now := n.env.Elapsed()
 	for len(n.tsQueue) > 0 {
 		t := n.tsQueue[0]
 		if t.state != stWaitTS {
@@ -471,7 +471,7 @@ func (n *Node) startOps(t *ctxn, ops []wire.BatchOp) {
 // beginOps makes t busy serving a client request of ops operations.
 func (n *Node) beginOps(t *ctxn, ops int) {
 	t.state = stBusy
-	t.sentLocal = n.env.Now()
+	t.sentLocal = n.env.Elapsed()
 	t.results = make([]wire.BatchResult, ops)
 	n.clearFlights(t)
 	t.flights = make([]flight, 0, ops)
@@ -573,7 +573,7 @@ func (n *Node) onReadResp(r *ReadResp) {
 		n.abort(t, r.Cause, true)
 		return
 	}
-	t.readEndLocal = n.env.Now()
+	t.readEndLocal = n.env.Elapsed()
 	t.maxPushNanos = max(t.maxPushNanos, r.PushNanos)
 	t.results[f.i] = wire.BatchResult{Found: r.Found, Value: r.Value}
 	n.opsDone(t)
@@ -593,7 +593,7 @@ func (n *Node) onWriteResp(r *WriteResp) {
 		n.abort(t, r.Cause, true)
 		return
 	}
-	t.writeEndLocal = n.env.Now()
+	t.writeEndLocal = n.env.Elapsed()
 	n.noteIncarnation(t, f.to, r.Inc)
 	if !r.Pending {
 		n.markDurable(t, f.to, []uint32{f.wseq})
@@ -716,7 +716,7 @@ func (n *Node) commit(t *ctxn) {
 		return
 	}
 	t.state = stWriteWait
-	t.writeWaitLocal = n.env.Now()
+	t.writeWaitLocal = n.env.Elapsed()
 	n.armWriteWait(t)
 	n.checkWritesDurable(t)
 }
@@ -733,10 +733,10 @@ func (n *Node) checkWritesDurable(t *ctxn) {
 	}
 	n.env.Cancel(t.timer)
 	t.timer = 0
-	n.m.Observe("phase.write", n.env.Now()-t.writeWaitLocal)
+	n.m.Observe("phase.write", n.env.Elapsed()-t.writeWaitLocal)
 	// Table 2's write phase is all the time the transaction spent writing: its writes' round
 	// trips (a remote one is a WAN round trip) and then the wait for their flush.
-	t.writePhaseNanos = t.writeNanos + n.env.Now() - t.writeWaitLocal
+	t.writePhaseNanos = t.writeNanos + n.env.Elapsed() - t.writeWaitLocal
 	n.commitWait(t)
 }
 
@@ -764,7 +764,7 @@ func (n *Node) armWriteWait(t *ctxn) {
 		if t.state != stWriteWait {
 			return
 		}
-		if n.env.Now()-t.writeWaitLocal >= int64(n.cfg.opTimeout) {
+		if n.env.Elapsed()-t.writeWaitLocal >= int64(n.cfg.opTimeout) {
 			n.abort(t, "timeout", true)
 			return
 		}
@@ -778,7 +778,7 @@ func (n *Node) armWriteWait(t *ctxn) {
 // can see was committed after true time passed its timestamp (notes/k2.md §3.4).
 func (n *Node) commitWait(t *ctxn) {
 	t.state = stCommitWait
-	wait := t.cwDeadlineLocal - n.env.Now()
+	wait := t.cwDeadlineLocal - n.env.Elapsed()
 	if len(t.participants) == 0 && !n.cfg.roCommitWait {
 		wait = 0
 	}
@@ -803,7 +803,7 @@ func (n *Node) commitNow(t *ctxn) {
 		return
 	}
 	t.state = stCommitting
-	t.commitSentLocal = n.env.Now()
+	t.commitSentLocal = n.env.Elapsed()
 	n.sendCommit(t)
 }
 
@@ -892,7 +892,7 @@ func (n *Node) onFinalizeResp(from node.ID, r *FinalizeResp) {
 // Table 2 (get-ts, read and PUSHWS summed over the transaction's reads; write and commit are
 // already once per transaction).
 func (n *Node) observeTxnPhases(t *ctxn) {
-	commit := n.env.Now() - t.commitSentLocal
+	commit := n.env.Elapsed() - t.commitSentLocal
 	n.m.Observe("phase.commit", commit)
 	n.m.Observe("txn.get-ts", t.getTSNanos)
 	n.m.Observe("txn.read", t.readNanos)
@@ -964,7 +964,7 @@ func (n *Node) finish(t *ctxn) {
 	n.clearReq(t)
 	t.state = stDone
 	delete(n.txns, t.key)
-	n.ended.Ended(t.key, n.env.Now(), n.cfg.idleTimeout)
+	n.ended.Ended(t.key, n.env.Elapsed(), n.cfg.idleTimeout)
 	if t.id != 0 && n.byID[t.id] == t {
 		delete(n.byID, t.id)
 	}
@@ -983,7 +983,7 @@ func (n *Node) coordinatorTick() {
 		}
 		return keys[i].Txn < keys[j].Txn
 	})
-	now := n.env.Now()
+	now := n.env.Elapsed()
 	n.ended.Expire(now, n.cfg.idleTimeout)
 	beats := map[topo.NodeID][]storage.TxnID{}
 	for _, k := range keys {

@@ -310,7 +310,7 @@ func (n *Node) serveRead(op *readOp) {
 // pushFor parks op until the writer of v is decided, sending PUSHWS to its recorder unless one
 // is already out.
 func (n *Node) pushFor(v mvcc.Version, op *readOp) {
-	op.waitLocal = n.env.Now()
+	op.waitLocal = n.env.Elapsed()
 	if r := op.req; n.waitedReads[r.Key].Less(r.TS) {
 		n.waitedReads[r.Key] = r.TS
 	}
@@ -367,7 +367,7 @@ func (n *Node) resolve(txn storage.TxnID, committed bool, at ts.Timestamp) {
 	}
 	delete(n.pushes, txn)
 	n.env.Cancel(p.timer)
-	now := n.env.Now()
+	now := n.env.Elapsed()
 	for _, op := range p.waiters {
 		if op.waitLocal != 0 {
 			op.pushNanos += now - op.waitLocal
@@ -429,7 +429,7 @@ func (n *Node) onWrite(from topo.NodeID, w *WriteReq, reply func(*WriteResp)) {
 			return
 		}
 		if _, ok := n.leases[w.Txn]; !ok {
-			n.leases[w.Txn] = n.env.Now()
+			n.leases[w.Txn] = n.env.Elapsed()
 		}
 	}
 	id := w.ReqID
@@ -620,12 +620,12 @@ func (n *Node) onPush(from topo.NodeID, p *PushReq) {
 		return
 	}
 	if _, ok := n.leases[p.Txn]; !ok {
-		n.leases[p.Txn] = n.env.Now()
+		n.leases[p.Txn] = n.env.Elapsed()
 	}
 }
 
 func (n *Node) onHeartbeat(h *Heartbeat) {
-	now := n.env.Now()
+	now := n.env.Elapsed()
 	for _, txn := range h.Txns {
 		if _, ok := n.leases[txn]; ok {
 			n.leases[txn] = now
@@ -639,7 +639,7 @@ func (n *Node) onHeartbeat(h *Heartbeat) {
 // aborts them. Leased on, their PUSHWS readers waited up to a further lease after the
 // coordinator was back. (A recorder's own are ended as it recovers, newNode.)
 func (n *Node) expireDeadLives(from topo.NodeID, life uint64) {
-	out := n.env.Now() - int64(n.cfg.lease) - 1
+	out := n.env.Elapsed() - int64(n.cfg.lease) - 1
 	for txn, at := range n.leases {
 		if r, ok := n.recs.Get(txn); ok && r.Status.Final() {
 			continue // decided: a PUSHWS re-armed its lease while the decision was persisted
@@ -660,7 +660,7 @@ func (n *Node) recorderTick() {
 		// before the next tick, so a silence measured now would be ours, not theirs.
 		return
 	}
-	now := n.env.Now()
+	now := n.env.Elapsed()
 	for _, txn := range slices.Sorted(maps.Keys(n.leases)) {
 		if r, ok := n.recs.Get(txn); ok && r.Status.Final() {
 			delete(n.leases, txn) // a PUSHWS re-armed it while the decision was being persisted

@@ -138,7 +138,7 @@ func (n *Node) participantsOf(c *CommitReq) []topo.NodeID {
 func (n *Node) trackDecided(txn storage.TxnID, r txnrec.Record, ended bool) {
 	g := n.gc[txn]
 	if g == nil {
-		g = &gcRec{nudged: n.env.Now()}
+		g = &gcRec{nudged: n.env.Elapsed()}
 		n.gc[txn] = g
 		if r.Status == txnrec.Committed {
 			g.committed = true
@@ -254,7 +254,7 @@ func (n *Node) onEnded(from topo.NodeID, m *Ended) {
 // acknowledged it: the coordinator's may have been lost (its crash, a partition, the
 // participant's crash), or the acknowledgement died with this recorder's memory.
 func (n *Node) redrive(txn storage.TxnID, r txnrec.Record, g *gcRec) {
-	g.nudged = n.env.Now()
+	g.nudged = n.env.Elapsed()
 	for _, p := range g.waitFor {
 		n.m.Add("recorder.refinalize", 1)
 		n.env.Send(p, &FinalizeReq{Txn: txn, Commit: true, TS: r.CommitTS, Recorder: n.self})
@@ -267,7 +267,7 @@ func (n *Node) redrive(txn storage.TxnID, r txnrec.Record, g *gcRec) {
 // one's finalization once its coordinator has.
 func (n *Node) gcTick() {
 	n.persist(n.dataWrites(), nil) // deletions no other batch has taken since the last tick
-	now := n.env.Now()
+	now := n.env.Elapsed()
 	ask := txnkit.EndedQueries{}
 	for _, txn := range slices.Sorted(maps.Keys(n.gc)) {
 		g := n.gc[txn]

@@ -376,7 +376,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	n.reqSeq = n.inc.N << reqSeqBits
 	n.oracleSeq = n.reqSeq
 	n.batcher.NumberRequestsFrom(n.oracleSeq)
-	now := env.Now()
+	now := env.Elapsed()
 	n.recs.Records(func(r txnrec.Record) bool {
 		if !r.Status.Final() {
 			// Its coordinator gets one lease from our restart to show it is alive, unless it
@@ -448,7 +448,7 @@ func (n *Node) Handle(from node.ID, m wire.Msg) {
 			}
 			return
 		}
-		n.batcher.OnReply(n.env.Now(), m)
+		n.batcher.OnReply(n.env.Elapsed(), m)
 		n.pumpTS()
 	case *ReadResp:
 		n.onReadResp(m)

@@ -81,7 +81,7 @@ func (n *Node) armProbe(t *ctxn) {
 		return
 	}
 	round := t.round
-	t.probeTimer = n.env.After(time.Duration(max(due-n.env.Now(), 0)), func() {
+	t.probeTimer = n.env.After(time.Duration(max(due-n.env.Elapsed(), 0)), func() {
 		t.probeTimer = 0
 		if t.round == round && t.state == stBusy {
 			n.probeLost(t)
@@ -92,7 +92,7 @@ func (n *Node) armProbe(t *ctxn) {
 // probeLost asks each node holding a flight of t that is past its timeout whether it still
 // holds it, doubling the flight's timeout (up to op-timeout, after which t aborts anyway).
 func (n *Node) probeLost(t *ctxn) {
-	now := n.env.Now()
+	now := n.env.Elapsed()
 	n.expireLossProbes(now)
 	byNode := map[topo.NodeID][]uint64{}
 	var nodes []topo.NodeID

@@ -242,7 +242,7 @@ func (n *Node) onScanResp(r *ScanResp) {
 		n.abort(t, r.Cause, true)
 		return
 	}
-	t.readEndLocal = n.env.Now()
+	t.readEndLocal = n.env.Elapsed()
 	t.maxPushNanos = max(t.maxPushNanos, r.PushNanos)
 	t.rows = append(t.rows, r.Rows...)
 	t.scanTooLarge = t.scanTooLarge || r.TooLarge

@@ -60,6 +60,7 @@ type clusterEnv struct {
 func (e clusterEnv) Self() node.ID            { return e.self }
 func (e clusterEnv) Topology() *topo.Topology { return e.c.tp }
 func (e clusterEnv) Now() int64               { return e.c.now }
+func (e clusterEnv) Elapsed() int64           { return e.c.now }
 func (e clusterEnv) TrueTime() ts.Interval {
 	return ts.Interval{Earliest: e.c.now - int64(time.Millisecond), Latest: e.c.now + int64(time.Millisecond)}
 }
