@@ -150,30 +150,8 @@ func TestServerRefusesAnotherClustersData(t *testing.T) {
 	dir := t.TempDir()
 	config := freeClusterConfig(t, dir)
 	data := filepath.Join(dir, "data")
-	srv := exec.Command(binary, "server", "--config", config, "--node", "sh-1", "--data-dir", data)
-	var logs bytes.Buffer
-	srv.Stderr = &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
+	srv, logs, exited := startStoredNode(t, config, data)
 	ident := filepath.Join(data, "sh-1", identityFile)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(ident); err == nil {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("server exited (%v) before writing %s; its log:\n%s", err, ident, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = srv.Process.Kill()
-			<-exited
-			t.Fatalf("no %s after 20 s; server log:\n%s", ident, logs.String())
-		}
-	}
 	_ = srv.Process.Signal(syscall.SIGTERM)
 	if err := <-exited; err != nil {
 		t.Fatalf("server: %v\n%s", err, logs.String())
@@ -303,29 +281,8 @@ func TestServerDataDirInUse(t *testing.T) {
 	dir := t.TempDir()
 	config := freeClusterConfig(t, dir)
 	data := filepath.Join(dir, "data")
-	first := exec.Command(binary, "server", "--config", config, "--node", "sh-1", "--data-dir", data)
-	var firstErr bytes.Buffer
-	first.Stderr = &firstErr
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = first.Wait(); close(exited) }()
+	first, _, exited := startStoredNode(t, config, data)
 	t.Cleanup(func() { _ = first.Process.Signal(syscall.SIGTERM); <-exited })
-	// The identity is written once the store is open.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(data, "sh-1", identityFile)); err == nil {
-			break
-		}
-		select {
-		case <-exited:
-			t.Fatalf("the first server exited: %s", firstErr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first server did not open its store within 20s: %s", firstErr.String())
-		}
-	}
 	// The same cluster on other ports (chosen while the first server holds its own).
 	moved := freeClusterConfig(t, t.TempDir())
 	_, errs, code := runFor(t, 20*time.Second, "server", "--config", moved, "--node", "sh-1", "--data-dir", data)
@@ -488,6 +445,36 @@ func TestClusterStartRefusesNodesSharingASocket(t *testing.T) {
 		if left := serversOf(t, data); len(left) > 0 {
 			killServersOf(t, data)
 			t.Errorf("bj-1 at %s: servers started: pids %v", shared, left)
+		}
+	}
+}
+
+// startStoredNode starts node sh-1 of config on data and returns once its store is open (its
+// identity file, written then, exists), with its log and a channel that gets its exit.
+func startStoredNode(t *testing.T, config, data string) (*exec.Cmd, *bytes.Buffer, <-chan error) {
+	t.Helper()
+	srv := exec.Command(binary, "server", "--config", config, "--node", "sh-1", "--data-dir", data)
+	logs := &bytes.Buffer{}
+	srv.Stderr = logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	ident := filepath.Join(data, "sh-1", identityFile)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(ident); err == nil {
+			return srv, logs, exited
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("server exited (%v) before writing %s; its log:\n%s", err, ident, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = srv.Process.Kill()
+			<-exited
+			t.Fatalf("no %s after 20 s; server log:\n%s", ident, logs.String())
 		}
 	}
 }

@@ -37,15 +37,8 @@ func (n *countingNode) Handle(node.ID, wire.Msg) { n.handled++ }
 // with its crashed life's handler, which went on handling messages from the memory the crash
 // had wiped, and a second Restart was refused as of a node that was not down.
 func TestFailedRestartLeavesNodeDown(t *testing.T) {
-	tp, _ := topo.FromPreset("k2-5region", topo.DefaultLayout())
-	var built []*countingNode
-	cfg := DefaultConfig()
-	cfg.Topology, cfg.Protocol, cfg.Seed = tp, unrecoverable{&built}, 1
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crashed := built[0]
+	s, built := unrecoverableSim(t)
+	crashed := (*built)[0]
 	s.nodes[0].Persist([]node.Write{{Key: []byte("boom"), Value: []byte("x")}}, nil)
 	s.RunFor(10 * time.Millisecond)
 	s.Crash(0)
@@ -67,14 +60,7 @@ func TestFailedRestartLeavesNodeDown(t *testing.T) {
 // refused, and DiskError says why. The simulator dropped the store's error and ran the callback,
 // acknowledging a write nothing held (review: a spanner read vote over the store's value bound).
 func TestRefusedWriteStopsNode(t *testing.T) {
-	tp, _ := topo.FromPreset("k2-5region", topo.DefaultLayout())
-	var built []*countingNode
-	cfg := DefaultConfig()
-	cfg.Topology, cfg.Protocol, cfg.Seed = tp, unrecoverable{&built}, 1
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := unrecoverableSim(t)
 	acked := false
 	s.nodes[0].Persist([]node.Write{{Key: []byte("big"), Value: make([]byte, durable.MaxValueBytes+1)}}, func() { acked = true })
 	s.RunFor(100 * time.Millisecond)
@@ -90,4 +76,19 @@ func TestRefusedWriteStopsNode(t *testing.T) {
 	if err := s.Restart(0); err == nil || !strings.Contains(err.Error(), "store refused a write") {
 		t.Errorf("restart after the refusal: %v, want it refused", err)
 	}
+}
+
+// unrecoverableSim is a k2-5region simulation of the unrecoverable test protocol, with the
+// handlers it builds.
+func unrecoverableSim(t *testing.T) (*Sim, *[]*countingNode) {
+	t.Helper()
+	tp, _ := topo.FromPreset("k2-5region", topo.DefaultLayout())
+	built := &[]*countingNode{}
+	cfg := DefaultConfig()
+	cfg.Topology, cfg.Protocol, cfg.Seed = tp, unrecoverable{built}, 1
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, built
 }
