@@ -195,6 +195,10 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--protocol", "crdb", "--opt", "max-offset=2562047h"), "--opt max-offset=2562047h: a duration option must be at most 1000h", 0},
 		{sim("--protocol", "k2", "--opt", "mutant=nope"), `--opt mutant=nope: protocol k2 wants one of "" (none), no-commit-wait`, 0},
 		{sim("--protocol", "spanner", "--opt", "lock-policy=sometimes"), "--opt lock-policy=sometimes: protocol spanner wants one of no-wait", 0},
+		// k2 takes its declared clock bounds on trust: below the simulated clocks' own, honest
+		// runs could break strict serializability without a word.
+		{sim("--protocol", "k2", "--epsilon", "1ms", "--opt", "epsilon=500us"), "protocol k2: epsilon 500µs is below the oracles' TrueTime uncertainty 1ms", 0},
+		{sim("--protocol", "k2", "--max-drift", "0.001"), "protocol k2: max-drift 0.0002 is below the local clocks' drift bound 0.001", 0},
 		// NaN fails every comparison: it passed max-drift's range check and the clock refused
 		// it later, with another bound, in another form. ±Inf must meet the same check.
 		{sim("--protocol", "k2", "--opt", "max-drift=NaN"), "--opt max-drift=NaN: protocol k2 wants a rate in [0, 0.01]", 0},

@@ -40,7 +40,7 @@ type BatcherConfig struct {
 	Step          time.Duration // TBNanoSecStep: gap between consecutive timestamps of a batch
 	Epsilon       time.Duration // the oracle's ε (half-width of its interval)
 	MaxDrift      float64       // D: bound on the local clock's drift rate
-	CoordinatorID uint32        // Origin of every timestamp; must be unique among all K2-TB clients
+	CoordinatorID uint32        // Origin of every timestamp; unique among all K2-TB issuers, a restarted coordinator's new life included
 	Batching      bool          // false: the strawman, one oracle request per timestamp
 	Mutation      BatcherMutation
 }
@@ -126,7 +126,10 @@ type BatcherStats struct {
 //
 // Uniqueness: every timestamp has Origin = CoordinatorID, and one Batcher's timestamps strictly
 // increase (Logical is bumped when batches overlap), so timestamps of distinct coordinators
-// differ in Origin and those of one coordinator differ in (Wall, Logical). The oracle id is not
+// differ in Origin and those of one coordinator differ in (Wall, Logical). A Batcher lives as
+// long as its coordinator's memory: a restarted coordinator needs an id its earlier life did not
+// use (k2 puts the life's number beside the node's), since its new Batcher may be handed a
+// reading no higher than the old one's. The oracle id is not
 // part of the timestamp: the paper says it does not influence correctness, and with the
 // coordinator id in Origin it would add nothing to uniqueness or to the order, while folding it
 // into Origin would halve the id space of both. This is the notes' recommended key

@@ -71,6 +71,10 @@ type DeploymentFacts struct {
 	// MaxClockOffset bounds each node's local clock's offset from true time at the start (two
 	// clocks may then be twice it apart); 0 where it is not known (real clusters).
 	MaxClockOffset time.Duration
+	// Epsilon bounds how far a TrueTime reading (an oracle's clock, a node's TT.now()) strays
+	// from true time, and MaxDrift the rate at which local clocks drift; 0 where not known.
+	Epsilon  time.Duration
+	MaxDrift float64
 }
 
 // OptionChecker is implemented by protocols that can judge their options' values without

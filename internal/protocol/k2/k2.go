@@ -91,13 +91,30 @@ func (proto) CheckOptionValues(m map[string]string) error {
 // CheckDeployment implements protocol.DeploymentChecker: a batch lives ttl from the request's
 // send, so a ttl no longer than the request's round trip and the oracle's service time has every
 // batch arrive expired, and no transaction ever starts (the run reports 0 txn/s, not why).
+//
+// It also refuses a declared epsilon or max-drift below the deployment's own bounds. K2's proof
+// takes both on trust: an oracle's reading within epsilon of true time, and local clocks, on
+// which commit waits and batch lives are measured, drifting no faster than max-drift. Declared
+// below what the clocks do, honest runs could break strict serializability, and nothing would
+// say why. Clocks moved past the bounds on purpose (sim --clock-skew, --random-skews) are how the
+// mutants are caught, and stay allowed.
 func (proto) CheckDeployment(m map[string]string, d protocol.DeploymentFacts) error {
-	c, err := parseConfig(clock.K2TrueTime.Epsilon, d.IntraRTT, m)
+	eps := d.Epsilon
+	if eps <= 0 {
+		eps = clock.K2TrueTime.Epsilon
+	}
+	c, err := parseConfig(eps, d.IntraRTT, m)
 	if err != nil {
 		return err
 	}
 	if fetch := d.IntraRTT + d.OracleServiceTime; c.batching && c.ttl <= fetch {
 		return fmt.Errorf("protocol k2: ttl %v does not outlast a timestamp request to the region's oracle (%v round trip + %v service): every batch would arrive expired; raise ttl", c.ttl, d.IntraRTT, d.OracleServiceTime)
+	}
+	if c.epsilon < d.Epsilon {
+		return fmt.Errorf("protocol k2: epsilon %v is below the oracles' TrueTime uncertainty %v (--epsilon): a reading could stray further from true time than k2 assumes, and honest runs could break strict serializability; raise epsilon or lower --epsilon", c.epsilon, d.Epsilon)
+	}
+	if c.maxDrift < d.MaxDrift {
+		return fmt.Errorf("protocol k2: max-drift %g is below the local clocks' drift bound %g (--max-drift): commit waits and batch lives measured on them could fall short, and honest runs could break strict serializability; raise max-drift or lower --max-drift", c.maxDrift, d.MaxDrift)
 	}
 	return nil
 }
@@ -173,9 +190,22 @@ func parseConfig(eps, intraRTT time.Duration, m map[string]string) (config, erro
 	return c, nil
 }
 
-func (c config) batcherConfig(self topo.NodeID) clock.BatcherConfig {
+func (c config) batcherConfig(issuer uint32) clock.BatcherConfig {
 	return clock.BatcherConfig{TTL: c.ttl, Step: c.step, Epsilon: c.epsilon, MaxDrift: c.maxDrift,
-		CoordinatorID: uint32(self), Batching: c.batching, Mutation: c.mutation}
+		CoordinatorID: issuer, Batching: c.batching, Mutation: c.mutation}
+}
+
+// issuerID is the Origin of the timestamps a coordinator hands out in its life number life: each
+// life is an issuer of its own. One life's timestamps strictly increase, but a restarted
+// coordinator starts that count afresh, and the oracle it then asks (another one after a
+// failover, or one whose clock stepped back within ε) may read below what it read for the earlier
+// life, so a new timestamp could repeat an old one exactly. Two transactions at one timestamp
+// would each see the other's writes (a reader at t sees versions at t), which no serial order
+// allows. The node id stays in the high bits, so timestamps tied on (Wall, Logical) keep ordering
+// by node as before; a life's number is below txnkit.MaxIncarnation (2^16), and node ids fit 16
+// bits too (storage.TxnID), so the pair fits Origin's 32 bits and never wraps.
+func issuerID(self topo.NodeID, life uint64) uint32 {
+	return uint32(self)<<16 | uint32(life)
 }
 
 func (proto) NewNode(cfg node.Config) (node.Handler, error) {
@@ -340,11 +370,7 @@ type heldMsg struct {
 func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	self := env.Self()
 	tp := env.Topology()
-	b, err := clock.NewBatcher(c.batcherConfig(self))
-	if err != nil {
-		return nil, fmt.Errorf("k2: %w", err)
-	}
-	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(), batcher: b,
+	n := &Node{env: env, self: self, tp: tp, cfg: c, m: protocol.NewMetrics(),
 		oracle: tp.Oracle(tp.RegionOf(self)),
 		txns:   map[txnkit.ClientTxn]*ctxn{}, byReq: map[uint64]*ctxn{}, byID: map[storage.TxnID]*ctxn{}, probes: map[topo.NodeID]outProbe{}, lossProbes: map[uint64]lossProbe{},
 		leases: map[storage.TxnID]int64{}, gc: map[storage.TxnID]*gcRec{}, pushes: map[storage.TxnID]*push{}, unflushed: map[intentRef]uint32{}, durWaiters: map[storage.TxnID]durWaiter{},
@@ -354,6 +380,7 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	if n.oracle < 0 {
 		return nil, fmt.Errorf("k2: region of node %d has no oracle (use a layout with OraclePerRegion)", self)
 	}
+	var err error
 	n.store, err = mvcc.Recover(d, mvcc.Options{SingleIntent: !c.mvWrites, ReadWatermarkLimit: 1 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("k2: node %d: %w", self, err)
@@ -368,6 +395,10 @@ func newNode(env node.Env, d node.Durable, c config) (*Node, error) {
 	n.inc, err = txnkit.StartIncarnation(d, incarnationKey)
 	if err != nil {
 		return nil, fmt.Errorf("k2: node %d: %w", self, err)
+	}
+	n.batcher, err = clock.NewBatcher(c.batcherConfig(issuerID(self, n.inc.N)))
+	if err != nil {
+		return nil, fmt.Errorf("k2: %w", err)
 	}
 	// Request ids, too, are numbered per life (reqSeqBits says why). None is minted before the
 	// incarnation is durable: a coordinator has no operation out before it hands out a

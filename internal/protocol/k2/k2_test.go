@@ -3,6 +3,7 @@ package k2
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,6 +199,32 @@ func TestDefaultTTLOutlastsTheOracleRequest(t *testing.T) {
 	}
 	if _, err := bench.SimConfig(bench.Deployment{Protocol: "k2", Topology: "wren-3dc", NodesPerRegion: 1, ShardsPerNode: 1, Seed: 1}); err != nil {
 		t.Fatalf("k2 on wren-3dc: %v", err)
+	}
+}
+
+// TestDeclaredClockBoundsCoverTheDeployment: k2 takes epsilon and max-drift on trust, so a
+// deployment whose clocks stray further than declared is refused, and one declaring more than its
+// clocks need (K2's 25 ms ε on 100 µs clocks) is not.
+func TestDeclaredClockBoundsCoverTheDeployment(t *testing.T) {
+	var p proto
+	facts := protocol.DeploymentFacts{Epsilon: 100 * time.Microsecond, MaxDrift: 200e-6}
+	for _, c := range []struct {
+		opts map[string]string
+		want string // "" when accepted
+	}{
+		{nil, ""},
+		{map[string]string{"epsilon": "25ms", "max-drift": "0.001"}, ""},
+		{map[string]string{"epsilon": "100us", "max-drift": "200e-6"}, ""},
+		{map[string]string{"epsilon": "50us"}, "epsilon 50µs is below the oracles' TrueTime uncertainty 100µs"},
+		{map[string]string{"max-drift": "100e-6"}, "max-drift 0.0001 is below the local clocks' drift bound 0.0002"},
+	} {
+		err := p.CheckDeployment(c.opts, facts)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v refused: %v", c.opts, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: got %v, want an error saying %q", c.opts, err, c.want)
+		}
 	}
 }
 
