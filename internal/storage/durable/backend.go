@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/meridiandb/meridian/internal/node"
+	"github.com/meridiandb/meridian/internal/storage"
 )
 
 // Backend is a durable key-value store behind a node's persist call. Apply is atomic (a batch is
@@ -37,8 +38,9 @@ func ValidateBatch(batch []node.Write) error {
 }
 
 // Bounds on one durable record: the engine's limits (storage.MaxKeyBytes and friends) plus room
-// for the encodings' prefixes, timestamps, metadata and checksums.
+// for the encodings' prefixes, timestamps, metadata and checksums. A key's encoding escapes each
+// zero byte with a second byte (mvcc's version keys), so it may take twice the key's length.
 const (
-	MaxKeyBytes   = 16 << 10
+	MaxKeyBytes   = 2*storage.MaxKeyBytes + 1<<10
 	MaxValueBytes = 2 << 20
 )
