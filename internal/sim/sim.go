@@ -57,6 +57,14 @@ type Config struct {
 	// warehouses, 5 nodes per region) held 330 MB of such writes, 15% of its heap, and spent 6%
 	// of its CPU applying them. Restart then fails: there is nothing to restart from.
 	DiscardPersisted bool
+
+	// DigestContents also folds every delivered message's full contents (its wire encoding,
+	// wire.Encode: canonical CBOR, map keys sorted) into a second digest, ContentDigest. The
+	// trace digest (Digest) sees only each event's time, kind, endpoints and message kind, so
+	// a nondeterminism that changes what a message carries but not when it arrives (keys listed
+	// in map order, a value picked from a map) escapes it. Off by default: it encodes every
+	// message, and a run's trace digest is the same either way.
+	DigestContents bool
 }
 
 // DefaultConfig returns K2's clock parameters (ε = 100 µs, D = 200 ppm), 5 µs per message on one
@@ -130,6 +138,11 @@ type Sim struct {
 	// clientsReliable spares client connections from loss and duplication (see
 	// SetClientLinksReliable).
 	clientsReliable bool
+
+	// content is the content digest (Config.DigestContents); contentErr the first message it
+	// could not encode.
+	content    uint64
+	contentErr error
 }
 
 // OnRestart registers fn to run right after a crashed node restarts (before it handles anything),
@@ -158,6 +171,7 @@ func New(cfg Config) (*Sim, error) {
 		cfg:      cfg,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x6d6572696469616e)),
 		digest:   fnvOffset,
+		content:  fnvOffset,
 		linkLast: map[uint64]int64{},
 		cut:      map[uint64]bool{},
 		dupDelay: int64(DefaultDuplicateDelay),
@@ -199,6 +213,43 @@ func (s *Sim) Config() Config { return s.cfg }
 
 // Digest is the trace digest so far: a hash over every executed event.
 func (s *Sim) Digest() uint64 { return s.digest }
+
+// ErrNoContentDigest is ContentDigest's error when the run does not digest contents: two such
+// runs would otherwise compare equal whatever their messages carried.
+var ErrNoContentDigest = errors.New("sim: content digest is off (Config.DigestContents)")
+
+// ContentDigest is the content digest so far (Config.DigestContents): a hash over every
+// delivered message, its arrival time, endpoints and full wire encoding. It fails if the run
+// does not digest contents, or if a message could not be encoded (that message could not travel
+// between real servers either); the error names the first such message.
+func (s *Sim) ContentDigest() (uint64, error) {
+	if !s.cfg.DigestContents {
+		return 0, ErrNoContentDigest
+	}
+	return s.content, s.contentErr
+}
+
+// mixContent folds a delivered message into the content digest.
+func (s *Sim) mixContent(e *event) {
+	frame, err := wire.Encode(e.msg)
+	if err != nil {
+		if s.contentErr == nil {
+			s.contentErr = fmt.Errorf("sim: content digest: message %T from %d to %d at %d: %w", e.msg, e.from, e.to, e.at, err)
+		}
+		frame = nil
+	}
+	h := uint64(fnvOffset)
+	for _, b := range frame {
+		h ^= uint64(b)
+		h *= fnvPrime
+	}
+	c := s.content
+	for _, v := range [...]uint64{uint64(e.at), uint64(uint32(e.to)), uint64(uint32(e.from)), uint64(len(frame)), h} {
+		c ^= v
+		c *= fnvPrime
+	}
+	s.content = c
+}
 
 // Stats returns counters of the run so far.
 func (s *Sim) Stats() Stats { return s.stats }
@@ -278,6 +329,9 @@ func (s *Sim) step() {
 	s.mix(uint64(e.at), uint64(e.kind), uint64(uint32(e.to)), uint64(uint32(e.from)), k)
 	switch e.kind {
 	case evDeliver:
+		if s.cfg.DigestContents {
+			s.mixContent(&e)
+		}
 		if int(e.to) < len(s.nodes) {
 			n := s.nodes[e.to]
 			if int(e.from) >= len(s.nodes) && e.inc != n.inc {

@@ -115,7 +115,8 @@ func TestCoordinatorFailure(t *testing.T) {
 	}
 }
 
-// TestDeterministic runs one seed twice and compares the simulator's trace digests.
+// TestDeterministic runs one seed twice and compares the simulator's trace digests and the
+// digests of every delivered message's contents (prototest.Deterministic).
 func TestDeterministic(t *testing.T) {
 	prototest.Deterministic(t, prototest.Case{Protocol: "k2", Seed: 7, Workload: prototest.ListAppend(20, 0.8),
 		Faults: prototest.Crashes(200*time.Millisecond, map[topo.NodeID]time.Duration{1: 300 * time.Millisecond})}, 8)

@@ -71,9 +71,36 @@ func SimConfig(c Case) (sim.Config, error) {
 // Run runs c, recording the history of checkable transactions.
 func Run(t testing.TB, c Case) *bench.Result {
 	t.Helper()
+	res, _ := run(t, c, false)
+	return res
+}
+
+// RunContent is Run with the simulator's content digest on (sim.Config.DigestContents): it
+// also returns the digest of every delivered message's full contents, which the trace digest
+// does not see. The run keeps what nodes persist, as a run with Faults does (bench.SimRun
+// discards it only in a run without them); that leaves its trace as it was.
+func RunContent(t testing.TB, c Case) (*bench.Result, uint64) {
+	t.Helper()
+	return run(t, c, true)
+}
+
+func run(t testing.TB, c Case, digestContents bool) (*bench.Result, uint64) {
+	t.Helper()
 	cfg, err := SimConfig(c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var s *sim.Sim
+	if digestContents {
+		// The simulation is reached through Faults, the one hook bench.SimRun hands it to.
+		cfg.DigestContents = true
+		faults := c.Faults
+		c.Faults = func(sm *sim.Sim, w bench.Window) {
+			s = sm
+			if faults != nil {
+				faults(sm, w)
+			}
+		}
 	}
 	wl, err := c.Workload(cfg.Topology)
 	if err != nil {
@@ -90,7 +117,17 @@ func Run(t testing.TB, c Case) *bench.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res
+	if !digestContents {
+		return res, 0
+	}
+	if s == nil {
+		t.Fatal("prototest: the run never handed over its simulation (Faults was not called)")
+	}
+	content, err := s.ContentDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, content
 }
 
 // ListAppend is the checkable list-append workload over keys keys (few keys: high contention)
@@ -265,14 +302,22 @@ func ExpectDurable(t testing.TB, res *bench.Result) {
 	}
 }
 
-// Deterministic runs c twice and fails unless both runs have one trace digest and commit count,
-// and unless c under each of otherSeeds gives a different trace (the seed is really used).
+// Deterministic runs c twice and fails unless both runs have one trace digest, content digest
+// (every delivered message's full contents, RunContent) and commit count, and unless c under
+// each of otherSeeds gives a different trace (the seed is really used). The content digest
+// catches what the trace digest cannot: a message that arrives when it did but carries
+// something else (keys listed in map order, a value picked from a map).
 func Deterministic(t testing.TB, c Case, otherSeeds ...uint64) {
 	t.Helper()
-	a, b := Run(t, c), Run(t, c)
+	a, ac := RunContent(t, c)
+	b, bc := RunContent(t, c)
 	if a.TraceDigest != b.TraceDigest || a.Committed != b.Committed {
 		t.Fatalf("seed %d: digests %s vs %s, commits %d vs %d", c.Seed, a.TraceDigest, b.TraceDigest, a.Committed, b.Committed)
 	}
+	if ac != bc {
+		t.Fatalf("seed %d: one trace %s, but message contents differ: content digests %016x vs %016x", c.Seed, a.TraceDigest, ac, bc)
+	}
+	t.Logf("seed %d: trace %s, content %016x, %d commits", c.Seed, a.TraceDigest, ac, a.Committed)
 	for _, seed := range otherSeeds {
 		o := c
 		o.Seed = seed

@@ -63,6 +63,29 @@ func TestDeterministic(t *testing.T) {
 	Deterministic(t, Case{Protocol: "serial", Seed: 1, Workload: ListAppend(10, 0), Duration: 500 * time.Millisecond}, 2)
 }
 
+// RunContent runs what Run runs: its switch and its hook on the simulation leave the trace as
+// it was, with or without Faults of the case's own; and its content digest is the digest of a
+// run, not a constant (the same for every seed).
+func TestRunContentKeepsTheTrace(t *testing.T) {
+	crash := Crashes(100*time.Millisecond, map[topo.NodeID]time.Duration{1: 100 * time.Millisecond})
+	var contents []uint64
+	for _, faults := range []func(*sim.Sim, bench.Window){nil, crash} {
+		for seed := uint64(1); seed <= 2; seed++ {
+			c := Case{Protocol: "serial", Seed: seed, Workload: ListAppend(10, 0), Duration: 500 * time.Millisecond, Faults: faults}
+			plain := Run(t, c)
+			res, content := RunContent(t, c)
+			if plain.TraceDigest != res.TraceDigest || plain.Committed != res.Committed || plain.Committed == 0 {
+				t.Fatalf("seed %d, faults %v: trace %s, %d commits with the content digest; %s, %d without",
+					seed, faults != nil, res.TraceDigest, res.Committed, plain.TraceDigest, plain.Committed)
+			}
+			contents = append(contents, content)
+		}
+	}
+	if slices.Contains(contents[1:], contents[0]) || contents[1] == contents[3] {
+		t.Fatalf("content digests %016x: two different runs gave one", contents)
+	}
+}
+
 func TestSimConfig(t *testing.T) {
 	cfg, err := SimConfig(Case{Protocol: "serial", Seed: 9, Epsilon: 10 * time.Millisecond, MaxOffset: 50 * time.Millisecond})
 	if err != nil {
