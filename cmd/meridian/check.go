@@ -26,6 +26,11 @@ var checkCmd = &cobra.Command{
 		"HISTORY - reads it from standard input.\n" +
 		"Either every operation carries a \"time\" or none does: without times there is no real-time order,\n" +
 		"and a model that needs it can be found invalid but not valid.\n" +
+		"A meta line {\"type\":\"meta\",\"timestamp_order\":true} (which sim and bench write for k2, spanner and crdb)\n" +
+		"declares that commit timestamps, given on ok lines as \"extra\":{\"ts_wall\":W,\"ts_logical\":L,\"ts_origin\":O},\n" +
+		"order the transactions: every dependency must run to a higher timestamp (a read may share its writer's),\n" +
+		"and under a model with real-time order a writer that completed before another began must hold the lower\n" +
+		"(anomalies timestamp-order, timestamp-realtime).\n" +
 		"Exit codes: 0 valid, 1 anomalies found, 2 unknown (not enough information), 3 error.",
 	// A usage error must not exit 1, which here means "anomalies found".
 	Args: func(cmd *cobra.Command, args []string) error {

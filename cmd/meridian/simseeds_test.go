@@ -250,6 +250,27 @@ func TestSimRandomSkews(t *testing.T) {
 	}
 }
 
+// TestTimestampOrderCatchesWhatCyclesMiss: k2 without commit wait under the clock steps above, at a
+// seed where no read witnesses the stale order, so the model's cycle search finds nothing. The
+// history's commit timestamps still give it away: a writer that completed before another began
+// holds the higher timestamp (timestamp-realtime), which k2's commit wait exists to prevent.
+func TestTimestampOrderCatchesWhatCyclesMiss(t *testing.T) {
+	out, errs, code := run(t, "sim", "--protocol", "k2", "--workload", "list-append", "--keys", "10", "--clients", "6", "--opt", "epsilon=25ms",
+		"--opt", "mutant=no-commit-wait", "--random-skews", "200ms-1s/1s", "--skew-by", "20ms", "--duration", "10s", "--seed", "8", "--json")
+	var r struct {
+		Check struct {
+			Verdict      string   `json:"verdict"`
+			AnomalyTypes []string `json:"anomaly_types"`
+		} `json:"check"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("exit %d, no JSON result: %v\n%s%s", code, err, out, errs)
+	}
+	if code != 1 || r.Check.Verdict != "invalid" || len(r.Check.AnomalyTypes) != 1 || r.Check.AnomalyTypes[0] != "timestamp-realtime" {
+		t.Fatalf("exit %d, verdict %s, anomalies %v: want exit 1, invalid, only timestamp-realtime", code, r.Check.Verdict, r.Check.AnomalyTypes)
+	}
+}
+
 func TestSimRandomSkewsBadInput(t *testing.T) {
 	for _, c := range []struct {
 		args []string

@@ -6,6 +6,7 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/workload"
 )
 
@@ -181,6 +182,9 @@ func runAttempt(db *client.DB, txn workload.Txn, attempt, process, region int, r
 			res = txn.Result()
 		}
 		switch {
+		case err == nil && tx.CommitTS != (client.Timestamp{}):
+			c := tx.CommitTS
+			rec.CompleteCommitted(process, region, t.Now(), res, c.Wall, c.Logical, c.Origin)
 		case err == nil:
 			rec.Complete(history.OK, process, region, t.Now(), res, "")
 		case isUnknown(err):
@@ -192,13 +196,17 @@ func runAttempt(db *client.DB, txn workload.Txn, attempt, process, region int, r
 	return err
 }
 
-// newRecorder returns the history recorder a run needs (nil if it records nothing), told each
-// key's region when the workload knows it (region-aware models).
-func newRecorder(spec Spec) *history.Recorder {
+// newRecorder returns the history recorder a run of protocol p needs (nil if it records
+// nothing), told each key's region when the workload knows it (region-aware models), and that
+// commit timestamps order the transactions when p says so.
+func newRecorder(spec Spec, p protocol.Protocol) *history.Recorder {
 	if !spec.Record {
 		return nil
 	}
 	rec := history.NewRecorder()
+	if _, ok := p.(protocol.TimestampOrdered); ok {
+		rec.DeclareTimestampOrder()
+	}
 	if kr, ok := spec.Workload.(interface{ KeyRegions() map[int64]int }); ok {
 		for k, r := range kr.KeyRegions() {
 			rec.SetKeyRegion(k, r)

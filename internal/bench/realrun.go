@@ -12,6 +12,7 @@ import (
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/history"
+	"github.com/meridiandb/meridian/internal/protocol"
 	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/workload"
 )
@@ -46,7 +47,8 @@ func RealRun(cfg RealConfig, spec Spec) (*Result, error) {
 	tp := cfg.Topology
 	wallStart := time.Now()
 	m := NewMetrics()
-	rec := newRecorder(spec)
+	p, _ := protocol.Lookup(cfg.Protocol) // nil if unknown: the history then declares no order
+	rec := newRecorder(spec, p)
 	res := &Result{Protocol: cfg.Protocol, Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
 		Clients: spec.ClientsPerRegion * len(tp.Regions)}
 

@@ -207,7 +207,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		return nil, err
 	}
 	m := NewMetrics()
-	rec := newRecorder(spec)
+	rec := newRecorder(spec, cfg.Protocol)
 	res := &Result{Protocol: cfg.Protocol.Name(), Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
 		Clients: spec.ClientsPerRegion * len(tp.Regions)}
 	for _, c := range sortedCrashes(spec.Crashes) {

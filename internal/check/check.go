@@ -140,6 +140,9 @@ func (c *checker) run() {
 	c.direct()
 	c.g = c.buildGraph()
 	c.cycles()
+	// After the cycles: an anomaly the model itself forbids, explained by a cycle, is the one
+	// to report first.
+	c.tsOrder()
 }
 
 func (c *checker) report() *Report {

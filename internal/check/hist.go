@@ -47,6 +47,9 @@ type txn struct {
 	readsKnown bool
 	ops        []history.MicroOp
 	keys       []keySum
+	// ts is the commit timestamp an ok completion carried (hasTS), see tsorder.go.
+	ts    commitTS
+	hasTS bool
 }
 
 // keySum is what one transaction did to one key, the unit edges are inferred from.
@@ -89,6 +92,8 @@ type hist struct {
 	// untimed marks a history none of whose operations carries a time: it has no real-time
 	// order, and every invocation and completion time is 0.
 	untimed bool
+	// tsOrder: a meta line declared that commit timestamps order the transactions.
+	tsOrder bool
 	notes   []string
 	// internal collects internal-consistency violations found while assembling.
 	internal []Anomaly
@@ -143,6 +148,7 @@ func build(ops []history.Op) (*hist, error) {
 		}
 		switch op.Type {
 		case history.Meta:
+			h.tsOrder = h.tsOrder || op.TimestampOrder
 			if op.KeyRegions != nil {
 				if h.keyRegions == nil {
 					h.keyRegions = map[int64]int{}
@@ -181,6 +187,11 @@ func build(ops []history.Op) (*hist, error) {
 			switch op.Type {
 			case history.OK:
 				t.st, t.completeTime = stOK, op.Time
+				ts, hasTS, err := commitTSOf(op)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+				t.ts, t.hasTS = ts, hasTS
 				t.readsKnown = true
 				if len(op.Value) > 0 || len(t.ops) == 0 {
 					t.ops = op.Value

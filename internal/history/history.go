@@ -35,6 +35,13 @@ const (
 	Meta   = "meta"
 )
 
+// Keys of Op.Extra that carry an ok completion's commit timestamp, as the protocol reported it.
+const (
+	ExtraTSWall    = "ts_wall"
+	ExtraTSLogical = "ts_logical"
+	ExtraTSOrigin  = "ts_origin"
+)
+
 // Micro-op functions.
 const (
 	FAppend = "append"
@@ -153,7 +160,10 @@ type Op struct {
 	Value      []MicroOp        `json:"value,omitempty"`
 	Error      string           `json:"error,omitempty"`
 	KeyRegions map[string]int   `json:"key_regions,omitempty"` // meta lines only
-	Extra      map[string]int64 `json:"extra,omitempty"`       // e.g. commit timestamp, for debugging
+	Extra      map[string]int64 `json:"extra,omitempty"`       // ExtraTS* on ok completions: the commit timestamp
+	// TimestampOrder (meta lines only) declares that the history's commit timestamps order its
+	// transactions (protocol.TimestampOrdered), which the checker then verifies.
+	TimestampOrder bool `json:"timestamp_order,omitempty"`
 	// Line is the line Read found the op on (0: not read from a file), so that later checks
 	// can name it.
 	Line int `json:"-"`
@@ -168,6 +178,15 @@ type Recorder struct {
 	mu         sync.Mutex
 	ops        []Op
 	keyRegions map[int64]int
+	tsOrder    bool
+}
+
+// DeclareTimestampOrder marks the history as one whose commit timestamps order its transactions
+// (Op.TimestampOrder on the meta line).
+func (r *Recorder) DeclareTimestampOrder() {
+	r.mu.Lock()
+	r.tsOrder = true
+	r.mu.Unlock()
 }
 
 // NewRecorder returns an empty recorder.
@@ -196,11 +215,23 @@ func (r *Recorder) Complete(typ string, process, region int, now int64, value []
 	r.ops = append(r.ops, Op{Index: int64(len(r.ops)), Type: typ, F: "txn", Process: process, Time: now, Region: region, Value: cloneOps(value), Error: errText})
 }
 
+// CompleteCommitted records an ok completion with the commit timestamp the protocol reported
+// (wall, logical, origin: ts.Timestamp's parts).
+func (r *Recorder) CompleteCommitted(process, region int, now int64, value []MicroOp, wall int64, logical, origin uint32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, Op{Index: int64(len(r.ops)), Type: OK, F: "txn", Process: process, Time: now, Region: region, Value: cloneOps(value),
+		Extra: map[string]int64{ExtraTSWall: wall, ExtraTSLogical: int64(logical), ExtraTSOrigin: int64(origin)}})
+}
+
 // Ops returns a copy of the recorded events (with a leading meta line if key regions are known).
 func (r *Recorder) Ops() []Op {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]Op, 0, len(r.ops)+1)
+	if len(r.keyRegions) > 0 || r.tsOrder {
+		out = append(out, Op{Index: -1, Type: Meta, TimestampOrder: r.tsOrder})
+	}
 	if len(r.keyRegions) > 0 {
 		keys := make([]int64, 0, len(r.keyRegions))
 		for k := range r.keyRegions {
@@ -211,7 +242,7 @@ func (r *Recorder) Ops() []Op {
 		for _, k := range keys {
 			m[strconv.FormatInt(k, 10)] = r.keyRegions[k]
 		}
-		out = append(out, Op{Index: -1, Type: Meta, KeyRegions: m})
+		out[0].KeyRegions = m
 	}
 	return append(out, r.ops...)
 }

@@ -118,6 +118,19 @@ func (e *OptionError) Error() string {
 	return "protocol " + e.Protocol + ": option " + e.Key + "=" + e.Value + ": want " + e.Want
 }
 
+// TimestampOrdered is implemented by protocols that serialize committed transactions in the
+// order of the commit timestamps they report (wire.ClientReply.CommitTS): every dependency between
+// two committed transactions runs from the lower timestamp to the higher, no two transactions
+// that wrote share one, and, where the promised model orders real time, a transaction that
+// completed before another was invoked has the lower timestamp. It is stronger than the model:
+// a history can be serializable while the timestamps contradict it, and the protocol is then
+// broken all the same. Runs of such protocols record the timestamps in their histories and
+// declare the order there (history.Recorder.DeclareTimestampOrder), and the checker holds
+// them to it.
+type TimestampOrdered interface {
+	SerializesByCommitTimestamp()
+}
+
 // OptionModel is implemented by protocols whose promised model depends on their options (e.g.
 // spanner without commit wait is only serializable).
 type OptionModel interface {

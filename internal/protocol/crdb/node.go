@@ -27,6 +27,9 @@ type proto struct{}
 
 func (proto) Name() string  { return name }
 func (proto) Model() string { return "serializable-no-stale-reads" }
+
+// SerializesByCommitTimestamp implements protocol.TimestampOrdered.
+func (proto) SerializesByCommitTimestamp() {}
 func (proto) Options() map[string]string {
 	return map[string]string{
 		"max-offset":         "maximum clock offset the uncertainty interval covers (default 500ms, CockroachDB's)",

@@ -24,6 +24,9 @@ type proto struct{}
 func (proto) Name() string  { return "k2" }
 func (proto) Model() string { return "strict-serializable" }
 
+// SerializesByCommitTimestamp implements protocol.TimestampOrdered.
+func (proto) SerializesByCommitTimestamp() {}
+
 func (proto) Options() map[string]string {
 	return map[string]string{
 		"ttl":                "K2-TB batch life and span, counted from the request's send (default 500µs, or 2.5 times the round trip inside a region where that is longer; must exceed the oracle round trip)",

@@ -39,6 +39,9 @@ type proto struct{}
 func (proto) Name() string  { return Name }
 func (proto) Model() string { return "strict-serializable" }
 
+// SerializesByCommitTimestamp implements protocol.TimestampOrdered.
+func (proto) SerializesByCommitTimestamp() {}
+
 // ModelFor implements protocol.OptionModel: without commit wait (K2's d2PL-TTC configuration)
 // commit timestamps may run ahead of true time, so real-time order is not promised.
 func (proto) ModelFor(opts map[string]string) string {
