@@ -30,7 +30,9 @@ var checkCmd = &cobra.Command{
 		"declares that commit timestamps, given on ok lines as \"extra\":{\"ts_wall\":W,\"ts_logical\":L,\"ts_origin\":O},\n" +
 		"order the transactions: every dependency must run to a higher timestamp (a read may share its writer's),\n" +
 		"and under a model with real-time order a writer that completed before another began must hold the lower\n" +
-		"(anomalies timestamp-order, timestamp-realtime).\n" +
+		"(anomalies timestamp-order, timestamp-realtime). Where the meta line also says \"true_time\":true (sim's\n" +
+		"histories: times and timestamps count one clock), a writer's timestamp must fall within its run\n" +
+		"(timestamp-lifetime: a commit wait skipped).\n" +
 		"Exit codes: 0 valid, 1 anomalies found, 2 unknown (not enough information), 3 error.",
 	// A usage error must not exit 1, which here means "anomalies found".
 	Args: func(cmd *cobra.Command, args []string) error {

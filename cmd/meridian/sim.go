@@ -81,8 +81,10 @@ sent meanwhile are lost. The result lists the network faults it ran under.
 or behind (-5ms), AT after the clients start, for the rest of the run; NODE as for --crash, or
 an oracle: sh-oracle. The simulator's clocks otherwise stay within their ε, offset and drift
 bounds, and a protocol must stay correct there; a skew past the ε a protocol assumes is what
-exposes a mutant that skips a commit wait. To see k2's caught (the same skew within an ε of
-25ms that k2 assumes, by --opt epsilon, leaves k2 itself valid):
+lets a mutant that skips a commit wait show as a cycle (its timestamps give it away on honest
+clocks too: a writer replies before true time reaches its timestamp, timestamp-lifetime). To see
+k2's caught by a cycle (the same skew within an ε of 25ms that k2 assumes, by --opt epsilon,
+leaves k2 itself valid):
   meridian sim --protocol k2 --workload list-append --clients 6 --opt epsilon=25ms --opt mutant=no-commit-wait --clock-skew sh-oracle@0s=20ms
 --random-skews GAP/FOR with --skew-by D draws clock steps from the seed: after each gap a server
 (data node or oracle) whose clock is not moved is moved by an offset drawn up to ±D, and moved
@@ -91,8 +93,9 @@ back after up to FOR. The step adds to the honest clocks' own error (TrueTime st
 crdb's max-offset must cover). Within what is left of the bound a protocol assumes, every
 protocol must stay correct:
   meridian sim --protocol k2 --workload list-append --keys 10 --clients 6 --opt epsilon=25ms --random-skews 200ms-1s/1s --skew-by 20ms --duration 10s --seeds 20
-With every clock honest it shows where several coordinators share an oracle and commits are
-fast (on k2-5region each region's one coordinator hands out increasing timestamps, and hides it):
+With every clock honest it shows as a cycle where several coordinators share an oracle and
+commits are fast (on k2-5region each region's one coordinator hands out increasing timestamps,
+and only the timestamps' lifetimes show it):
   meridian sim --protocol k2 --topology single-dc --nodes-per-region 3 --flush-latency 20us --truetime-error full --workload list-append --keys 10 --zipf 0.99 --clients 8 --opt mutant=no-commit-wait
 
 ` + runExitStatuses,

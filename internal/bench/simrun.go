@@ -208,6 +208,9 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 	}
 	m := NewMetrics()
 	rec := newRecorder(spec, cfg.Protocol)
+	if rec != nil {
+		rec.DeclareTrueTime() // clients read the simulator's true time
+	}
 	res := &Result{Protocol: cfg.Protocol.Name(), Workload: spec.Workload.Name(), Topology: tp.Name, Seed: cfg.Seed,
 		Clients: spec.ClientsPerRegion * len(tp.Regions)}
 	for _, c := range sortedCrashes(spec.Crashes) {

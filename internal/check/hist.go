@@ -94,7 +94,9 @@ type hist struct {
 	untimed bool
 	// tsOrder: a meta line declared that commit timestamps order the transactions.
 	tsOrder bool
-	notes   []string
+	// trueTime: a meta line declared the times true time in the timestamps' frame.
+	trueTime bool
+	notes    []string
 	// internal collects internal-consistency violations found while assembling.
 	internal []Anomaly
 	// internalFail marks which internal anomalies came from aborted transactions.
@@ -149,6 +151,7 @@ func build(ops []history.Op) (*hist, error) {
 		switch op.Type {
 		case history.Meta:
 			h.tsOrder = h.tsOrder || op.TimestampOrder
+			h.trueTime = h.trueTime || op.TrueTime
 			if op.KeyRegions != nil {
 				if h.keyRegions == nil {
 					h.keyRegions = map[int64]int{}

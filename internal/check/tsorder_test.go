@@ -119,3 +119,37 @@ func TestTimestampPartsRequired(t *testing.T) {
 		t.Fatalf("a timestamp without its logical part: %v, want an error naming ts_logical", err)
 	}
 }
+
+// TestTimestampLifetime: with the history's times declared true time in the timestamps' frame, a
+// writer whose timestamp lies past its completion (a skipped commit wait) is invalid under a
+// model with real-time order; the same history without the declaration, or under serializable,
+// is valid, and a timestamp inside the lifetime passes.
+func TestTimestampLifetime(t *testing.T) {
+	lines := func(meta string, ts int64) []string {
+		return []string{meta,
+			`{"index":0,"type":"invoke","process":1,"time":0,"value":[["append",1,1]]}`,
+			fmt.Sprintf(`{"index":1,"type":"ok","process":1,"time":10,"value":[["append",1,1]],"extra":{"ts_wall":%d,"ts_logical":0,"ts_origin":1}}`, ts),
+			`{"index":2,"type":"invoke","process":2,"time":100,"value":[["r",1,null]]}`,
+			`{"index":3,"type":"ok","process":2,"time":110,"value":[["r",1,[1]]],"extra":{"ts_wall":105,"ts_logical":0,"ts_origin":2}}`,
+		}
+	}
+	const both = `{"type":"meta","timestamp_order":true,"true_time":true}`
+	for _, c := range []struct {
+		meta, model string
+		ts          int64
+		want        string
+	}{
+		{both, "strict-serializable", 50, Invalid},
+		{both, "strict-serializable", 5, Valid},
+		{both, "serializable", 50, Valid},
+		{`{"type":"meta","timestamp_order":true}`, "strict-serializable", 50, Valid},
+	} {
+		r, err := Check(historyLines(t, lines(c.meta, c.ts)...), c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != c.want || c.want == Invalid && (len(r.AnomalyTypes) != 1 || r.AnomalyTypes[0] != "timestamp-lifetime") {
+			t.Errorf("%s, %s, timestamp %d: verdict %s %v, want %s", c.meta, c.model, c.ts, r.Verdict, r.AnomalyTypes, c.want)
+		}
+	}
+}

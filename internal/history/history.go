@@ -164,6 +164,10 @@ type Op struct {
 	// TimestampOrder (meta lines only) declares that the history's commit timestamps order its
 	// transactions (protocol.TimestampOrdered), which the checker then verifies.
 	TimestampOrder bool `json:"timestamp_order,omitempty"`
+	// TrueTime (meta lines only) declares that the operations' times are true time on the
+	// clock the commit timestamps' wall parts count (the simulator's virtual time), so that a
+	// timestamp can be placed within its transaction's lifetime.
+	TrueTime bool `json:"true_time,omitempty"`
 	// Line is the line Read found the op on (0: not read from a file), so that later checks
 	// can name it.
 	Line int `json:"-"`
@@ -179,6 +183,15 @@ type Recorder struct {
 	ops        []Op
 	keyRegions map[int64]int
 	tsOrder    bool
+	trueTime   bool
+}
+
+// DeclareTrueTime marks the history's times as true time in the commit timestamps' frame
+// (Op.TrueTime on the meta line): only the simulator knows it.
+func (r *Recorder) DeclareTrueTime() {
+	r.mu.Lock()
+	r.trueTime = true
+	r.mu.Unlock()
 }
 
 // DeclareTimestampOrder marks the history as one whose commit timestamps order its transactions
@@ -229,8 +242,8 @@ func (r *Recorder) Ops() []Op {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]Op, 0, len(r.ops)+1)
-	if len(r.keyRegions) > 0 || r.tsOrder {
-		out = append(out, Op{Index: -1, Type: Meta, TimestampOrder: r.tsOrder})
+	if len(r.keyRegions) > 0 || r.tsOrder || r.trueTime {
+		out = append(out, Op{Index: -1, Type: Meta, TimestampOrder: r.tsOrder, TrueTime: r.trueTime})
 	}
 	if len(r.keyRegions) > 0 {
 		keys := make([]int64, 0, len(r.keyRegions))
