@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
@@ -97,19 +98,33 @@ func newKVCmd() *cobra.Command {
 		defer closeFn()
 		return run(db)
 	}
-	cmd.AddCommand(&cobra.Command{
-		Use: "get KEY", Short: "Print a key's value", Long: "Print a key's value.\n\n" + kvExitHelp, Args: exactArgs(1),
+	var getFile string
+	get := &cobra.Command{
+		Use: "get KEY [--value-file FILE]", Short: "Print a key's value",
+		Long: "Print a key's value, and a newline. With --value-file the value goes to FILE byte for byte, with\n" +
+			"no newline ('-': standard output), as kv put --value-file took it: kv get photo --value-file got.jpg.\n" +
+			"FILE is written only once the value is read, and replaced whole.\n\n" + kvExitHelp,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withDB(cmd, args, func(db *client.DB) error {
 				v, err := kvGet(db, args[0])
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), string(v))
-				return nil
+				switch {
+				case !cmd.Flags().Changed("value-file"):
+					fmt.Fprintln(cmd.OutOrStdout(), string(v))
+				case getFile == "-":
+					_, err = cmd.OutOrStdout().Write(v)
+				default:
+					err = writeValue(getFile, v)
+				}
+				return err
 			})
 		},
-	})
+	}
+	get.Flags().StringVar(&getFile, "value-file", "", "write the value to this file ('-': standard output), byte for byte, with no newline")
+	cmd.AddCommand(get)
 	var valueFile string
 	put := &cobra.Command{
 		Use:   "put KEY {VALUE | --value-file FILE}",
@@ -572,6 +587,31 @@ func scanField(s string) string {
 		}
 	}
 	return s
+}
+
+// writeValue writes a get's value to path through a temporary file beside it, renamed over path
+// once complete, so that a failed write leaves whatever path held before.
+func writeValue(path string, v []byte) error {
+	if path == "" {
+		return errors.New("--value-file: empty file name")
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("--value-file: %w", err)
+	}
+	_, werr := tmp.Write(v)
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("--value-file: %w", werr)
+	}
+	return nil
 }
 
 // readValue reads a put's value from path, or from stdin for "-", refusing one longer than a

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +196,8 @@ func TestKVExitStatuses(t *testing.T) {
 		{args: []string{"put", "big", "--value-file", "-"}, in: big},
 		{args: []string{"put", "bigger", "--value-file", "-"}, code: kvExitError, in: big + "x", errs: fmt.Sprintf("meridian: the value in standard input is longer than %d bytes\n", client.MaxValueBytes)},
 		{args: []string{"get", "stdin"}, out: "line 1\nline\t2\n"},
+		{args: []string{"get", "stdin", "--value-file", "-"}, out: "line 1\nline\t2"},
+		{args: []string{"get", "stdin", "--value-file", ""}, code: kvExitError, errs: "meridian: --value-file: empty file name\n"},
 		// Scan rows stay one line each: a value with a tab or a line break is quoted.
 		{args: []string{"scan", "stdin", "stdin0"}, out: "stdin\t\"line 1\\nline\\t2\"\n"},
 		{args: []string{"scan", "big", "big0"}, out: "big\t" + big + "\n"},
@@ -210,6 +214,25 @@ func TestKVExitStatuses(t *testing.T) {
 		if code != tc.code || out != tc.out || errs != tc.errs {
 			t.Errorf("kv %q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr %q", tc.args, code, out, errs, tc.code, tc.out, tc.errs)
 		}
+	}
+	// A binary value goes in and comes out byte for byte (printed, it would gain a newline).
+	binary := "\x00\xff\x89PNG\r\n\x1a\n"
+	if _, errs, code := runForInput(t, 30*time.Second, binary, "kv", "--config", config, "put", "bin", "--value-file", "-"); code != 0 {
+		t.Fatalf("put of a binary value: exit %d: %s", code, errs)
+	}
+	got := filepath.Join(t.TempDir(), "got.bin")
+	if _, errs, code := runFor(t, 30*time.Second, "kv", "--config", config, "get", "bin", "--value-file", got); code != 0 {
+		t.Fatalf("get --value-file: exit %d: %s", code, errs)
+	}
+	if b, err := os.ReadFile(got); err != nil || string(b) != binary {
+		t.Errorf("get --value-file wrote %q (%v), want %q", b, err, binary)
+	}
+	// A key that is not there leaves the file as it was.
+	if _, _, code := runFor(t, 30*time.Second, "kv", "--config", config, "get", "absent", "--value-file", got); code != kvExitNotFound {
+		t.Errorf("get --value-file of an absent key: exit %d, want %d", code, kvExitNotFound)
+	}
+	if b, _ := os.ReadFile(got); string(b) != binary {
+		t.Errorf("a failed get replaced the file with %q", b)
 	}
 	stopLeavesNoServer(t, data)
 	_, errs, code := runFor(t, 30*time.Second, "kv", "--config", config, "get", "k")

@@ -49,7 +49,7 @@ report.md, which puts the paper's reported numbers beside ours. 'meridian repro 
 		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, args) },
 	}
 	cmd.Flags().BoolVar(&c.list, "list", false, "list the experiments")
-	cmd.Flags().StringVar(&c.scale, "scale", "quick", "quick (seconds to about 5 minutes per figure on 2 cores, 3 seeds) or paper (5 data nodes per region, 200 clients per region; up to about 20 minutes per figure)")
+	cmd.Flags().StringVar(&c.scale, "scale", "quick", "quick (seconds to about 5 minutes per figure on 2 cores with --seeds 3) or paper (5 data nodes per region, 200 clients per region; up to about 20 minutes per figure)")
 	cmd.Flags().Uint64Var(&c.seed, "seed", 1, "random seed (the first, with --seeds)")
 	cmd.Flags().IntVar(&c.seeds, "seeds", 1, "run every point with this many seeds (--seed, --seed+1, …) and report their mean; the CSV adds each column's range")
 	cmd.Flags().StringVar(&c.out, "out", "repro-out", "output directory")
