@@ -115,6 +115,9 @@ func TestClaimNodeDir(t *testing.T) {
 		{dir("own", map[string]string{identityFile: own, "CURRENT": "x"}), false, ""},
 		{dir("unplaced", map[string]string{identityFile: unplaced, "CURRENT": "x"}), true, ""},
 		{dir("legacy", map[string]string{"MANIFEST-000001": "x", "000002.log": ""}), true, ""},
+		// A first start killed just after Pebble created its lock file: the store is created
+		// again over it (durable.TestOpenPebbleAfterAFirstStartKilled).
+		{dir("first-start-killed", map[string]string{"LOCK": ""}), true, ""},
 		{dir("moved", map[string]string{identityFile: `{"cluster":"c","node":"sh-1","protocol":"k2","placement":"region BJ (#1), data node 1 of 1 there; of 6 shards, replica 1 of shard 0, 1 of shard 3"}`}), false,
 			"was written as region BJ (#1), data node 1 of 1 there; of 6 shards, replica 1 of shard 0, 1 of shard 3, but this configuration places the node as " + here},
 		// Identities that recorded only the shard set are held to it.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -105,6 +106,7 @@ func newServerCmd() *cobra.Command {
 		cf       clusterFlags
 		nodeName string
 		logLevel string
+		maxSync  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "server --config F --node ID",
@@ -118,6 +120,9 @@ acknowledged.`,
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			if maxSync < time.Second {
+				return fmt.Errorf("--max-sync-duration %v: want 1s or more, such as 20s (the disk is checked every 2s)", maxSync)
 			}
 			cfg, err := cf.load()
 			if err != nil {
@@ -154,7 +159,7 @@ acknowledged.`,
 				return fmt.Errorf("node %s: %w", n.Name, err)
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log, Cut: cut, ClockStep: step})
+			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log, Cut: cut, ClockStep: step, MaxSyncDuration: maxSync})
 			if errors.Is(err, durable.ErrInUse) {
 				// Most often the node runs already, under a configuration that moved its
 				// addresses (else checkListen would have refused it): say so as checkListen does.
@@ -200,6 +205,8 @@ acknowledged.`,
 	cf.register(cmd.Flags(), true)
 	cmd.Flags().StringVar(&nodeName, "node", "", "node to run: its name or numeric id in the configuration")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().DurationVar(&maxSync, "max-sync-duration", durable.DefaultMaxSyncDuration,
+		"stop the node (exit non-zero) once one write or sync of its disk has been under way this long: a disk that hangs makes the node down rather than hung")
 	return cmd
 }
 
@@ -374,8 +381,10 @@ func claimNodeDir(dir string, me nodeIdentity) (mark bool, err error) {
 }
 
 // isStoreFile reports whether name is one of the files that make a directory a Pebble store.
+// The lock file is the first one Pebble creates: a first start killed just after it leaves it
+// alone, and the store creates itself again over it.
 func isStoreFile(name string) bool {
-	return name == "CURRENT" || strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "marker.manifest.")
+	return name == "CURRENT" || name == "LOCK" || strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "marker.manifest.")
 }
 
 // writeIdentity records me in dir, whole or not at all, and durably: a crash must not leave

@@ -87,7 +87,12 @@ var (
 	descDecodeErr = prometheus.NewDesc("meridian_transport_decode_errors_total", "Frames that failed to decode (dropped).", nil, nil)
 	descDropped   = prometheus.NewDesc("meridian_transport_dropped_total", "Frames dropped for want of a connection or queue space.", nil, nil)
 	descClients   = prometheus.NewDesc("meridian_clients", "Client connections open now.", nil, nil)
+	descDiskSlow  = prometheus.NewDesc("meridian_disk_slow_total",
+		"Episodes of slow operations on the node's disk (a write, sync or file operation of its store under way longer than the slow threshold), each logged once.", nil, nil)
 )
+
+// slowDiskStore is a store that counts the episodes of slowness of its disk.
+type slowDiskStore interface{ SlowDiskEpisodes() uint64 }
 
 // nodeCollector reads a node's metrics for a scrape; scrapes may run concurrently.
 type nodeCollector struct {
@@ -96,7 +101,7 @@ type nodeCollector struct {
 }
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descEvents, descLatency, descMissed, descReceived, descSent, descDecodeErr, descDropped, descClients} {
+	for _, d := range []*prometheus.Desc{descInfo, descEvents, descLatency, descMissed, descReceived, descSent, descDecodeErr, descDropped, descClients, descDiskSlow} {
 		ch <- d
 	}
 }
@@ -114,6 +119,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		{descDecodeErr, prometheus.CounterValue, float64(st.DecodeErrors)}, {descDropped, prometheus.CounterValue, float64(st.Dropped)},
 		{descClients, prometheus.GaugeValue, float64(st.Clients)}} {
 		ch <- prometheus.MustNewConstMetric(v.d, v.t, v.v)
+	}
+	if st, ok := s.store.(slowDiskStore); ok {
+		ch <- prometheus.MustNewConstMetric(descDiskSlow, prometheus.CounterValue, float64(st.SlowDiskEpisodes()))
 	}
 	snap, ok := s.protocolSnapshot(snapshotWait)
 	if !ok {

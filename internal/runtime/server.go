@@ -41,6 +41,10 @@ type Options struct {
 	// ClockStep moves the node's clocks from the start, as SetClockStep would: a node restarted
 	// while its clock is stepped comes back with it stepped.
 	ClockStep time.Duration
+	// MaxSyncDuration is how long an operation on the node's disk may stay under way before
+	// its store takes the disk for stalled and fails its writes, which stops the node
+	// (fail-stop); 0: durable.DefaultMaxSyncDuration (20s).
+	MaxSyncDuration time.Duration
 	// store, when set, is the node's store (tests: one that fails).
 	store durable.Backend
 }
@@ -178,7 +182,7 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		s.store = opts.store
 	} else if opts.InMemory {
 		s.store = durable.NewMem()
-	} else if s.store, err = durable.OpenPebble(me.DataDir); err != nil {
+	} else if s.store, err = durable.OpenPebbleWith(me.DataDir, durable.PebbleOptions{MaxSyncDuration: opts.MaxSyncDuration, Logger: log}); err != nil {
 		return nil, fmt.Errorf("node %s: %w", me.Name, err)
 	}
 	if s.endpoints.next, err = loadEndpointSeq(s.store); err != nil {
@@ -300,7 +304,11 @@ func (s *Server) watchStore(st failingStore) {
 			return
 		case <-tick.C:
 			if err := st.Failing(storeFailAfter); err != nil {
-				s.storeFailed.Store(true)
+				// A store whose disk stalled fails its writes at once, the one under way too,
+				// and its Close returns at once: Close may finish the committer and close it.
+				if !errors.Is(err, durable.ErrDiskStalled) {
+					s.storeFailed.Store(true)
+				}
 				s.fail(fmt.Errorf("store: %w", err))
 				return
 			}

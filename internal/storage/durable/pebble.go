@@ -3,16 +3,19 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/meridiandb/meridian/internal/node"
 )
 
@@ -23,11 +26,40 @@ import (
 //
 // Apply and Scan may be called from different goroutines (Pebble is safe for concurrent use);
 // Close must be called once, after every other call has returned.
+//
+// The store watches its disk (slowdisk.go): operations slower than PebbleOptions.SlowDisk are
+// logged and counted, and one under way for MaxSyncDuration stalls the store, which then fails
+// every write.
 type Pebble struct {
 	db     *pebble.DB
 	dir    string
 	closed atomic.Bool
 	health backgroundHealth
+	disk   *diskHealth
+	// fsCloser stops the disk-health checks' monitoring.
+	fsCloser io.Closer
+	// commits are the commits Apply has under way: one that waits on a stalled disk outlives
+	// the Apply that gave up on it.
+	commits sync.WaitGroup
+	// released is closed once Close has released the store (after a stall: once the stalled
+	// operation and the commits behind it have ended, if ever).
+	released chan struct{}
+}
+
+// PebbleOptions tune a Pebble store; the zero value is OpenPebble's.
+type PebbleOptions struct {
+	// MaxSyncDuration is how long a disk operation of the store (a write, a sync, a file
+	// created, renamed or removed) may stay under way before the store takes its disk for
+	// stalled and fails every write from then on, with ErrDiskStalled. Pebble checks every
+	// two seconds, so a stall is found up to that much later. 0: DefaultMaxSyncDuration.
+	MaxSyncDuration time.Duration
+	// SlowDisk is how long an operation may take before it is logged (once per episode of
+	// slowness) and counted (SlowDiskEpisodes). 0: 5s, or MaxSyncDuration if that is less.
+	SlowDisk time.Duration
+	// Logger receives the slow-disk and stall lines; nil: slog.Default().
+	Logger *slog.Logger
+	// FS is the file system the store is on; nil: the operating system's.
+	FS vfs.FS
 }
 
 // backgroundHealth follows Pebble's flushes, compactions and write stalls. Pebble retries a
@@ -181,7 +213,12 @@ func (h *backgroundHealth) failing(after time.Duration, now time.Time) (string, 
 // with no success, for longer than after, or its writes have been stalled that long through a
 // spell of failed compactions: a store that cannot flush cannot take
 // commits, and the runtime stops the node (fail-stop) rather than leave it hanging.
+//
+// A store whose disk has stalled reports that, whatever after is.
 func (p *Pebble) Failing(after time.Duration) error {
+	if err := p.disk.stalledErr(); err != nil {
+		return err
+	}
 	what, d, err := p.health.failing(after, time.Now())
 	if err == nil {
 		return nil
@@ -199,20 +236,37 @@ var (
 // OpenPebble opens (creating if needed) the store in dir. It refuses a directory that holds
 // something other than a Meridian store, and reports Pebble's corruption errors (bad manifest,
 // bad WAL record in the middle of the log) instead of starting.
-func OpenPebble(dir string) (*Pebble, error) { return openPebble(dir, nil) }
+func OpenPebble(dir string) (*Pebble, error) { return OpenPebbleWith(dir, PebbleOptions{}) }
+
+// OpenPebbleWith is OpenPebble with options.
+func OpenPebbleWith(dir string, o PebbleOptions) (*Pebble, error) { return openStore(dir, o, nil) }
 
 // openPebble is OpenPebble with options a test may change (a file system that fails).
 func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
+	return openStore(dir, PebbleOptions{}, tune)
+}
+
+func openStore(dir string, o PebbleOptions, tune func(*pebble.Options)) (*Pebble, error) {
 	// A missing directory is left for Pebble to create: it fsyncs every parent it creates, so
 	// the directory's own entry survives a power loss. Created here first, only its immediate
 	// parent was synced (Pebble found it existing), and a new cluster directory above it could
 	// vanish with every commit acknowledged since the first start.
-	fresh, err := isEmptyDir(dir)
+	fresh, err := isFresh(dir)
 	if err != nil {
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
 	}
-	opts := &pebble.Options{ErrorIfNotExists: !fresh, Logger: quietLogger{}}
-	p := &Pebble{dir: dir}
+	maxSync, slow, log := o.MaxSyncDuration, o.SlowDisk, o.Logger
+	if maxSync <= 0 {
+		maxSync = DefaultMaxSyncDuration
+	}
+	if slow <= 0 {
+		slow = min(defaultSlowDisk, maxSync)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	opts := &pebble.Options{ErrorIfNotExists: !fresh, Logger: quietLogger{}, FS: o.FS}
+	p := &Pebble{dir: dir, disk: newDiskHealth(dir, maxSync, log), released: make(chan struct{})}
 	opts.EventListener = &pebble.EventListener{
 		// Pebble's default reaction to a bad block checksum is Logger.Fatalf (exit). The read
 		// still returns an error, which Recover reports, so log and let the caller refuse to
@@ -239,41 +293,77 @@ func openPebble(dir string, tune func(*pebble.Options)) (*Pebble, error) {
 		},
 		WriteStallBegin: func(pebble.WriteStallBeginInfo) { p.health.stall(true, time.Now()) },
 		WriteStallEnd:   func() { p.health.stall(false, time.Now()) },
+		DiskSlow:        func(info pebble.DiskSlowInfo) { p.disk.report(info, time.Now()) },
 	}
 	if tune != nil {
 		tune(opts)
 	}
+	// Pebble's disk-health checks time every write, sync and file operation on opts.FS and
+	// report the slow ones to the listener, as Options.WithFSDefaults wires them.
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	listener := opts.EventListener
+	opts.FS, p.fsCloser = vfs.WithDiskHealthChecks(opts.FS, slow, nil, func(info vfs.DiskSlowInfo) {
+		if listener != nil && listener.DiskSlow != nil {
+			listener.DiskSlow(info)
+		}
+	})
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
+		_ = p.fsCloser.Close()
 		if lockHeld(err) {
 			return nil, fmt.Errorf("durable: data directory %s is %w", dir, ErrInUse)
 		}
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
 	}
 	p.db = db
-	if fresh {
-		if err := db.Set(formatKey, formatValue, pebble.Sync); err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("durable: open %s: write format marker: %w", dir, err)
-		}
-		return p, nil
-	}
-	v, closer, err := db.Get(formatKey)
-	if err != nil {
+	fail := func(format string, args ...any) (*Pebble, error) {
 		_ = db.Close()
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil, fmt.Errorf("durable: open %s: not a Meridian store (no format marker)", dir)
-		}
-		return nil, fmt.Errorf("durable: open %s: read format marker: %w", dir, err)
+		_ = p.fsCloser.Close()
+		return nil, fmt.Errorf("durable: open %s: "+format, append([]any{dir}, args...)...)
 	}
-	ok := string(v) == string(formatValue)
-	got := string(v)
-	_ = closer.Close()
-	if !ok {
-		_ = db.Close()
-		return nil, fmt.Errorf("durable: open %s: unsupported store format %q (want %q)", dir, got, formatValue)
+	if !fresh {
+		v, closer, err := db.Get(formatKey)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+			// A store with nothing in it is one whose first start ended (a crash) between
+			// Pebble's creating it and the marker's write: there is nothing to lose in taking
+			// it. One with keys and no marker is not ours.
+			if empty, err := isEmptyStore(db); err != nil {
+				return fail("read store: %w", err)
+			} else if !empty {
+				return fail("not a Meridian store (no format marker)")
+			}
+		case err != nil:
+			return fail("read format marker: %w", err)
+		default:
+			ok := string(v) == string(formatValue)
+			got := string(v)
+			_ = closer.Close()
+			if !ok {
+				return fail("unsupported store format %q (want %q)", got, formatValue)
+			}
+			return p, nil
+		}
+	}
+	if err := db.Set(formatKey, formatValue, pebble.Sync); err != nil {
+		return fail("write format marker: %w", err)
 	}
 	return p, nil
+}
+
+// isEmptyStore reports whether db holds no key at all.
+func isEmptyStore(db *pebble.DB) (bool, error) {
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	if err := it.Close(); err != nil {
+		return false, err
+	}
+	return !found, nil
 }
 
 // ErrInUse is why OpenPebble refuses a store that another process has open.
@@ -286,7 +376,12 @@ func lockHeld(err error) bool {
 	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK)
 }
 
-func isEmptyDir(dir string) (bool, error) {
+// isFresh reports whether dir holds no store yet, for Pebble to create one in: it is missing
+// or empty, or it holds only what Pebble writes while creating a store before the marker that
+// makes its manifest current (the lock file and the manifest itself), which is what a first
+// start killed meanwhile leaves. Taken for a store that does not exist (ErrorIfNotExists),
+// such a directory refused every later start; Pebble creates the store again over it.
+func isFresh(dir string) (bool, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
@@ -294,7 +389,12 @@ func isEmptyDir(dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return len(ents) == 0, nil
+	for _, e := range ents {
+		if name := e.Name(); name != "LOCK" && !strings.HasPrefix(name, "MANIFEST-") {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Dir returns the store's directory.
@@ -305,8 +405,10 @@ func (p *Pebble) Apply(batch []node.Write) error {
 	if err := ValidateBatch(batch); err != nil {
 		return err
 	}
+	if err := p.disk.stalledErr(); err != nil {
+		return err
+	}
 	b := p.db.NewBatch()
-	defer b.Close()
 	for _, w := range batch {
 		var err error
 		if w.Delete {
@@ -315,14 +417,35 @@ func (p *Pebble) Apply(batch []node.Write) error {
 			err = b.Set(w.Key, w.Value, nil)
 		}
 		if err != nil {
+			_ = b.Close()
 			return fmt.Errorf("durable: build batch: %w", err)
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("durable: commit batch of %d writes: %w", len(batch), err)
+	// The commit runs on a goroutine of its own so that Apply can give up on it once the disk
+	// has stalled: with a sync that never returns, the commit waits for ever, and so did the
+	// node's every acknowledgement. A commit given up on may still become durable if the disk
+	// comes back; it was never acknowledged.
+	done := make(chan error, 1)
+	p.commits.Add(1)
+	go func() {
+		defer p.commits.Done()
+		err := b.Commit(pebble.Sync)
+		_ = b.Close()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("durable: commit batch of %d writes: %w", len(batch), err)
+		}
+		return nil
+	case <-p.disk.stalled:
+		return p.disk.stalledErr()
 	}
-	return nil
 }
+
+// SlowDiskEpisodes counts the episodes of slow disk operations the store has logged.
+func (p *Pebble) SlowDiskEpisodes() uint64 { return p.disk.slowEpisodes() }
 
 // Scan implements node.Durable. Errors from reading (including sstable checksum failures) are
 // returned, never swallowed.
@@ -358,12 +481,26 @@ func (p *Pebble) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 // Flush forces the memtable into sstables (tests use it to exercise the sstable read path).
 func (p *Pebble) Flush() error { return p.db.Flush() }
 
-// Close closes the store. Closing twice is a no-op (Pebble itself panics on it).
+// Close closes the store. Closing twice is a no-op (Pebble itself panics on it). A store
+// whose disk has stalled is left as a crash leaves it, and Close returns at once with the
+// stall: closing waits on the stalled operation. It is released in the background should the
+// disk come back.
 func (p *Pebble) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
-	if err := p.db.Close(); err != nil {
+	release := func() error {
+		defer close(p.released)
+		p.commits.Wait()
+		err := p.db.Close()
+		_ = p.fsCloser.Close()
+		return err
+	}
+	if err := p.disk.stalledErr(); err != nil {
+		go func() { _ = release() }()
+		return fmt.Errorf("durable: close %s: left open: %w", filepath.Base(p.dir), err)
+	}
+	if err := release(); err != nil {
 		return fmt.Errorf("durable: close %s: %w", filepath.Base(p.dir), err)
 	}
 	return nil
