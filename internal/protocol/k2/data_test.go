@@ -9,6 +9,7 @@ import (
 	"github.com/meridiandb/meridian/internal/storage"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/storage/mvcc"
+	"github.com/meridiandb/meridian/internal/topo"
 	"github.com/meridiandb/meridian/internal/ts"
 )
 
@@ -24,6 +25,16 @@ func newScriptNode(t *testing.T, opts map[string]string) (*Node, *nodetest.Scrip
 // newStartingScriptNode is newScriptNode before its incarnation's flush.
 func newStartingScriptNode(t *testing.T, opts map[string]string) (*Node, *nodetest.ScriptEnv) {
 	t.Helper()
+	tp, c := scriptDeployment(t, opts)
+	n, env := nodeOnDisk(t, tp, tp.DataNodes(0)[0], c, durable.NewMem(), int64(time.Second))
+	env.Disk = nil // persists stay in memory: nothing restarts from it
+	return n, env
+}
+
+// scriptDeployment is the protocol tests' deployment and k2's configuration under opts, with a
+// 100 µs ε, for nodes a test builds by hand on a ScriptEnv.
+func scriptDeployment(t *testing.T, opts map[string]string) (*topo.Topology, config) {
+	t.Helper()
 	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Options: opts, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +43,15 @@ func newStartingScriptNode(t *testing.T, opts map[string]string) (*Node, *nodete
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &nodetest.ScriptEnv{ID: cfg.Topology.DataNodes(0)[0], Topo: cfg.Topology, Clock: int64(time.Second), Epsilon: 100 * time.Microsecond}
-	n, err := newNode(env, durable.NewMem(), c)
+	return cfg.Topology, c
+}
+
+// nodeOnDisk starts node self of tp on disk, its clock reading clock, before its incarnation's
+// flush: one life of the node, and a later call on the same disk its restart.
+func nodeOnDisk(t *testing.T, tp *topo.Topology, self topo.NodeID, c config, disk *durable.Mem, clock int64) (*Node, *nodetest.ScriptEnv) {
+	t.Helper()
+	env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: clock, Epsilon: 100 * time.Microsecond, Disk: disk}
+	n, err := newNode(env, disk, c)
 	if err != nil {
 		t.Fatal(err)
 	}

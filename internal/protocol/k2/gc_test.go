@@ -100,21 +100,14 @@ type gcScript struct {
 
 func newGCScript(t *testing.T, broken bool) *gcScript {
 	t.Helper()
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := parseConfig(100*time.Microsecond, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp, c := scriptDeployment(t, nil)
 	c.forgetAtDecision = broken
 	g := &gcScript{t: t, cfg: c, disk: durable.NewMem(),
-		env: &nodetest.ScriptEnv{ID: cfg.Topology.DataNodes(0)[0], Topo: cfg.Topology, Clock: int64(time.Second), Epsilon: 100 * time.Microsecond},
-		c:   cfg.Topology.DataNodes(1)[0], d: cfg.Topology.DataNodes(2)[0]}
+		env: &nodetest.ScriptEnv{ID: tp.DataNodes(0)[0], Topo: tp, Clock: int64(time.Second), Epsilon: 100 * time.Microsecond},
+		c:   tp.DataNodes(1)[0], d: tp.DataNodes(2)[0]}
 	g.env.Disk = g.disk
 	g.start()
-	g.key = prototest.KeysOn(t, cfg.Topology, g.n.self, "gc", 1)[0]
+	g.key = prototest.KeysOn(t, tp, g.n.self, "gc", 1)[0]
 	g.txn = storage.MakeTxnID(int32(g.c), 1<<32|1)
 	g.at = ts.Timestamp{Wall: g.env.Clock, Origin: uint32(g.c)}
 	return g

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/meridiandb/meridian/internal/clock"
-	"github.com/meridiandb/meridian/internal/node/nodetest"
 	"github.com/meridiandb/meridian/internal/protocol/prototest"
 	"github.com/meridiandb/meridian/internal/storage/durable"
 	"github.com/meridiandb/meridian/internal/ts"
@@ -18,29 +17,18 @@ import (
 // Batcher starts afresh; without the life in the timestamp's issuer id the two transactions got
 // the very same timestamp, and each would see the other's writes.
 func TestTimestampsUniqueAcrossRestart(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := parseConfig(100*time.Microsecond, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp, c := scriptDeployment(t, nil)
 	disk := durable.NewMem()
-	self := cfg.Topology.DataNodes(0)[0]
-	client := cfg.Topology.DataNodes(1)[0] // any sender: the node takes it for a client
-	key := prototest.KeysOn(t, cfg.Topology, cfg.Topology.DataNodes(2)[0], "uniq", 1)[0]
+	self := tp.DataNodes(0)[0]
+	client := tp.DataNodes(1)[0] // any sender: the node takes it for a client
+	key := prototest.KeysOn(t, tp, tp.DataNodes(2)[0], "uniq", 1)[0]
 	const up = int64(5 * time.Second)
 
 	// life starts the node on disk, begins a transaction with a read, answers the oracle
 	// request with reading up, and returns the transaction's timestamp.
 	life := func() ts.Timestamp {
 		t.Helper()
-		env := &nodetest.ScriptEnv{ID: self, Topo: cfg.Topology, Clock: up, Epsilon: 100 * time.Microsecond, Disk: disk}
-		n, err := newNode(env, disk, c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, env := nodeOnDisk(t, tp, self, c, disk, up)
 		env.Flush()
 		n.Handle(client, &wire.ClientRequest{Txn: 1, Op: wire.OpGet, Key: key})
 		for _, s := range env.Take() {

@@ -22,26 +22,13 @@ import (
 // life after the renewal starts above it. The incarnation its answers as a data node carry stays
 // the life's: a coordinator takes a change of it for a restart that lost writes.
 func TestTxnIDsRenewedWhenCounterSpent(t *testing.T) {
-	cfg, err := prototest.SimConfig(prototest.Case{Protocol: "k2", Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := parseConfig(100*time.Microsecond, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := cfg.Topology
+	tp, c := scriptDeployment(t, nil)
 	self, client := tp.DataNodes(0)[0], topo.NodeID(len(tp.Nodes)+1)
 	key := prototest.KeysOn(t, tp, self, "id", 1)[0]
 	disk := durable.NewMem()
 	life := func() (*Node, *nodetest.ScriptEnv) {
 		t.Helper()
-		env := &nodetest.ScriptEnv{ID: self, Topo: tp, Clock: int64(time.Second), Epsilon: 100 * time.Microsecond, Disk: disk}
-		n, err := newNode(env, disk, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n, env
+		return nodeOnDisk(t, tp, self, c, disk, int64(time.Second))
 	}
 	// answer answers the node's oracle requests (a batch of timestamps around now) until it
 	// sends none: its persists stay pending unless the test flushes them.
