@@ -111,20 +111,30 @@ ended exits 1 as well (the result names the nodes): the cluster stopped answerin
 				return err
 			}
 			before, failedBefore := scrapeNodes(cfg)
+			var tally *counterTally
+			stopTally, tallyDone := make(chan struct{}), (<-chan struct{})(nil)
+			if len(before)+len(failedBefore) > 0 {
+				tally = newCounterTally(cfg, before, failedBefore)
+				tallyDone = tallyWhile(tally, stopTally)
+			}
 			res, err := bench.RealRun(bench.RealConfig{
 				Topology: cfg.Topology, Protocol: cfg.Protocol.Name(), Seed: seed,
 				Dial: func(coord topo.NodeID) (client.Transport, error) { return dialNode(cfg, coord) },
 			}, bench.Spec{Workload: wl, ClientsPerRegion: clients, Warmup: warmup, Duration: duration,
 				Record: model != "" || history != "" || checkable(wl), OneOpAtATime: wf.oneOp})
+			if tally != nil {
+				close(stopTally)
+				<-tallyDone
+			}
 			if err != nil {
 				return err
 			}
 			if checkable(wl) {
 				res.Namespace = wf.p.Namespace
 			}
-			if len(before)+len(failedBefore) > 0 {
-				after, failedAfter := scrapeNodes(cfg)
-				res.NodeCounters, res.NodeCountersNote = counterDelta(cfg, before, after, append(failedBefore, failedAfter...))
+			if tally != nil {
+				tally.observe(scrapeNodes(cfg))
+				res.NodeCounters, res.NodeCountersNote = tally.result()
 			}
 			if history != "" {
 				if err := writeHistory(history, res.History); err != nil {

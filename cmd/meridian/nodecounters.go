@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -13,9 +14,10 @@ import (
 )
 
 // A real run's protocol counters come from the nodes' metrics endpoints (runtime/metrics.go):
-// bench scrapes every node that has a metrics_addr before the warm-up and after the final read
-// and reports the difference, summed over the nodes, so that a run on real processes shows the
-// counters a simulated one prints (pushes, recoveries, records expired...).
+// bench scrapes every node that has a metrics_addr before the warm-up, every second of the run
+// and after the final read, and reports what the counters gained, summed over the nodes and
+// their lives (counterTally), so that a run on real processes shows the counters a simulated
+// one prints (pushes, recoveries, records expired...).
 
 // nodeScrape is one node's protocol counters, and when its process started (a restart between
 // two scrapes resets its counters).
@@ -75,46 +77,125 @@ func scrapeNode(hc *http.Client, addr string) (nodeScrape, error) {
 	return s, nil
 }
 
-// counterDelta sums over the nodes what each counter gained between two scrapes. A node that
-// restarted in between counts from its restart; one missing from either scrape is left out.
-// note says which, if any.
-func counterDelta(cfg *mrt.Config, before, after map[string]nodeScrape, failed []string) (sum map[string]int64, note string) {
-	sum = map[string]int64{}
-	var restarted, missing []string
-	for _, n := range cfg.Nodes {
-		if n.MetricsAddr == "" {
-			continue
+// counterTally follows every node's counters over a run's scrapes (before the warm-up, every
+// tallyPeriod while clients run, after the final read) and sums what each life of each node
+// gained: a node killed and restarted during the run (cluster chaos) counts its killed life up
+// to that life's last scrape, and its new life from zero. Nodes missing from the first scrape
+// are left out; one missing from the last counts up to its last scrape. Only observe may run
+// while another goroutine scrapes, so the tally is locked.
+type counterTally struct {
+	mu    sync.Mutex
+	cfg   *mrt.Config
+	nodes map[string]*nodeLives
+	// unreachable are the nodes the first scrape missed; lastMissed those the latest one did.
+	unreachable, lastMissed []string
+}
+
+// nodeLives is one node's tally: the gains of its ended lives, and its current life's base
+// (its counters at the run's start, or zero for a life begun during the run) and latest scrape.
+type nodeLives struct {
+	ended     map[string]float64
+	base, cur nodeScrape
+	restarted bool
+}
+
+const tallyPeriod = time.Second
+
+// newCounterTally starts a tally from the first scrape, before the warm-up.
+func newCounterTally(cfg *mrt.Config, first map[string]nodeScrape, failed []string) *counterTally {
+	t := &counterTally{cfg: cfg, nodes: map[string]*nodeLives{}, unreachable: failed}
+	for name, s := range first {
+		t.nodes[name] = &nodeLives{ended: map[string]float64{}, base: s, cur: s}
+	}
+	return t
+}
+
+// observe takes one later scrape.
+func (t *counterTally) observe(got map[string]nodeScrape, failed []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lastMissed = failed
+	for name, s := range got {
+		n := t.nodes[name]
+		if n == nil {
+			continue // missed by the first scrape: nothing to count from
 		}
-		b, hadB := before[n.Name]
-		a, hadA := after[n.Name]
-		switch {
-		case !hadB || !hadA:
-			missing = append(missing, n.Name)
-			continue
-		case a.started != b.started || decreased(b.counters, a.counters):
-			restarted = append(restarted, n.Name)
-			b = nodeScrape{}
-		}
-		for name, v := range a.counters {
-			if d := int64(v - b.counters[name]); d != 0 {
-				sum[name] += d
+		if s.started != n.cur.started || decreased(n.cur.counters, s.counters) {
+			for k, v := range n.cur.counters {
+				n.ended[k] += v - n.base.counters[k]
 			}
+			n.base, n.restarted = nodeScrape{}, true
+		}
+		n.cur = s
+	}
+}
+
+// result sums every node's lives, and says in note which nodes were counted in part.
+func (t *counterTally) result() (sum map[string]int64, note string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sum = map[string]int64{}
+	var restarted, partial []string
+	for _, n := range t.cfg.Nodes {
+		l := t.nodes[n.Name]
+		if l == nil {
+			continue
+		}
+		for k, v := range l.ended {
+			sum[k] += int64(v)
+		}
+		for k, v := range l.cur.counters {
+			sum[k] += int64(v - l.base.counters[k])
+		}
+		if l.restarted {
+			restarted = append(restarted, n.Name)
+		}
+		if slices.Contains(t.lastMissed, n.Name) {
+			partial = append(partial, n.Name)
+		}
+	}
+	for k, v := range sum {
+		if v == 0 {
+			delete(sum, k)
 		}
 	}
 	var parts []string
-	for _, f := range failed {
-		if !slices.Contains(missing, f) {
-			missing = append(missing, f)
-		}
+	if len(t.unreachable) > 0 {
+		parts = append(parts, "not counted (metrics unreachable at the start): "+strings.Join(sortedCopy(t.unreachable), ", "))
 	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		parts = append(parts, "not counted (metrics unreachable): "+strings.Join(missing, ", "))
+	if len(partial) > 0 {
+		parts = append(parts, "counted up to their last scrape (metrics unreachable at the end): "+strings.Join(partial, ", "))
 	}
 	if len(restarted) > 0 {
-		parts = append(parts, "counted since their last restart: "+strings.Join(restarted, ", "))
+		parts = append(parts, fmt.Sprintf("restarted during the run, each ended life counted up to its last scrape (every %v): %s", tallyPeriod, strings.Join(restarted, ", ")))
 	}
 	return sum, strings.Join(parts, "; ")
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// tallyWhile scrapes every node each tallyPeriod until stop is closed, into t; the returned
+// channel is closed once it has stopped.
+func tallyWhile(t *counterTally, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(tallyPeriod)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				t.observe(scrapeNodes(t.cfg))
+			}
+		}
+	}()
+	return done
 }
 
 // decreased reports whether any counter went down: the node's process was replaced, whatever
