@@ -195,6 +195,8 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--protocol", "crdb", "--opt", "max-offset=2562047h"), "--opt max-offset=2562047h: a duration option must be at most 1000h", 0},
 		{sim("--protocol", "k2", "--opt", "mutant=nope"), `--opt mutant=nope: protocol k2 wants one of "" (none), no-commit-wait`, 0},
 		{sim("--protocol", "spanner", "--opt", "lock-policy=sometimes"), "--opt lock-policy=sometimes: protocol spanner wants one of no-wait", 0},
+		{sim("--workload", "list-append", "--max-writes-per-key", "-1"), "--max-writes-per-key must be 1..1000000 (or 0 for no limit), got -1", 0},
+		{sim("--workload", "tpcc", "--max-writes-per-key", "5"), "--max-writes-per-key does not apply to --workload tpcc", 0},
 		// k2 takes its declared clock bounds on trust: below the simulated clocks' own, honest
 		// runs could break strict serializability without a word.
 		{sim("--protocol", "k2", "--epsilon", "1ms", "--opt", "epsilon=500us"), "protocol k2: epsilon 500µs is below the oracles' TrueTime uncertainty 1ms", 0},

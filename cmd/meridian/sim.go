@@ -96,7 +96,7 @@ protocol must stay correct:
 With every clock honest it shows as a cycle where several coordinators share an oracle and
 commits are fast (on k2-5region each region's one coordinator hands out increasing timestamps,
 and only the timestamps' lifetimes show it):
-  meridian sim --protocol k2 --topology single-dc --nodes-per-region 3 --flush-latency 20us --truetime-error full --workload list-append --keys 10 --zipf 0.99 --clients 8 --duration 1s --opt mutant=no-commit-wait
+  meridian sim --protocol k2 --topology single-dc --nodes-per-region 3 --flush-latency 20us --truetime-error full --workload list-append --keys 10 --zipf 0.99 --clients 8 --max-writes-per-key 32 --opt mutant=no-commit-wait
 
 ` + runExitStatuses,
 		Args: cobra.NoArgs,

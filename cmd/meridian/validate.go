@@ -188,23 +188,24 @@ func human(d time.Duration) string {
 // workloadsOf names the workloads each workload flag shapes; a flag given for another
 // workload would be silently ignored.
 var workloadsOf = map[string][]string{
-	"keys":              {"list-append", "rw-register", "ycsbt"},
-	"ops":               {"list-append", "rw-register", "ycsbt"},
-	"write-ratio":       {"list-append", "rw-register", "ycsbt"},
-	"crt-ratio":         {"list-append", "rw-register", "ycsbt"},
-	"zipf":              {"list-append", "rw-register", "ycsbt"},
-	"preset":            {"ycsbt"},
-	"scan-ratio":        {"ycsbt"},
-	"scan-length":       {"ycsbt"},
-	"rmw":               {"ycsbt"},
-	"blind-writes":      {"rw-register"},
-	"read-back":         {"list-append", "rw-register"},
-	"warehouses":        {"tpcc"},
-	"tpcc-full":         {"tpcc"},
-	"tpcc-mix":          {"tpcc"},
-	"tpcc-items":        {"tpcc"},
-	"tpcc-families":     {"tpcc"},
-	"remote-item-ratio": {"tpcc"},
+	"keys":               {"list-append", "rw-register", "ycsbt"},
+	"ops":                {"list-append", "rw-register", "ycsbt"},
+	"write-ratio":        {"list-append", "rw-register", "ycsbt"},
+	"crt-ratio":          {"list-append", "rw-register", "ycsbt"},
+	"zipf":               {"list-append", "rw-register", "ycsbt"},
+	"preset":             {"ycsbt"},
+	"scan-ratio":         {"ycsbt"},
+	"scan-length":        {"ycsbt"},
+	"rmw":                {"ycsbt"},
+	"blind-writes":       {"rw-register"},
+	"read-back":          {"list-append", "rw-register"},
+	"max-writes-per-key": {"list-append", "rw-register"},
+	"warehouses":         {"tpcc"},
+	"tpcc-full":          {"tpcc"},
+	"tpcc-mix":           {"tpcc"},
+	"tpcc-items":         {"tpcc"},
+	"tpcc-families":      {"tpcc"},
+	"remote-item-ratio":  {"tpcc"},
 }
 
 // validate checks the workload flags against each other and names the flag at fault.
@@ -230,7 +231,8 @@ func (f *workloadFlags) validate() error {
 		max      int
 		whatZero string
 	}{{"keys", f.p.Keys, 0, "the workload's default"}, {"ops", f.p.Ops, 1000, "the workload's default"},
-		{"warehouses", f.p.Warehouses, 10000, "one per region"}, {"scan-length", f.p.ScanLength, 0, "100"}} {
+		{"warehouses", f.p.Warehouses, 10000, "one per region"}, {"scan-length", f.p.ScanLength, 0, "100"},
+		{"max-writes-per-key", f.p.MaxWritesPerKey, 1_000_000, "no limit"}} {
 		if c.v < 0 || (c.max > 0 && c.v > c.max) {
 			if c.max > 0 {
 				return fmt.Errorf("--%s must be 1..%d (or 0 for %s), got %d", c.flag, c.max, c.whatZero, c.v)

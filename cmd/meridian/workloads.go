@@ -37,6 +37,7 @@ func (f *workloadFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.p.ScanRatio, "scan-ratio", -1, "YCSB-T share of reads that are range scans of up to --scan-length rows within the key's shard, like YCSB's workload E (-1: none); the keys are loaded first")
 	fs.BoolVar(&f.p.RMW, "rmw", false, "YCSB-T writes are read-modify-writes (read the key's counter, then write it plus one) instead of blind writes (the k2 preset's default); such a run is checked after it ends (--verify): every key written must hold a counter between its committed increments and those plus the increments whose outcome is unknown")
 	fs.BoolVar(&f.p.BlindWrites, "blind-writes", false, "rw-register writes registers it has not read without reading them first, so several writers' intents meet on a key")
+	fs.IntVar(&f.p.MaxWritesPerKey, "max-writes-per-key", 0, "list-append and rw-register draw a fresh key in place of one written this many times (0: never), as Elle does, so that lists stay short and a long run's history grows with its length, not its square")
 	fs.BoolVar(&f.p.ReadBack, "read-back", false, "list-append and rw-register transactions read the keys they wrote back from the store at their end, so a write lost or hidden from its own transaction is caught")
 	fs.IntVar(&f.p.ScanLength, "scan-length", 0, "YCSB-T rows per scan at most, drawn uniformly from 1 (0: 100)")
 	fs.BoolVar(&f.p.TPCCFamilies, "tpcc-families", false, "TPC-C with hot columns (W_YTD, D_YTD, D_NEXT_O_ID) in their own keys, like CockroachDB's --families")

@@ -53,6 +53,9 @@ type WorkloadParams struct {
 	// ReadBack makes list-append and rw-register transactions read the keys they wrote back
 	// from the store at their end (listappend.Config.ReadBack).
 	ReadBack bool
+	// MaxWritesPerKey retires a list-append or rw-register key written that many times for a
+	// fresh one (0: never; listappend.Config.MaxWritesPerKey).
+	MaxWritesPerKey int
 }
 
 // DefaultWorkloadParams returns params that keep every default of the named workload.
@@ -93,7 +96,8 @@ func BuildWorkload(t *topo.Topology, p WorkloadParams) (workload.Workload, error
 	}
 	switch p.Name {
 	case "list-append", "rw-register":
-		cfg := listappend.Config{Keys: p.Keys, Register: p.Name == "rw-register", Namespace: p.Namespace, BlindWrites: p.BlindWrites, ReadBack: p.ReadBack}
+		cfg := listappend.Config{Keys: p.Keys, Register: p.Name == "rw-register", Namespace: p.Namespace, BlindWrites: p.BlindWrites, ReadBack: p.ReadBack,
+			MaxWritesPerKey: p.MaxWritesPerKey}
 		if p.Ops > 0 {
 			cfg.MinOps, cfg.MaxOps = 1, p.Ops
 		}

@@ -207,10 +207,16 @@ func newRecorder(spec Spec, p protocol.Protocol) *history.Recorder {
 	if _, ok := p.(protocol.TimestampOrdered); ok {
 		rec.DeclareTimestampOrder()
 	}
+	noteKeyRegions(rec, spec)
+	return rec
+}
+
+// noteKeyRegions tells rec the region of each key the workload has drawn, when it knows them:
+// at the start, and again at the end for keys drawn since (list-append's replacement keys).
+func noteKeyRegions(rec *history.Recorder, spec Spec) {
 	if kr, ok := spec.Workload.(interface{ KeyRegions() map[int64]int }); ok {
 		for k, r := range kr.KeyRegions() {
 			rec.SetKeyRegion(k, r)
 		}
 	}
-	return rec
 }

@@ -170,6 +170,7 @@ wait:
 	res.Summary = m.Summarize(window.Seconds())
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	if rec != nil {
+		noteKeyRegions(rec, spec)
 		res.History = rec.Ops()
 	}
 	return res, nil

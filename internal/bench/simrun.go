@@ -426,6 +426,7 @@ func SimRun(cfg sim.Config, spec Spec) (*Result, error) {
 		}
 	}
 	if rec != nil {
+		noteKeyRegions(rec, spec)
 		res.History = rec.Ops()
 	}
 	return res, nil

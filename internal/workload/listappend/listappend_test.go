@@ -408,3 +408,62 @@ func TestSplitPutManyRefusalListsTheChunkSent(t *testing.T) {
 		t.Fatalf("the first of the PutMany's requests reached the store, but the attempt lists no write (result %s)", mustJSONs(b.result()))
 	}
 }
+
+// TestMaxWritesPerKey: with a limit, no key takes more writes than the limit plus what one
+// transaction drawn before its retirement adds; a replacement key keeps its slot's shard and
+// region; the final reads read every key drawn, once; and serial histories still match the
+// model, read-back included.
+func TestMaxWritesPerKey(t *testing.T) {
+	const limit, keys, maxOps = 5, 8, 4
+	tp := testTopo(t)
+	for _, c := range []Config{{Keys: keys, MaxOps: maxOps, MinOps: 1, MaxWritesPerKey: limit}, {Keys: keys, MaxOps: maxOps, MinOps: 1, MaxWritesPerKey: limit, Theta: 0.9, ReadBack: true}} {
+		w, err := New(tp, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := w.NewClient(0, 0, rand.New(rand.NewPCG(1, 2)))
+		writes := map[int64]int{}
+		for range 2000 {
+			for _, op := range g.Next().Invoke {
+				if op.F != history.FRead {
+					writes[op.Key]++
+				}
+			}
+		}
+		perTxn := maxOps
+		if c.ReadBack {
+			perTxn *= 2
+		}
+		for k, n := range writes {
+			if n > limit+perTxn {
+				t.Errorf("key %d took %d writes, past the limit %d and one transaction's %d", k, n, limit, perTxn)
+			}
+			slot := k % keys
+			if name, first := w.KeyName(k), w.KeyName(slot); tp.HomeOf(name) != tp.HomeOf(first) || tp.ShardOf(name) != tp.ShardOf(first) {
+				t.Errorf("key %d (slot %d) lives on shard %d of region %d, its slot's first key on shard %d of region %d",
+					k, slot, tp.ShardOf(name), tp.HomeOf(name), tp.ShardOf(first), tp.HomeOf(first))
+			}
+		}
+		if len(writes) <= keys {
+			t.Fatalf("%d keys written in 2000 transactions with a limit of %d writes each: none was replaced", len(writes), limit)
+		}
+		read := map[int64]int{}
+		for _, tx := range w.FinalReads() {
+			for _, op := range tx.Invoke {
+				read[op.Key]++
+			}
+		}
+		regions := w.KeyRegions()
+		for k := range writes {
+			if read[k] != 1 {
+				t.Errorf("the final reads read written key %d %d times, want once", k, read[k])
+			}
+			if _, ok := regions[k]; !ok {
+				t.Errorf("KeyRegions leaves out written key %d", k)
+			}
+		}
+		if err := runSerial(t, w, 5, 2000, nil); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
