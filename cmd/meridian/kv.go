@@ -599,7 +599,16 @@ func writeValue(path string, v []byte) error {
 	if err != nil {
 		return fmt.Errorf("--value-file: %w", err)
 	}
-	_, werr := tmp.Write(v)
+	// CreateTemp makes the file 0600; give it the mode of the file it replaces, or a new
+	// file's usual 0644 (umask 022), as a shell redirection would.
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	werr := tmp.Chmod(mode)
+	if werr == nil {
+		_, werr = tmp.Write(v)
+	}
 	cerr := tmp.Close()
 	if werr == nil {
 		werr = cerr

@@ -94,8 +94,9 @@ crdb's max-offset must cover). Within what is left of the bound a protocol assum
 protocol must stay correct:
   meridian sim --protocol k2 --workload list-append --keys 10 --clients 6 --opt epsilon=25ms --random-skews 200ms-1s/1s --skew-by 20ms --duration 10s --seeds 20
 With every clock honest it shows as a cycle where several coordinators share an oracle and
-commits are fast (on k2-5region each region's one coordinator hands out increasing timestamps,
-and only the timestamps' lifetimes show it):
+commits are fast (on k2-5region each region's one coordinator hands out increasing timestamps:
+with --opt epsilon=25ms only the timestamps' lifetimes show it, and with the default ε nothing
+does, its commits ending later than the wait they skip):
   meridian sim --protocol k2 --topology single-dc --nodes-per-region 3 --flush-latency 20us --truetime-error full --workload list-append --keys 10 --zipf 0.99 --clients 8 --max-writes-per-key 32 --opt mutant=no-commit-wait
 
 ` + runExitStatuses,

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -141,6 +142,7 @@ func TestTimestampLifetime(t *testing.T) {
 	}{
 		{both, "strict-serializable", 50, Invalid},
 		{both, "strict-serializable", 5, Valid},
+		{both, "strict-serializable", 0, Invalid}, // at its invocation: a timestamp from before it began
 		{both, "serializable", 50, Valid},
 		{`{"type":"meta","timestamp_order":true}`, "strict-serializable", 50, Valid},
 	} {
@@ -150,6 +152,40 @@ func TestTimestampLifetime(t *testing.T) {
 		}
 		if r.Verdict != c.want || c.want == Invalid && (len(r.AnomalyTypes) != 1 || r.AnomalyTypes[0] != "timestamp-lifetime") {
 			t.Errorf("%s, %s, timestamp %d: verdict %s %v, want %s", c.meta, c.model, c.ts, r.Verdict, r.AnomalyTypes, c.want)
+		}
+	}
+}
+
+// TestTimestampOrderEqualTimestamps: equal timestamps (wall, logical and origin alike; CockroachDB
+// pushes several transactions to one): a read may share its writer's, but a writer may share
+// neither another writer's of its key nor that of a read of the key that missed its write.
+// TestTimestampOrder's fixtures give each transaction its own origin, so they never meet these.
+func TestTimestampOrderEqualTimestamps(t *testing.T) {
+	const long = 100
+	// Every transaction at 10.0@9 but the final reads, at 30.
+	for _, c := range []struct {
+		name string
+		txns []tsTxn
+		want string
+	}{
+		{"read at its writer's very timestamp", []tsTxn{{`[["append",1,1]]`, 0, long, 10}, {`[["r",1,[1]]]`, 0, long, 10}}, Valid},
+		{"two writers of a key at one timestamp", []tsTxn{{`[["append",1,1]]`, 0, long, 10}, {`[["append",1,2]]`, 0, long, 10}, {`[["r",1,[1,2]]]`, 0, long, 30}}, Invalid},
+		{"a read missing a write at its timestamp", []tsTxn{{`[["r",1,[]]]`, 0, long, 10}, {`[["append",1,1]]`, 0, long, 10}, {`[["r",1,[1]]]`, 0, long, 30}}, Invalid},
+	} {
+		lines := tsHistory(t, true, c.txns...)
+		for i, l := range lines {
+			if strings.Contains(l, `"ts_wall":10,`) {
+				lines[i] = regexp.MustCompile(`"ts_origin":\d+`).ReplaceAllString(l, `"ts_origin":9`)
+			}
+		}
+		for _, model := range []string{"serializable", "strict-serializable"} {
+			r, err := Check(historyLines(t, lines...), model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Verdict != c.want || c.want == Invalid && (len(r.AnomalyTypes) != 1 || r.AnomalyTypes[0] != "timestamp-order") {
+				t.Errorf("%s, %s: verdict %s %v, want %s (timestamp-order)\n%s", c.name, model, r.Verdict, r.AnomalyTypes, c.want, r)
+			}
 		}
 	}
 }

@@ -114,10 +114,10 @@ func (proto) CheckDeployment(m map[string]string, d protocol.DeploymentFacts) er
 		return fmt.Errorf("protocol k2: ttl %v does not outlast a timestamp request to the region's oracle (%v round trip + %v service): every batch would arrive expired; raise ttl", c.ttl, d.IntraRTT, d.OracleServiceTime)
 	}
 	if c.epsilon < d.Epsilon {
-		return fmt.Errorf("protocol k2: epsilon %v is below the oracles' TrueTime uncertainty %v (--epsilon): a reading could stray further from true time than k2 assumes, and honest runs could break strict serializability; raise epsilon or lower --epsilon", c.epsilon, d.Epsilon)
+		return fmt.Errorf("protocol k2: epsilon %v is below the oracles' TrueTime uncertainty %v (--epsilon): a reading could stray further from true time than k2 assumes, and honest runs could break strict serializability; raise it (--opt epsilon=%v) or lower --epsilon", c.epsilon, d.Epsilon, d.Epsilon)
 	}
 	if c.maxDrift < d.MaxDrift {
-		return fmt.Errorf("protocol k2: max-drift %g is below the local clocks' drift bound %g (--max-drift): commit waits and batch lives measured on them could fall short, and honest runs could break strict serializability; raise max-drift or lower --max-drift", c.maxDrift, d.MaxDrift)
+		return fmt.Errorf("protocol k2: max-drift %g is below the local clocks' drift bound %g (--max-drift): commit waits and batch lives measured on them could fall short, and honest runs could break strict serializability; raise it (--opt max-drift=%g) or lower --max-drift", c.maxDrift, d.MaxDrift, d.MaxDrift)
 	}
 	return nil
 }

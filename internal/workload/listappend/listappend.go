@@ -334,7 +334,8 @@ func (g *gen) Next() workload.Txn {
 }
 
 // replaceKeys maps ops' slots to their current keys and counts the writes drawn, retiring a key
-// once it has MaxWritesPerKey (with read-back, each write counts twice: it is written again).
+// once it has MaxWritesPerKey (with read-back, each key written counts once more: the read-back
+// writes it again).
 // A transaction keeps the keys it was drawn with, so a key may take a few writes past the
 // limit from transactions drawn together.
 func (w *Workload) replaceKeys(ops []history.MicroOp) {
@@ -347,6 +348,7 @@ func (w *Workload) replaceKeys(ops []history.MicroOp) {
 		slot := ops[i].Key
 		ops[i].Key = w.current[slot]
 	}
+	readBack := map[int64]bool{} // keys the read-back writes again, once each
 	for _, op := range ops {
 		if op.F == history.FRead {
 			continue
@@ -356,7 +358,8 @@ func (w *Workload) replaceKeys(ops []history.MicroOp) {
 			continue // the slot moved on within this transaction
 		}
 		w.slotWrote[slot]++
-		if w.cfg.ReadBack {
+		if w.cfg.ReadBack && !readBack[op.Key] {
+			readBack[op.Key] = true
 			w.slotWrote[slot]++
 		}
 		if w.slotWrote[slot] >= w.cfg.MaxWritesPerKey {
