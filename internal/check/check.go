@@ -128,12 +128,26 @@ type checker struct {
 	// is then the model without it.
 	rtUnchecked bool
 	anomalies   []Anomaly
+	omitted     int             // anomalies found past maxAnomalies, counted only
+	types       map[string]bool // the type of every anomaly found, listed or not
 	notes       []string
 	// timelines caches each register key's writers in real-time order (see realtimeSuccessors).
 	timelines map[int64]*regTimeline
 }
 
-func (c *checker) add(a Anomaly) { c.anomalies = append(c.anomalies, a) }
+// add records a; past maxAnomalies only its type and the count are kept (a broken protocol's
+// history can hold tens of thousands, and the report lists maxAnomalies).
+func (c *checker) add(a Anomaly) {
+	if c.types == nil {
+		c.types = map[string]bool{}
+	}
+	c.types[a.Type] = true
+	if len(c.anomalies) == maxAnomalies {
+		c.omitted++
+		return
+	}
+	c.anomalies = append(c.anomalies, a)
+}
 
 func (c *checker) run() {
 	c.notes = append(c.notes, c.h.notes...)
@@ -150,22 +164,14 @@ func (c *checker) report() *Report {
 	if c.g != nil {
 		r.Counts.Edges = len(c.g.edges)
 	}
-	types := map[string]bool{}
-	for _, a := range c.anomalies {
-		types[a.Type] = true
-	}
-	for t := range types {
+	for t := range c.types {
 		r.AnomalyTypes = append(r.AnomalyTypes, t)
 	}
 	sort.Strings(r.AnomalyTypes)
 	if r.AnomalyTypes == nil {
 		r.AnomalyTypes = []string{}
 	}
-	r.Anomalies = c.anomalies
-	if len(r.Anomalies) > maxAnomalies {
-		r.Omitted = len(r.Anomalies) - maxAnomalies
-		r.Anomalies = r.Anomalies[:maxAnomalies]
-	}
+	r.Anomalies, r.Omitted = c.anomalies, c.omitted
 	if r.Anomalies == nil {
 		r.Anomalies = []Anomaly{}
 	}

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -187,5 +188,34 @@ func TestTimestampOrderEqualTimestamps(t *testing.T) {
 				t.Errorf("%s, %s: verdict %s %v, want %s (timestamp-order)\n%s", c.name, model, r.Verdict, r.AnomalyTypes, c.want, r)
 			}
 		}
+	}
+}
+
+// TestAnomaliesPastTheCap: past maxAnomalies only a count is kept, and the report still names
+// every type found, one met only after the cap included.
+func TestAnomaliesPastTheCap(t *testing.T) {
+	const pairs = maxAnomalies + 50
+	lines := []string{`{"type":"meta","timestamp_order":true,"true_time":true}`}
+	idx := 0
+	txn := func(p int, ops string, ts int64) {
+		lines = append(lines,
+			fmt.Sprintf(`{"index":%d,"type":"invoke","process":%d,"time":0,"value":%s}`, idx, p, ops),
+			fmt.Sprintf(`{"index":%d,"type":"ok","process":%d,"time":1000,"value":%s,"extra":{"ts_wall":%d,"ts_logical":0,"ts_origin":%d}}`, idx+1, p, ops, ts, p))
+		idx += 2
+	}
+	for i := range pairs {
+		txn(2*i, fmt.Sprintf(`[["append",%d,1]]`, i), 500) // a writer...
+		txn(2*i+1, fmt.Sprintf(`[["r",%d,[1]]]`, i), 400)  // ...read at a lower timestamp
+	}
+	txn(2*pairs, `[["append",100000,1]]`, 5000) // past its completion
+	r, err := Check(historyLines(t, lines...), "strict-serializable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Anomalies) != maxAnomalies || r.Omitted != pairs+1-maxAnomalies {
+		t.Errorf("%d anomalies listed and %d omitted, want %d and %d", len(r.Anomalies), r.Omitted, maxAnomalies, pairs+1-maxAnomalies)
+	}
+	if want := []string{"timestamp-lifetime", "timestamp-order"}; !reflect.DeepEqual(r.AnomalyTypes, want) {
+		t.Errorf("types %v, want %v", r.AnomalyTypes, want)
 	}
 }
