@@ -282,9 +282,24 @@ func (s *Server) fail(err error) {
 		s.err = err
 	}
 	s.errMu.Unlock()
-	s.log.Error("node stopping", "err", err)
+	// The log may be a file on the disk that just failed (cluster start puts a node's log in
+	// its data directory), and a write to a hung disk never returns: the node stops whether or
+	// not the line gets out.
+	logged := make(chan struct{})
+	go func() {
+		s.log.Error("node stopping", "err", err)
+		close(logged)
+	}()
+	select {
+	case <-logged:
+	case <-time.After(failLogWait):
+	}
 	s.stopOnce.Do(func() { close(s.stop) })
 }
+
+// failLogWait bounds how long a failing node waits for its "node stopping" line to be written
+// before it stops anyway.
+var failLogWait = 2 * time.Second
 
 // failingStore is a store that can tell that its writes have been failing for a while.
 type failingStore interface {

@@ -1,7 +1,10 @@
 package runtime
 
 import (
+	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -65,5 +68,47 @@ func TestNodeStopsWhenItsStoreFails(t *testing.T) {
 	case <-closed:
 	case <-time.After(30 * time.Second):
 		t.Fatal("Close waited on the failed store")
+	}
+}
+
+// blockingHandler is a log handler whose writes of errors never return, as a log file on a
+// hung disk (the node's other lines are let through: a hang is tested where it stops a node).
+type blockingHandler struct{ slog.Handler }
+
+func (h blockingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		select {}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+func (h blockingHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return blockingHandler{h.Handler.WithAttrs(a)}
+}
+func (h blockingHandler) WithGroup(name string) slog.Handler {
+	return blockingHandler{h.Handler.WithGroup(name)}
+}
+
+// A node whose store fails stops even when its log cannot be written: the log may be a file on
+// the disk that failed, and the line saying why the node stops would otherwise keep it running.
+func TestNodeStopsWhenItsLogHangs(t *testing.T) {
+	defer func(d time.Duration) { storeFailAfter = d }(storeFailAfter)
+	defer func(d time.Duration) { failLogWait = d }(failLogWait)
+	storeFailAfter, failLogWait = 0, 50*time.Millisecond
+	cfg := testConfig(t, nil)
+	disk := &fullDisk{Mem: durable.NewMem(), stalled: make(chan struct{})}
+	defer close(disk.stalled)
+	log := slog.New(blockingHandler{slog.NewTextHandler(io.Discard, nil)})
+	s, err := Start(cfg, cfg.Topology.DataNodes(0)[0], Options{store: disk, NoGRPC: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.full.Store(true)
+	s.committer.Submit([]node.Write{{Key: []byte("k"), Value: []byte("v")}}, func(error) {})
+	select {
+	case <-s.Done():
+		s.Close()
+	case <-time.After(10 * time.Second):
+		// Not closed: Close would wait on the goroutine stuck writing the log.
+		t.Fatal("a node whose log hangs did not stop when its store failed")
 	}
 }
