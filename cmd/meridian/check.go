@@ -27,7 +27,7 @@ var checkCmd = &cobra.Command{
 		"Either every operation carries a \"time\" or none does: without times there is no real-time order,\n" +
 		"and a model that needs it can be found invalid but not valid.\n" +
 		"A meta line {\"type\":\"meta\",\"timestamp_order\":true} (which sim and bench write for k2, spanner and crdb)\n" +
-		"declares that commit timestamps, given on ok lines as \"extra\":{\"ts_wall\":W,\"ts_logical\":L,\"ts_origin\":O},\n" +
+		"declares that commit timestamps, given on ok lines as \"commit_ts\":{\"wall\":W,\"logical\":L,\"origin\":O},\n" +
 		"order the transactions: every dependency must run to a higher timestamp (a read may share its writer's),\n" +
 		"and under a model with real-time order a writer that completed before another began must hold the lower\n" +
 		"(anomalies timestamp-order, timestamp-realtime). Where the meta line also says \"true_time\":true (sim's\n" +

@@ -190,11 +190,9 @@ func build(ops []history.Op) (*hist, error) {
 			switch op.Type {
 			case history.OK:
 				t.st, t.completeTime = stOK, op.Time
-				ts, hasTS, err := commitTSOf(op)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", where, err)
+				if c := op.CommitTS; c != nil {
+					t.ts, t.hasTS = commitTS{c.Wall, c.Logical, c.Origin}, true
 				}
-				t.ts, t.hasTS = ts, hasTS
 				t.readsKnown = true
 				if len(op.Value) > 0 || len(t.ops) == 0 {
 					t.ops = op.Value

@@ -2,10 +2,7 @@ package check
 
 import (
 	"fmt"
-	"math"
 	"sort"
-
-	"github.com/meridiandb/meridian/internal/history"
 )
 
 // Timestamp order. Meridian's protocols (K2, Spanner, CockroachDB) serialize committed
@@ -33,7 +30,7 @@ import (
 //     Property 4.1, and Spanner's commit-wait rule. It shows a skipped commit wait on every
 //     run, where real-time order needs a later writer that happens to pick a lower timestamp.
 
-// commitTS is a commit timestamp as history.Op.Extra carries it, ordered as ts.Timestamp.
+// commitTS is a commit timestamp (history.Op.CommitTS), ordered as ts.Timestamp.
 type commitTS struct {
 	wall            int64
 	logical, origin uint32
@@ -50,30 +47,6 @@ func (a commitTS) less(b commitTS) bool {
 }
 
 func (a commitTS) String() string { return fmt.Sprintf("%d.%d@%d", a.wall, a.logical, a.origin) }
-
-// commitTSOf reads an ok completion's commit timestamp, if it carries one.
-func commitTSOf(op *history.Op) (commitTS, bool, error) {
-	wall, ok := op.Extra[history.ExtraTSWall]
-	if !ok {
-		return commitTS{}, false, nil
-	}
-	part := func(key string) (uint32, error) {
-		v, ok := op.Extra[key]
-		if !ok || v < 0 || v > math.MaxUint32 {
-			return 0, fmt.Errorf("extra %q given without %q in 0..%d", history.ExtraTSWall, key, uint32(math.MaxUint32))
-		}
-		return uint32(v), nil
-	}
-	logical, err := part(history.ExtraTSLogical)
-	if err != nil {
-		return commitTS{}, false, err
-	}
-	origin, err := part(history.ExtraTSOrigin)
-	if err != nil {
-		return commitTS{}, false, err
-	}
-	return commitTS{wall, logical, origin}, true, nil
-}
 
 // stamped reports whether transaction i is held to its timestamp.
 func (c *checker) stamped(i int32) bool {

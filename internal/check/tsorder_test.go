@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"github.com/meridiandb/meridian/internal/history"
 	"reflect"
 	"regexp"
 	"strings"
@@ -35,7 +36,7 @@ func tsHistory(t *testing.T, declared bool, txns ...tsTxn) []string {
 				return fmt.Sprintf(`{"index":%d,"type":"invoke","process":%d,"time":%d,"value":%s}`, idx, p, x.start, x.ops)
 			}},
 			event{x.end, func(idx int) string {
-				return fmt.Sprintf(`{"index":%d,"type":"ok","process":%d,"time":%d,"value":%s,"extra":{"ts_wall":%d,"ts_logical":0,"ts_origin":%d}}`, idx, p, x.end, x.ops, x.ts, p)
+				return fmt.Sprintf(`{"index":%d,"type":"ok","process":%d,"time":%d,"value":%s,"commit_ts":{"wall":%d,"logical":0,"origin":%d}}`, idx, p, x.end, x.ops, x.ts, p)
 			}})
 	}
 	// Stable by time: a transaction's invocation stays before its completion at equal times.
@@ -110,15 +111,12 @@ func TestTimestampOrder(t *testing.T) {
 	}
 }
 
-func TestTimestampPartsRequired(t *testing.T) {
-	ops := historyLines(t,
-		`{"type":"meta","timestamp_order":true}`,
-		`{"index":0,"type":"invoke","process":1,"time":0,"value":[["r",1,null]]}`,
-		`{"index":1,"type":"ok","process":1,"time":10,"value":[["r",1,[]]],"extra":{"ts_wall":5,"ts_origin":1}}`,
-	)
-	_, err := Check(ops, "serializable")
-	if err == nil || !strings.Contains(err.Error(), `"ts_logical"`) {
-		t.Fatalf("a timestamp without its logical part: %v, want an error naming ts_logical", err)
+// A commit timestamp's parts are checked as the history is read: a negative logical part is
+// refused with the line it is on.
+func TestTimestampPartsChecked(t *testing.T) {
+	_, err := history.Read(strings.NewReader(`{"index":1,"type":"ok","process":1,"time":10,"value":[],"commit_ts":{"wall":5,"logical":-1,"origin":1}}`))
+	if err == nil || !strings.Contains(err.Error(), "history line 1") {
+		t.Fatalf("a negative logical part: %v, want an error naming the line", err)
 	}
 }
 
@@ -130,9 +128,9 @@ func TestTimestampLifetime(t *testing.T) {
 	lines := func(meta string, ts int64) []string {
 		return []string{meta,
 			`{"index":0,"type":"invoke","process":1,"time":0,"value":[["append",1,1]]}`,
-			fmt.Sprintf(`{"index":1,"type":"ok","process":1,"time":10,"value":[["append",1,1]],"extra":{"ts_wall":%d,"ts_logical":0,"ts_origin":1}}`, ts),
+			fmt.Sprintf(`{"index":1,"type":"ok","process":1,"time":10,"value":[["append",1,1]],"commit_ts":{"wall":%d,"logical":0,"origin":1}}`, ts),
 			`{"index":2,"type":"invoke","process":2,"time":100,"value":[["r",1,null]]}`,
-			`{"index":3,"type":"ok","process":2,"time":110,"value":[["r",1,[1]]],"extra":{"ts_wall":105,"ts_logical":0,"ts_origin":2}}`,
+			`{"index":3,"type":"ok","process":2,"time":110,"value":[["r",1,[1]]],"commit_ts":{"wall":105,"logical":0,"origin":2}}`,
 		}
 	}
 	const both = `{"type":"meta","timestamp_order":true,"true_time":true}`
@@ -175,8 +173,8 @@ func TestTimestampOrderEqualTimestamps(t *testing.T) {
 	} {
 		lines := tsHistory(t, true, c.txns...)
 		for i, l := range lines {
-			if strings.Contains(l, `"ts_wall":10,`) {
-				lines[i] = regexp.MustCompile(`"ts_origin":\d+`).ReplaceAllString(l, `"ts_origin":9`)
+			if strings.Contains(l, `"wall":10,`) {
+				lines[i] = regexp.MustCompile(`"origin":\d+`).ReplaceAllString(l, `"origin":9`)
 			}
 		}
 		for _, model := range []string{"serializable", "strict-serializable"} {
@@ -200,7 +198,7 @@ func TestAnomaliesPastTheCap(t *testing.T) {
 	txn := func(p int, ops string, ts int64) {
 		lines = append(lines,
 			fmt.Sprintf(`{"index":%d,"type":"invoke","process":%d,"time":0,"value":%s}`, idx, p, ops),
-			fmt.Sprintf(`{"index":%d,"type":"ok","process":%d,"time":1000,"value":%s,"extra":{"ts_wall":%d,"ts_logical":0,"ts_origin":%d}}`, idx+1, p, ops, ts, p))
+			fmt.Sprintf(`{"index":%d,"type":"ok","process":%d,"time":1000,"value":%s,"commit_ts":{"wall":%d,"logical":0,"origin":%d}}`, idx+1, p, ops, ts, p))
 		idx += 2
 	}
 	for i := range pairs {

@@ -35,12 +35,13 @@ const (
 	Meta   = "meta"
 )
 
-// Keys of Op.Extra that carry an ok completion's commit timestamp, as the protocol reported it.
-const (
-	ExtraTSWall    = "ts_wall"
-	ExtraTSLogical = "ts_logical"
-	ExtraTSOrigin  = "ts_origin"
-)
+// CommitTS is the commit timestamp a protocol reported for a transaction (ts.Timestamp's parts),
+// which the checker holds the history to where the meta line declares TimestampOrder.
+type CommitTS struct {
+	Wall    int64  `json:"wall"`
+	Logical uint32 `json:"logical"`
+	Origin  uint32 `json:"origin"`
+}
 
 // Micro-op functions.
 const (
@@ -160,7 +161,10 @@ type Op struct {
 	Value      []MicroOp        `json:"value,omitempty"`
 	Error      string           `json:"error,omitempty"`
 	KeyRegions map[string]int   `json:"key_regions,omitempty"` // meta lines only
-	Extra      map[string]int64 `json:"extra,omitempty"`       // ExtraTS* on ok completions: the commit timestamp
+	Extra      map[string]int64 `json:"extra,omitempty"`       // free-form, for debugging
+	// CommitTS (ok completions) is the transaction's commit timestamp, when the protocol
+	// reported one.
+	CommitTS *CommitTS `json:"commit_ts,omitempty"`
 	// TimestampOrder (meta lines only) declares that the history's commit timestamps order its
 	// transactions (protocol.TimestampOrdered), which the checker then verifies.
 	TimestampOrder bool `json:"timestamp_order,omitempty"`
@@ -234,7 +238,7 @@ func (r *Recorder) CompleteCommitted(process, region int, now int64, value []Mic
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ops = append(r.ops, Op{Index: int64(len(r.ops)), Type: OK, F: "txn", Process: process, Time: now, Region: region, Value: cloneOps(value),
-		Extra: map[string]int64{ExtraTSWall: wall, ExtraTSLogical: int64(logical), ExtraTSOrigin: int64(origin)}})
+		CommitTS: &CommitTS{Wall: wall, Logical: logical, Origin: origin}})
 }
 
 // Ops returns a copy of the recorded events (with a leading meta line if key regions are known).
