@@ -33,8 +33,10 @@ type Report struct {
 	Model     string    `json:"model"`
 	Verdict   string    `json:"verdict"`
 	Anomalies []Anomaly `json:"anomalies"`
-	// AnomalyTypes lists the distinct anomaly types found, sorted.
-	AnomalyTypes []string `json:"anomaly_types"`
+	// AnomalyTypes lists the distinct anomaly types found, sorted, and AnomalyCounts how many of
+	// each, those not listed included.
+	AnomalyTypes  []string       `json:"anomaly_types"`
+	AnomalyCounts map[string]int `json:"anomaly_counts,omitempty"`
 	// Omitted counts anomalies found but not listed (the list is capped to keep reports readable).
 	Omitted int    `json:"omitted,omitempty"`
 	Counts  Counts `json:"counts"`
@@ -50,6 +52,9 @@ type Counts struct {
 	// Edges is the size of the dependency graph the model was checked on (real-time barriers
 	// included).
 	Edges int `json:"edges"`
+	// Timestamped counts the committed transactions held to their commit timestamps (a
+	// history that declares timestamp order, tsorder.go).
+	Timestamped int `json:"timestamped,omitempty"`
 }
 
 // Anomaly is one violation. Cycle anomalies carry the cycle; direct ones (aborted read, lost
@@ -128,8 +133,9 @@ type checker struct {
 	// is then the model without it.
 	rtUnchecked bool
 	anomalies   []Anomaly
-	omitted     int             // anomalies found past maxAnomalies, counted only
-	types       map[string]bool // the type of every anomaly found, listed or not
+	omitted     int            // anomalies found past maxAnomalies, counted only
+	types       map[string]int // how many anomalies of each type were found, listed or not
+	timestamped int            // committed transactions held to their commit timestamps
 	notes       []string
 	// timelines caches each register key's writers in real-time order (see realtimeSuccessors).
 	timelines map[int64]*regTimeline
@@ -139,9 +145,9 @@ type checker struct {
 // history can hold tens of thousands, and the report lists maxAnomalies).
 func (c *checker) add(a Anomaly) {
 	if c.types == nil {
-		c.types = map[string]bool{}
+		c.types = map[string]int{}
 	}
-	c.types[a.Type] = true
+	c.types[a.Type]++
 	if len(c.anomalies) == maxAnomalies {
 		c.omitted++
 		return
@@ -171,7 +177,10 @@ func (c *checker) report() *Report {
 	if r.AnomalyTypes == nil {
 		r.AnomalyTypes = []string{}
 	}
-	r.Anomalies, r.Omitted = c.anomalies, c.omitted
+	r.Anomalies, r.Omitted, r.Counts.Timestamped = c.anomalies, c.omitted, c.timestamped
+	if len(c.types) > 0 {
+		r.AnomalyCounts = c.types
+	}
 	if r.Anomalies == nil {
 		r.Anomalies = []Anomaly{}
 	}
@@ -206,13 +215,19 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "model:        %s\n", r.Model)
 	fmt.Fprintf(&b, "verdict:      %s\n", r.Verdict)
 	fmt.Fprintf(&b, "transactions: %d ok, %d fail, %d info\n", r.Counts.OK, r.Counts.Fail, r.Counts.Info)
+	if r.Counts.Timestamped > 0 {
+		fmt.Fprintf(&b, "timestamps:   %d committed transactions held to their commit timestamps\n", r.Counts.Timestamped)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note:         %s\n", n)
 	}
 	if len(r.AnomalyTypes) > 0 {
-		counts := map[string]int{}
-		for _, a := range r.Anomalies {
-			counts[a.Type]++
+		counts := r.AnomalyCounts
+		if counts == nil { // a report built by hand
+			counts = map[string]int{}
+			for _, a := range r.Anomalies {
+				counts[a.Type]++
+			}
 		}
 		parts := make([]string, 0, len(r.AnomalyTypes))
 		for _, t := range r.AnomalyTypes {

@@ -58,6 +58,11 @@ func (c *checker) tsOrder() {
 	if !c.h.tsOrder {
 		return
 	}
+	for i := range c.h.txns {
+		if c.stamped(int32(i)) {
+			c.timestamped++
+		}
+	}
 	c.dependenciesInTimestampOrder()
 	if c.m.order == kRT && !c.m.regionRT && !c.m.keyRT && !c.h.untimed {
 		c.realtimeInTimestampOrder()

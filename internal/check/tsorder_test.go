@@ -216,4 +216,13 @@ func TestAnomaliesPastTheCap(t *testing.T) {
 	if want := []string{"timestamp-lifetime", "timestamp-order"}; !reflect.DeepEqual(r.AnomalyTypes, want) {
 		t.Errorf("types %v, want %v", r.AnomalyTypes, want)
 	}
+	if want := map[string]int{"timestamp-lifetime": 1, "timestamp-order": pairs}; !reflect.DeepEqual(r.AnomalyCounts, want) {
+		t.Errorf("counts %v, want %v", r.AnomalyCounts, want)
+	}
+	if r.Counts.Timestamped != 2*pairs+1 {
+		t.Errorf("%d transactions held to their timestamps, want %d", r.Counts.Timestamped, 2*pairs+1)
+	}
+	if s := r.String(); !strings.Contains(s, "timestamp-lifetime (1), timestamp-order (250)") {
+		t.Errorf("the report counts types by the anomalies listed:\n%s", s[:min(len(s), 400)])
+	}
 }
