@@ -68,6 +68,9 @@ func printResult(w io.Writer, r *bench.Result) {
 		rep := r.Check.(*check.Report)
 		fmt.Fprintf(tw, "check\t%s: %s (%s among the history's %d transactions, %s)\n", model, verdict,
 			counted(n, "anomaly", "anomalies"), rep.Counts.OK+rep.Counts.Fail+rep.Counts.Info, historySpan(r.Durability))
+		if rep.Counts.Timestamped > 0 {
+			fmt.Fprintf(tw, "timestamps\t%d committed transactions held to their commit timestamps (meridian check --help)\n", rep.Counts.Timestamped)
+		}
 	}
 	tw.Flush()
 }

@@ -35,3 +35,16 @@ func TestCheckLineClaimsFinalReadOnlyIfItRan(t *testing.T) {
 		}
 	}
 }
+
+// A check that held transactions to their commit timestamps says so on a line of its own.
+func TestTimestampsLine(t *testing.T) {
+	for _, n := range []int{0, 42} {
+		r := &bench.Result{Check: &check.Report{Model: "serializable", Verdict: check.Valid, Counts: check.Counts{Timestamped: n}}}
+		var out bytes.Buffer
+		printResult(&out, r)
+		has := strings.Contains(out.String(), "42 committed transactions held to their commit timestamps")
+		if has != (n > 0) {
+			t.Errorf("timestamped %d: printed\n%s", n, out.String())
+		}
+	}
+}
