@@ -37,22 +37,31 @@ func (d *fullDisk) Failing(time.Duration) error {
 	return nil
 }
 
-// A node whose store keeps failing stops (fail-stop), and Close does not wait on the writes
-// stalled in it: with the disk full, a node answered nothing while it looked alive, Pebble
-// retrying its flushes without end.
-func TestNodeStopsWhenItsStoreFails(t *testing.T) {
-	defer func(d time.Duration) { storeFailAfter = d }(storeFailAfter)
+// startAndFillDisk starts a node on a fullDisk logging to log (nil: the default), fills the
+// disk and makes a persist that stalls in it, as a commit's did; the store then reports itself
+// failing at the watcher's first look (storeFailAfter 0 for the test).
+func startAndFillDisk(t *testing.T, log *slog.Logger) *Server {
+	t.Helper()
+	old := storeFailAfter
 	storeFailAfter = 0
+	t.Cleanup(func() { storeFailAfter = old })
 	cfg := testConfig(t, nil)
 	disk := &fullDisk{Mem: durable.NewMem(), stalled: make(chan struct{})}
-	defer close(disk.stalled)
-	s, err := Start(cfg, cfg.Topology.DataNodes(0)[0], Options{store: disk, NoGRPC: true})
+	t.Cleanup(func() { close(disk.stalled) })
+	s, err := Start(cfg, cfg.Topology.DataNodes(0)[0], Options{store: disk, NoGRPC: true, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	disk.full.Store(true)
-	// A persist the node makes now stalls in the store, as a commit's did.
 	s.committer.Submit([]node.Write{{Key: []byte("k"), Value: []byte("v")}}, func(error) {})
+	return s
+}
+
+// A node whose store keeps failing stops (fail-stop), and Close does not wait on the writes
+// stalled in it: with the disk full, a node answered nothing while it looked alive, Pebble
+// retrying its flushes without end.
+func TestNodeStopsWhenItsStoreFails(t *testing.T) {
+	s := startAndFillDisk(t, nil)
 	select {
 	case <-s.Done():
 	case <-time.After(30 * time.Second):
@@ -91,19 +100,9 @@ func (h blockingHandler) WithGroup(name string) slog.Handler {
 // A node whose store fails stops even when its log cannot be written: the log may be a file on
 // the disk that failed, and the line saying why the node stops would otherwise keep it running.
 func TestNodeStopsWhenItsLogHangs(t *testing.T) {
-	defer func(d time.Duration) { storeFailAfter = d }(storeFailAfter)
 	defer func(d time.Duration) { failLogWait = d }(failLogWait)
-	storeFailAfter, failLogWait = 0, 50*time.Millisecond
-	cfg := testConfig(t, nil)
-	disk := &fullDisk{Mem: durable.NewMem(), stalled: make(chan struct{})}
-	defer close(disk.stalled)
-	log := slog.New(blockingHandler{slog.NewTextHandler(io.Discard, nil)})
-	s, err := Start(cfg, cfg.Topology.DataNodes(0)[0], Options{store: disk, NoGRPC: true, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disk.full.Store(true)
-	s.committer.Submit([]node.Write{{Key: []byte("k"), Value: []byte("v")}}, func(error) {})
+	failLogWait = 50 * time.Millisecond
+	s := startAndFillDisk(t, slog.New(blockingHandler{slog.NewTextHandler(io.Discard, nil)}))
 	select {
 	case <-s.Done():
 		s.Close()
