@@ -100,7 +100,7 @@ func main() {
 				os.Exit(code)
 			}
 		}
-		printError(os.Stderr, err)
+		printError(stderr, err)
 		os.Exit(code)
 	}
 }

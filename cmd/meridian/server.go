@@ -158,7 +158,7 @@ acknowledged.`,
 			if err != nil {
 				return fmt.Errorf("node %s: %w", n.Name, err)
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log, Cut: cut, ClockStep: step, MaxSyncDuration: maxSync})
 			if errors.Is(err, durable.ErrInUse) {
 				// Most often the node runs already, under a configuration that moved its
