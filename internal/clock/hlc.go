@@ -1,9 +1,7 @@
 package clock
 
 import (
-	"fmt"
 	"math"
-	"time"
 
 	"github.com/meridiandb/meridian/internal/ts"
 )
@@ -17,16 +15,15 @@ import (
 // Origin is stamped on every timestamp so timestamps of different nodes never tie; ordering
 // decisions (the max rules below) compare (Wall, Logical) only, as the algorithm prescribes.
 type HLC struct {
-	origin    uint32
-	maxOffset time.Duration
-	last      ts.Timestamp
+	origin uint32
+	last   ts.Timestamp
 }
 
-// NewHLC returns a clock for node origin. A positive maxOffset makes UpdateChecked refuse remote
-// timestamps further ahead of the local physical clock than that (CockroachDB's max offset);
-// zero disables the check.
-func NewHLC(origin uint32, maxOffset time.Duration) *HLC {
-	return &HLC{origin: origin, maxOffset: maxOffset}
+// NewHLC returns a clock for node origin. It takes every remote timestamp it is given, however
+// far ahead: a pushed write timestamp may be ahead of every physical clock, and CockroachDB too
+// accepts such "synthetic" timestamps. The max-offset bound is the protocol's to apply.
+func NewHLC(origin uint32) *HLC {
+	return &HLC{origin: origin}
 }
 
 // Last returns the most recent timestamp issued or merged (Zero before any).
@@ -57,17 +54,6 @@ func (h *HLC) Update(physical int64, remote ts.Timestamp) ts.Timestamp {
 		h.last = ts.Timestamp{Wall: wall, Origin: h.origin}
 	}
 	return h.last
-}
-
-// UpdateChecked is Update preceded by the max-offset check: if remote is more than maxOffset
-// ahead of physical, the clock is left unchanged and an error is returned (the sender's clock, or
-// ours, has left the bound the protocol's uncertainty window relies on).
-func (h *HLC) UpdateChecked(physical int64, remote ts.Timestamp) (ts.Timestamp, error) {
-	if h.maxOffset > 0 && remote.Wall-physical > int64(h.maxOffset) {
-		return h.last, fmt.Errorf("clock: remote timestamp %v is %v ahead of local clock %d (max offset %v)",
-			remote, time.Duration(remote.Wall-physical), physical, h.maxOffset)
-	}
-	return h.Update(physical, remote), nil
 }
 
 // tick returns (wall, logical+1), carrying into Wall if Logical would overflow: a carry moves

@@ -177,7 +177,7 @@ func (proto) NewNode(cfg node.Config) (node.Handler, error) {
 		tp:           env.Topology(),
 		self:         env.Self(),
 		set:          s,
-		hlc:          clock.NewHLC(uint32(env.Self())+1, s.maxOffset),
+		hlc:          clock.NewHLC(uint32(env.Self()) + 1),
 		m:            protocol.NewMetrics(),
 		lastReader:   map[string]readMark{},
 		intentGen:    map[string]uint64{},
