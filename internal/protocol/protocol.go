@@ -131,6 +131,15 @@ type TimestampOrdered interface {
 	SerializesByCommitTimestamp()
 }
 
+// ClockBounded is implemented by protocols whose promise rests on the nodes' local clocks staying
+// within a bound of each other: ClockBound returns the most two data nodes' clocks may be apart
+// under opts (crdb's max-offset), or 0 if the options put no such bound. A real node measures
+// its clock against its peers' and stops once it is off by more than that from most of them,
+// as a CockroachDB node does, rather than serve with a clock its protocol cannot trust.
+type ClockBounded interface {
+	ClockBound(opts map[string]string) time.Duration
+}
+
 // OptionModel is implemented by protocols whose promised model depends on their options (e.g.
 // spanner without commit wait is only serializable).
 type OptionModel interface {

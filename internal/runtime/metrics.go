@@ -3,9 +3,11 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -82,12 +84,15 @@ var (
 		[]string{"name"}, nil)
 	descMissed = prometheus.NewDesc("meridian_metrics_snapshot_missed_total",
 		"Scrapes that could not read the protocol's metrics in time (the event loop too busy, or the node stopping).", nil, nil)
-	descReceived  = prometheus.NewDesc("meridian_transport_received_total", "Messages delivered to the handler from the network.", nil, nil)
-	descSent      = prometheus.NewDesc("meridian_transport_sent_total", "Frames written to sockets.", nil, nil)
-	descDecodeErr = prometheus.NewDesc("meridian_transport_decode_errors_total", "Frames that failed to decode (dropped).", nil, nil)
-	descDropped   = prometheus.NewDesc("meridian_transport_dropped_total", "Frames dropped for want of a connection or queue space.", nil, nil)
-	descClients   = prometheus.NewDesc("meridian_clients", "Client connections open now.", nil, nil)
-	descDiskSlow  = prometheus.NewDesc("meridian_disk_slow_total",
+	descReceived    = prometheus.NewDesc("meridian_transport_received_total", "Messages delivered to the handler from the network.", nil, nil)
+	descSent        = prometheus.NewDesc("meridian_transport_sent_total", "Frames written to sockets.", nil, nil)
+	descDecodeErr   = prometheus.NewDesc("meridian_transport_decode_errors_total", "Frames that failed to decode (dropped).", nil, nil)
+	descDropped     = prometheus.NewDesc("meridian_transport_dropped_total", "Frames dropped for want of a connection or queue space.", nil, nil)
+	descClients     = prometheus.NewDesc("meridian_clients", "Client connections open now.", nil, nil)
+	descClockOffset = prometheus.NewDesc("meridian_clock_offset_seconds",
+		"The latest measured offset of a peer data node's clock from this node's (the peer's minus this node's), for protocols that bound the nodes' clocks (crdb's max-offset); a node stops when it is beyond 80% of the bound from most of its peers.",
+		[]string{"peer"}, nil)
+	descDiskSlow = prometheus.NewDesc("meridian_disk_slow_total",
 		"Episodes of slow operations on the node's disk (a write, sync or file operation of its store under way longer than the slow threshold), each logged once.", nil, nil)
 )
 
@@ -101,7 +106,7 @@ type nodeCollector struct {
 }
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descEvents, descLatency, descMissed, descReceived, descSent, descDecodeErr, descDropped, descClients, descDiskSlow} {
+	for _, d := range []*prometheus.Desc{descInfo, descEvents, descLatency, descMissed, descReceived, descSent, descDecodeErr, descDropped, descClients, descDiskSlow, descClockOffset} {
 		ch <- d
 	}
 }
@@ -122,6 +127,10 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st, ok := s.store.(slowDiskStore); ok {
 		ch <- prometheus.MustNewConstMetric(descDiskSlow, prometheus.CounterValue, float64(st.SlowDiskEpisodes()))
+	}
+	offsets := s.ClockOffsets()
+	for _, peer := range slices.Sorted(maps.Keys(offsets)) {
+		ch <- prometheus.MustNewConstMetric(descClockOffset, prometheus.GaugeValue, offsets[peer].Seconds(), s.cfg.Nodes[peer].Name)
 	}
 	snap, ok := s.protocolSnapshot(snapshotWait)
 	if !ok {

@@ -132,7 +132,10 @@ type Server struct {
 	// storeFailed is set when the node stopped because its store failed: Close then leaves the
 	// store as a crash would, since closing it waits on writes that will not finish.
 	storeFailed atomic.Bool
-	wg          sync.WaitGroup
+	// clocks measures the peers' clocks against this node's (clockmonitor.go); nil when the
+	// protocol puts no bound on them, or the node holds no data.
+	clocks *clockMonitor
+	wg     sync.WaitGroup
 }
 
 // Start opens node id's store, starts its protocol handler, and listens on its address.
@@ -231,6 +234,11 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 			s.closeEarly()
 			return nil, err
 		}
+	}
+	if bound := clockBound(cfg); bound > 0 && me.Roles&topo.RoleData != 0 {
+		s.clocks = newClockMonitor(bound, dataPeers(cfg, id), func(n topo.NodeID) string { return cfg.Nodes[n].Name })
+		s.wg.Add(1)
+		go s.monitorClock()
 	}
 	go s.loop()
 	s.wg.Add(1)
@@ -633,6 +641,14 @@ func (s *Server) serveConn(c net.Conn) {
 		if cl != nil {
 			s.received.Add(1)
 			s.post(event{from: from, msg: m})
+			continue
+		}
+		switch m := m.(type) {
+		case *frame.ClockPing:
+			s.onClockPing(from, m)
+			continue
+		case *frame.ClockPong:
+			s.onClockPong(from, m)
 			continue
 		}
 		if !s.inbound[from].deliver(gen, func() { s.received.Add(1); s.post(event{from: from, msg: m}) }) {

@@ -32,7 +32,7 @@ func (proto) Model() string { return "serializable-no-stale-reads" }
 func (proto) SerializesByCommitTimestamp() {}
 func (proto) Options() map[string]string {
 	return map[string]string{
-		"max-offset":         "maximum clock offset the uncertainty interval covers (default 500ms, CockroachDB's)",
+		"max-offset":         "maximum clock offset the uncertainty interval covers (default 500ms, CockroachDB's); a real node whose clock is off by more than 80% of it from most of its peers stops",
 		"heartbeat-interval": "coordinator heartbeat period; a record unheard of for 5 periods may be aborted by a pusher (default 200ms)",
 		"idle-timeout":       "abort a transaction whose client sends nothing (or whose operation hangs) this long (default 5s)",
 		"write-pipelining":   "acknowledge writes before their intents are durable, proving them at commit (default on)",
@@ -135,6 +135,16 @@ func (proto) CheckDeployment(opts map[string]string, d protocol.DeploymentFacts)
 			s.maxOffset, spread, d.MaxClockOffset)
 	}
 	return nil
+}
+
+// ClockBound implements protocol.ClockBounded: max-offset is the most two clocks may be apart
+// before an uncertainty interval misses a write and a read goes stale.
+func (proto) ClockBound(opts map[string]string) time.Duration {
+	s, err := parseSettings(opts)
+	if err != nil {
+		return 0
+	}
+	return s.maxOffset
 }
 
 // checkGCTTL refuses a gc-ttl below 2×max-offset.

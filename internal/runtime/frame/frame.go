@@ -182,7 +182,27 @@ func (*Hello) Kind() wire.Kind { return 10 }
 // Kind implements wire.Msg.
 func (*Welcome) Kind() wire.Kind { return 11 }
 
+// ClockPing asks a peer node for its clock reading. Nodes exchange them to measure how far
+// their clocks are apart (internal/runtime's clock monitor); they never reach a protocol.
+type ClockPing struct {
+	Sent int64 // the sender's monotonic reading at sending, echoed in the pong
+}
+
+// ClockPong answers a ClockPing with the answering node's clock reading (env.Now).
+type ClockPong struct {
+	Sent  int64 // the ping's Sent
+	Clock int64
+}
+
+// Kind implements wire.Msg.
+func (*ClockPing) Kind() wire.Kind { return 12 }
+
+// Kind implements wire.Msg.
+func (*ClockPong) Kind() wire.Kind { return 13 }
+
 func init() {
 	wire.Register(&Hello{})
 	wire.Register(&Welcome{})
+	wire.Register(&ClockPing{})
+	wire.Register(&ClockPong{})
 }
