@@ -508,6 +508,9 @@ func runningPID(dataDir, node string) (int, error) {
 			continue
 		}
 		if !alive(n.PID, n.Name, st.Config) {
+			if why := exitReason(n.Log); why != "" {
+				return 0, fmt.Errorf("node %s is not running (pid %d): it exited: %s", node, n.PID, why)
+			}
 			return 0, fmt.Errorf("node %s is not running (pid %d): was it stopped or restarted meanwhile?", node, n.PID)
 		}
 		return n.PID, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -56,6 +57,9 @@ type nodeStatus struct {
 	// ClockStepError says why a clock-step file that is there could not be read (edited by
 	// hand): the node keeps its clock as it was, and would not start with it.
 	ClockStepError string `json:"clock_step_error,omitempty"`
+	// Exited is the error a stopped node's process ended on, from the end of its log: a disk
+	// that failed, a clock that left its protocol's bound, a start that failed.
+	Exited string `json:"exited,omitempty"`
 }
 
 const (
@@ -780,12 +784,44 @@ func processes(nodes []nodeState) string {
 // lastLine is the last line of a node's log: a node that fails to start says why there, on
 // one line ("meridian: …"), and an error quoting more would not be one line.
 func lastLine(path string) string {
-	data, err := os.ReadFile(path)
+	line, err := tailLine(path)
 	if err != nil {
 		return "its log cannot be read: " + err.Error()
 	}
-	ls := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.TrimPrefix(ls[len(ls)-1], "meridian: ")
+	return strings.TrimPrefix(line, "meridian: ")
+}
+
+// tailLine returns the last line of the file at path, reading only its end: a node's log grows
+// for as long as the cluster lives.
+func tailLine(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	const tail = 64 << 10
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return "", err
+	}
+	start := max(end-tail, 0)
+	buf := make([]byte, end-start)
+	if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
+		return "", err
+	}
+	text := strings.TrimRight(string(buf), "\n")
+	return text[strings.LastIndexByte(text, '\n')+1:], nil
+}
+
+// exitReason is why a stopped node's process ended, if it ended on an error: the process's last
+// words are a "meridian: …" line at the end of its log (a node stopped by cluster stop or a
+// signal ends on "node stopped", one killed on whatever it was writing).
+func exitReason(logPath string) string {
+	line, err := tailLine(logPath)
+	if err != nil || !strings.HasPrefix(line, "meridian: ") {
+		return ""
+	}
+	return strings.TrimPrefix(line, "meridian: ")
 }
 
 func statusOf(st *clusterState) []nodeStatus {
@@ -797,6 +833,8 @@ func statusOf(st *clusterState) []nodeStatus {
 			if accepting(n.Addr) {
 				s.State = "running"
 			}
+		} else {
+			s.Exited = exitReason(n.Log)
 		}
 		out[i] = s
 	}
@@ -883,6 +921,9 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 		}
 		if n.ClockStepError != "" {
 			state += ", unreadable clock-step file (cluster start removes it)"
+		}
+		if n.Exited != "" {
+			state += ", exited: " + n.Exited
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Roles, n.Addr, pid, state)
 	}
