@@ -82,17 +82,7 @@ func dataPeers(cfg *Config, self topo.NodeID) int {
 
 // monitorClock pings every other data node each clockPingEvery until the node stops.
 func (s *Server) monitorClock() {
-	defer s.wg.Done()
-	tick := time.NewTicker(clockPingEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-			s.pingPeers()
-		}
-	}
+	s.every(clockPingEvery, func() bool { s.pingPeers(); return true })
 }
 
 func (s *Server) pingPeers() {

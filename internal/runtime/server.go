@@ -318,21 +318,33 @@ type failingStore interface {
 // with the disk full a node answered nothing, its commits waiting on a store that retried its
 // flushes without end, while it looked alive to its peers and to cluster status.
 func (s *Server) watchStore(st failingStore) {
+	s.every(time.Second, func() bool {
+		err := st.Failing(storeFailAfter)
+		if err == nil {
+			return true
+		}
+		// A store whose disk stalled fails its writes at once, the one under way too, and its
+		// Close returns at once: Close may finish the committer and close it.
+		if !errors.Is(err, durable.ErrDiskStalled) {
+			s.storeFailed.Store(true)
+		}
+		s.fail(fmt.Errorf("store: %w", err))
+		return false
+	})
+}
+
+// every calls f each period, from a goroutine counted in s.wg, until the node stops or f
+// returns false.
+func (s *Server) every(period time.Duration, f func() bool) {
 	defer s.wg.Done()
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-tick.C:
-			if err := st.Failing(storeFailAfter); err != nil {
-				// A store whose disk stalled fails its writes at once, the one under way too,
-				// and its Close returns at once: Close may finish the committer and close it.
-				if !errors.Is(err, durable.ErrDiskStalled) {
-					s.storeFailed.Store(true)
-				}
-				s.fail(fmt.Errorf("store: %w", err))
+			if !f() {
 				return
 			}
 		}
