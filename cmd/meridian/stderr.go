@@ -20,8 +20,12 @@ var stderr io.Writer = newGiveUpWriter(os.Stderr, 2*time.Second)
 type giveUpWriter struct {
 	w    io.Writer
 	wait time.Duration
-	mu   sync.Mutex  // one write at a time, in order
-	hung atomic.Bool // a write has been under way for longer than wait
+	mu   sync.Mutex // one write at a time, in order
+	// hung is the done channel of the write that has been under way for longer than wait, nil
+	// when none is. Only that write's goroutine (or its Write) clears it: a goroutine of an
+	// earlier write that finished in time, descheduled between its close and its clear, must not
+	// clear a later write's hang and let a second write run beside the stuck one.
+	hung atomic.Pointer[chan struct{}]
 }
 
 func newGiveUpWriter(w io.Writer, wait time.Duration) *giveUpWriter {
@@ -29,12 +33,12 @@ func newGiveUpWriter(w io.Writer, wait time.Duration) *giveUpWriter {
 }
 
 func (g *giveUpWriter) Write(p []byte) (int, error) {
-	if g.hung.Load() {
+	if g.hung.Load() != nil {
 		return len(p), nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.hung.Load() {
+	if g.hung.Load() != nil {
 		return len(p), nil
 	}
 	// The write may outlive this call, and callers reuse their buffers (slog does).
@@ -43,15 +47,15 @@ func (g *giveUpWriter) Write(p []byte) (int, error) {
 	go func() {
 		_, _ = g.w.Write(line)
 		close(done)
-		g.hung.Store(false)
+		g.hung.CompareAndSwap(&done, nil)
 	}()
 	select {
 	case <-done:
 	case <-time.After(g.wait):
-		g.hung.Store(true)
+		g.hung.Store(&done)
 		select {
 		case <-done: // it returned just now, maybe before hung was set
-			g.hung.Store(false)
+			g.hung.CompareAndSwap(&done, nil)
 		default:
 		}
 	}

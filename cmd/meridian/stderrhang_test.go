@@ -84,7 +84,7 @@ func TestGiveUpWriter(t *testing.T) {
 		t.Fatalf("Write = %d, %v", n, err)
 	}
 	copy(buf, "XXXXX") // the caller reuses its buffer; the stuck write must not see it
-	if !g.hung.Load() {
+	if g.hung.Load() == nil {
 		t.Fatal("a write past its wait did not mark the writer hung")
 	}
 	if n, err := g.Write([]byte("dropped\n")); n != 8 || err != nil {
@@ -94,8 +94,10 @@ func TestGiveUpWriter(t *testing.T) {
 	if got := <-b.got; got != "first\n" {
 		t.Fatalf("the stuck write wrote %q, want its own copy %q", got, "first\n")
 	}
-	for g.hung.Load() {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); g.hung.Load() != nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer still hung 10 s after its stuck write returned")
+		}
 	}
 	if _, err := g.Write([]byte("third\n")); err != nil {
 		t.Fatal(err)

@@ -42,8 +42,13 @@ type clockMonitor struct {
 	names     func(topo.NodeID) string
 	// peers is how many other data nodes the cluster has. The vote is over all of them, not
 	// only those measured so far: a node that had heard from one peer, whose clock was the bad
-	// one, would otherwise stop for it.
-	peers   int
+	// one, would otherwise stop for it. With one peer there is no majority to tell whose clock
+	// is off (whichever node measured first would stop, often the good one, and the other then
+	// has no one left to measure), so the node says so in its log and keeps serving.
+	peers int
+	// warned is set once the node has logged that it cannot tell whose clock is off, until its
+	// peer's clock is within the bound again.
+	warned  bool
 	mu      sync.Mutex
 	samples map[topo.NodeID]clockSample
 	asked   map[topo.NodeID]time.Time // when the unanswered ping to a peer went out
@@ -88,8 +93,8 @@ func (s *Server) monitorClock() {
 func (s *Server) pingPeers() {
 	now := time.Now()
 	for _, n := range s.cfg.Nodes {
-		if n.ID == s.id || n.Roles&topo.RoleData == 0 || s.cutFrom(n.ID) {
-			continue
+		if n.ID == s.id || n.Roles&topo.RoleData == 0 || s.cutFrom(n.ID) || s.peers[n.ID].unreachable.Load() {
+			continue // a peer that is down is measured again once it is back and has pinged us
 		}
 		s.clocks.mu.Lock()
 		at, waiting := s.clocks.asked[n.ID]
@@ -117,21 +122,25 @@ func (s *Server) onClockPing(from topo.NodeID, m *frame.ClockPing) {
 func (s *Server) onClockPong(from topo.NodeID, m *frame.ClockPong) {
 	ours := (*env)(s).Now()
 	rtt := time.Since(s.startMono) - time.Duration(m.Sent)
-	if s.clocks == nil || rtt < 0 {
-		return
+	if s.clocks == nil || rtt < 0 || s.stopping() {
+		return // stopping: one "node stopping" line, not one per pong still in flight
 	}
 	half := rtt / 2
 	sample := clockSample{offset: time.Duration(m.Clock - (ours - int64(half))), uncertainty: half, at: time.Now()}
-	if err := s.clocks.record(from, sample); err != nil {
+	switch stop, err := s.clocks.record(from, sample); {
+	case stop:
 		s.fail(err)
+	case err != nil:
+		s.log.Error("clock offset beyond the protocol's bound", "err", err)
 	}
 }
 
-// record adds a measurement and returns an error if this node's clock is now beyond the
-// tolerated offset from more than half of its peers, each measured within clockSampleLife. With
-// peers down or cut off, a node may not hear enough of them to stop: it stays up, as it would
-// without the monitor.
-func (c *clockMonitor) record(from topo.NodeID, sample clockSample) error {
+// record adds a measurement. It returns an error when this node's clock is now beyond the
+// tolerated offset from more than half of its peers, each measured within clockSampleLife, and
+// stop when the node must stop for it: with one peer it cannot tell whose clock is off, and the
+// error is only said, once an episode. With peers down or cut off, a node may not hear enough
+// of them to stop: it stays up, as it would without the monitor.
+func (c *clockMonitor) record(from topo.NodeID, sample clockSample) (stop bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.asked, from)
@@ -152,9 +161,18 @@ func (c *clockMonitor) record(from topo.NodeID, sample clockSample) error {
 		}
 	}
 	if 2*beyond <= c.peers {
-		return nil
+		c.warned = false
+		return false, nil
 	}
-	return fmt.Errorf("clock: this node's clock is more than %v (%.0f%% of the protocol's bound, %v) off from %d of its %d peers (furthest: %s, by %v); the protocol could serve stale reads, so the node stops: fix its clock (or raise the bound) and restart it",
+	if c.peers < 2 {
+		if c.warned {
+			return false, nil
+		}
+		c.warned = true
+		return false, fmt.Errorf("clock: this node's clock and its only peer's (%s) are %v apart, more than %v (%.0f%% of the protocol's bound, %v); with two data nodes neither can tell whose clock is wrong, so both keep serving and the protocol could serve stale reads: fix the clocks",
+			c.names(worstPeer), worst.Round(time.Microsecond), c.tolerated, 100*clockTolerance, c.bound)
+	}
+	return true, fmt.Errorf("clock: this node's clock is more than %v (%.0f%% of the protocol's bound, %v) off from %d of its %d peers (furthest: %s, by %v); the protocol could serve stale reads, so the node stops: fix its clock (or raise the bound) and restart it",
 		c.tolerated, 100*clockTolerance, c.bound, beyond, c.peers, c.names(worstPeer), worst.Round(time.Microsecond))
 }
 

@@ -6,52 +6,80 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meridiandb/meridian/configs"
+	"github.com/meridiandb/meridian/internal/runtime/frame"
 	"github.com/meridiandb/meridian/internal/topo"
 )
 
-// A node stops when its clock is beyond the tolerated offset from more than half of the peers
-// measured lately, by more than each measurement's uncertainty; not for one outlier peer, a
-// tie, a measurement too uncertain to tell, or one too old to count.
+// A node stops when its clock is beyond the tolerated offset from more than half of its peers,
+// by more than each measurement's uncertainty; not for one outlier peer, a tie, a measurement
+// too uncertain to tell, or one too old to count. With one peer it cannot tell whose clock is
+// off: it says so instead.
 func TestClockMonitorVotes(t *testing.T) {
 	ms := time.Millisecond
 	t0 := time.Unix(1000, 0)
+	const ok, warns, stops = "ok", "warns", "stops"
 	for _, tc := range []struct {
 		name    string
-		samples []clockSample // from peers 1, 2, …, in order; the last one decides
-		stops   bool
+		samples []clockSample // from peers 1, 2, …, in order, as many as the node has; the last one decides
+		want    string
 	}{
-		{"all within", []clockSample{{offset: 5 * ms, at: t0}, {offset: -30 * ms, at: t0}}, false},
-		{"one of three peers beyond", []clockSample{{offset: 90 * ms, at: t0}, {offset: 1 * ms, at: t0}, {offset: 2 * ms, at: t0}}, false},
-		{"one of two peers beyond: a tie", []clockSample{{offset: 90 * ms, at: t0}, {offset: 1 * ms, at: t0}}, false},
-		{"two of two beyond", []clockSample{{offset: 90 * ms, at: t0}, {offset: -60 * ms, at: t0}}, true},
-		{"two of three beyond", []clockSample{{offset: 1 * ms, at: t0}, {offset: 90 * ms, at: t0}, {offset: 90 * ms, at: t0}}, true},
-		{"the only peer beyond", []clockSample{{offset: 41 * ms, at: t0}}, true},
-		{"beyond by less than the uncertainty", []clockSample{{offset: 60 * ms, uncertainty: 25 * ms, at: t0}}, false},
-		{"beyond by more than the uncertainty", []clockSample{{offset: 60 * ms, uncertainty: 15 * ms, at: t0}}, true},
-		{"a peer beyond measured too long ago", []clockSample{{offset: 90 * ms, at: t0}, {offset: 1 * ms, at: t0.Add(clockSampleLife)}, {offset: 90 * ms, at: t0.Add(clockSampleLife + time.Second)}}, false},
-		{"two of three beyond, within the sample life", []clockSample{{offset: 90 * ms, at: t0}, {offset: 1 * ms, at: t0}, {offset: 90 * ms, at: t0.Add(clockSampleLife)}}, true},
+		{"all within", []clockSample{{offset: 5 * ms, at: t0}, {offset: -30 * ms, at: t0}}, ok},
+		{"one of three peers beyond", []clockSample{{offset: 90 * ms, at: t0}, {offset: 1 * ms, at: t0}, {offset: 2 * ms, at: t0}}, ok},
+		{"one of two peers beyond: a tie", []clockSample{{offset: 90 * ms, at: t0}, {offset: 1 * ms, at: t0}}, ok},
+		{"two of two beyond", []clockSample{{offset: 90 * ms, at: t0}, {offset: -60 * ms, at: t0}}, stops},
+		{"two of three beyond", []clockSample{{offset: 1 * ms, at: t0}, {offset: 90 * ms, at: t0}, {offset: 90 * ms, at: t0}}, stops},
+		{"two of two at the tolerance exactly (80% of 50 ms)", []clockSample{{offset: 40 * ms, at: t0}, {offset: -40 * ms, at: t0}}, ok},
+		{"two of two beyond by less than the uncertainty", []clockSample{{offset: 90 * ms, at: t0}, {offset: 60 * ms, uncertainty: 25 * ms, at: t0}}, ok},
+		{"two of two beyond by more than the uncertainty", []clockSample{{offset: 90 * ms, at: t0}, {offset: 60 * ms, uncertainty: 5 * ms, at: t0}}, stops},
+		{"a peer beyond measured too long ago", []clockSample{{offset: 90 * ms, at: t0}, {offset: 1 * ms, at: t0.Add(clockSampleLife)}, {offset: 90 * ms, at: t0.Add(clockSampleLife + time.Second)}}, ok},
+		{"two of three beyond, within the sample life", []clockSample{{offset: 90 * ms, at: t0}, {offset: 1 * ms, at: t0}, {offset: 90 * ms, at: t0.Add(clockSampleLife)}}, stops},
+		{"the only peer beyond", []clockSample{{offset: 90 * ms, at: t0}}, warns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClockMonitor(50*ms, len(tc.samples), func(n topo.NodeID) string { return fmt.Sprint("n", n) })
+			var stop bool
 			var err error
 			for i, smp := range tc.samples {
-				if err = c.record(topo.NodeID(i+1), smp); err != nil && i < len(tc.samples)-1 {
-					t.Fatalf("stopped at sample %d of %d: %v", i+1, len(tc.samples), err)
+				if stop, err = c.record(topo.NodeID(i+1), smp); err != nil && i < len(tc.samples)-1 {
+					t.Fatalf("decided at sample %d of %d: %v", i+1, len(tc.samples), err)
 				}
 			}
-			if (err != nil) != tc.stops {
-				t.Fatalf("record: %v, want stop %v", err, tc.stops)
+			got := map[bool]string{false: ok, true: warns}[err != nil]
+			if stop {
+				got = stops
 			}
-			if err != nil && !strings.Contains(err.Error(), "clock") {
+			if got != tc.want {
+				t.Fatalf("record: stop %v, %v; want the node to be %s", stop, err, tc.want)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), "clock: ") {
 				t.Fatalf("error %q does not say it is the clock", err)
 			}
 		})
+	}
+}
+
+// With one peer a node says once per episode that it cannot tell whose clock is off.
+func TestClockMonitorWarnsOncePerEpisode(t *testing.T) {
+	ms := time.Millisecond
+	c := newClockMonitor(50*ms, 1, func(topo.NodeID) string { return "n1" })
+	t0 := time.Unix(1000, 0)
+	var said []bool
+	for i, off := range []time.Duration{90 * ms, 95 * ms, 1 * ms, 90 * ms} {
+		stop, err := c.record(1, clockSample{offset: off, at: t0.Add(time.Duration(i) * time.Second)})
+		if stop {
+			t.Fatalf("sample %d: a node with one peer stopped: %v", i, err)
+		}
+		said = append(said, err != nil)
+	}
+	if want := []bool{true, false, false, true}; !slices.Equal(said, want) {
+		t.Fatalf("said %v, want %v (once, then again after the clocks came back within)", said, want)
 	}
 }
 
@@ -89,7 +117,7 @@ func TestNodeWithAClockPastMaxOffsetStops(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for peer, off := range servers[0].ClockOffsets() {
-		if off.Abs() > 20*time.Millisecond {
+		if off.Abs() > 100*time.Millisecond {
 			t.Errorf("node 0 measured node %d's clock %v off; the clocks are one machine's", peer, off)
 		}
 	}
@@ -104,13 +132,49 @@ func TestNodeWithAClockPastMaxOffsetStops(t *testing.T) {
 	if err := servers[0].Err(); err == nil || !strings.Contains(err.Error(), "clock") {
 		t.Fatalf("node 0 stopped with %v, want an error naming its clock", err)
 	}
-	// The others measured node 0 beyond the bound too, but each was within it of the third.
+	// The others go on (node 0 stopped before they measured its step: that a node stays up for
+	// one peer beyond is TestClockMonitorVotes's).
 	time.Sleep(3 * clockPingEvery)
 	for _, s := range servers[1:] {
 		select {
 		case <-s.Done():
 			t.Fatalf("node %d stopped too: %v", s.ID(), s.Err())
 		default:
+		}
+	}
+}
+
+// A peer whose last dial failed is not pinged until it is back (it pings us, our pong redials
+// it): each ping to it would be a dial refused and a dropped frame logged.
+func TestUnreachablePeerNotPinged(t *testing.T) {
+	cfg := testConfig(t, nil)
+	s := &Server{cfg: cfg, id: 0, startMono: time.Now(), stop: make(chan struct{})}
+	s.clocks = newClockMonitor(time.Second, dataPeers(cfg, 0), func(topo.NodeID) string { return "" })
+	s.peers = make([]*link, len(cfg.Nodes))
+	var data []topo.NodeID
+	for _, n := range cfg.Nodes {
+		if n.ID != 0 {
+			s.peers[n.ID] = &link{s: s, peer: n.ID, q: make(chan outFrame, 4)}
+			if n.Roles&topo.RoleData != 0 {
+				data = append(data, n.ID)
+			}
+		}
+	}
+	if len(data) < 2 {
+		t.Fatalf("the default configuration has %d other data nodes; the test needs two", len(data))
+	}
+	down, up := data[0], data[1]
+	s.peers[down].unreachable.Store(true)
+	s.pingPeers()
+	if got := len(s.peers[down].q); got != 0 {
+		t.Errorf("%d pings queued for an unreachable peer", got)
+	}
+	if got := len(s.peers[up].q); got != 1 {
+		t.Errorf("%d pings queued for a reachable peer, want 1", got)
+	}
+	for _, n := range cfg.Nodes {
+		if n.Roles&topo.RoleData == 0 && len(s.peers[n.ID].q) != 0 {
+			t.Errorf("node %s, which holds no data, was pinged", n.Name)
 		}
 	}
 }
@@ -156,5 +220,19 @@ func TestClockWithinMaxOffsetKeepsRunning(t *testing.T) {
 			t.Fatalf("node %d stopped: %v", s.ID(), s.Err())
 		default:
 		}
+	}
+}
+
+// A pong's offset is the peer's reading against the midpoint of the round trip, give or take
+// half of it: a ping sent 100 ms ago answered with our clock now puts the peer 50 ms ± 50 ms
+// ahead (it read its clock somewhere within those 100 ms).
+func TestClockPongArithmetic(t *testing.T) {
+	s := &Server{startMono: time.Now().Add(-time.Second), stop: make(chan struct{})}
+	s.clocks = newClockMonitor(time.Second, 2, func(topo.NodeID) string { return "" })
+	sent := time.Since(s.startMono) - 100*time.Millisecond
+	s.onClockPong(1, &frame.ClockPong{Sent: int64(sent), Clock: (*env)(s).Now()})
+	smp := s.clocks.samples[1]
+	if (smp.offset-50*time.Millisecond).Abs() > 10*time.Millisecond || (smp.uncertainty-50*time.Millisecond).Abs() > 10*time.Millisecond {
+		t.Errorf("offset %v ± %v, want 50ms ± 50ms", smp.offset, smp.uncertainty)
 	}
 }

@@ -61,6 +61,10 @@ type link struct {
 	// relaying replies) when the queue is full.
 	drops  atomic.Int64
 	client bool
+	// unreachable is set while the peer's last dial failed and none has succeeded since, for
+	// senders that can wait for the peer to come back rather than have a dial tried (and a drop
+	// logged) for each frame: the clock monitor.
+	unreachable atomic.Bool
 }
 
 func (s *Server) newLink(peer topo.NodeID, addr string, delay time.Duration, conn net.Conn) *link {
@@ -200,10 +204,12 @@ func (l *link) connect() (why string) {
 	c, dead, err := l.dial()
 	if err != nil {
 		l.nextDial = time.Now().Add(redialBackoff)
+		l.unreachable.Store(true)
 		return "dial: " + err.Error()
 	}
 	l.conn, l.dead = c, dead
 	l.drops.Store(0)
+	l.unreachable.Store(false)
 	return ""
 }
 

@@ -213,6 +213,11 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 		}
 	}
 	s.h = h
+	// Before the metrics endpoint serves (its Collect reads s.clocks) and before connections
+	// are accepted (serveConn reads it).
+	if bound := clockBound(cfg); bound > 0 && me.Roles&topo.RoleData != 0 {
+		s.clocks = newClockMonitor(bound, dataPeers(cfg, id), func(n topo.NodeID) string { return cfg.Nodes[n].Name })
+	}
 	if s.ln, err = net.Listen("tcp", me.Addr); err != nil {
 		s.closeEarly()
 		return nil, fmt.Errorf("node %s: %w", me.Name, err)
@@ -235,8 +240,7 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	if bound := clockBound(cfg); bound > 0 && me.Roles&topo.RoleData != 0 {
-		s.clocks = newClockMonitor(bound, dataPeers(cfg, id), func(n topo.NodeID) string { return cfg.Nodes[n].Name })
+	if s.clocks != nil {
 		s.wg.Add(1)
 		go s.monitorClock()
 	}
