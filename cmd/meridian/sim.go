@@ -38,6 +38,8 @@ type simCommand struct {
 	randomPartitions string
 	randomSkews      string
 	skewBy           time.Duration
+	randomSlowdowns  string
+	slowBy           time.Duration
 	skews            []string
 	seeds            int
 	parallel         int
@@ -65,7 +67,10 @@ region SH's first data node. The result lists the crashes it ran under.
 script makes one: after each gap (a duration, or a range A-B drawn uniformly) a data node that
 is up crashes for an outage drawn up to FOR (or from a range), several nodes down at once when
 gaps are shorter than outages; --random-partitions GAP/FOR does the same with cuts between
-pairs of regions. With --seeds each seed runs its own schedules:
+pairs of regions, and --random-slowdowns GAP/FOR with --slow-by D with slowdowns between pairs
+of regions: every message between them, both ways, takes an extra delay drawn up to D (links
+stay FIFO), so that messages arrive late, after the timeouts a cut would also trip, rather than
+never. With --seeds each seed runs its own schedules:
   meridian sim --protocol crdb --workload list-append --read-back --flush-latency 100ms --random-crashes 300ms-3s/1.5s --duration 20s --seeds 10
 
 --loss P and --duplicate P drop, or deliver twice, each message between nodes with probability
@@ -116,6 +121,8 @@ does, its commits ending later than the wait they skip):
 	cmd.Flags().StringVar(&c.randomPartitions, "random-partitions", "", "cut pairs of regions on a schedule drawn from the seed, as GAP/FOR: after each gap a pair not cut is cut for up to FOR; each a duration or a range A-B, e.g. 1s-5s/2s")
 	cmd.Flags().StringVar(&c.randomSkews, "random-skews", "", "move servers' clocks on a schedule drawn from the seed, as GAP/FOR: after each gap a server whose clock is not moved is moved by up to ±--skew-by for up to FOR, e.g. 200ms-1s/1s")
 	cmd.Flags().DurationVar(&c.skewBy, "skew-by", 0, "with --random-skews: the largest clock step, ahead or behind (e.g. 20ms)")
+	cmd.Flags().StringVar(&c.randomSlowdowns, "random-slowdowns", "", "slow pairs of regions on a schedule drawn from the seed, as GAP/FOR: after each gap a pair not slowed has every message between its regions delayed by up to --slow-by more for up to FOR, e.g. 500ms-2s/2s")
+	cmd.Flags().DurationVar(&c.slowBy, "slow-by", 0, "with --random-slowdowns: the largest extra one-way delay (e.g. 1s)")
 	cmd.Flags().StringArrayVar(&c.crashes, "crash", nil, "crash data node NODE at virtual time AT (from the clients' start, warm-up included) for FOR, as NODE@AT/FOR, e.g. 0@1s/300ms or sh-1@1s/300ms (repeatable)")
 	cmd.Flags().StringArrayVar(&c.skews, "clock-skew", nil, "move server NODE's clocks BY (ahead, or behind if negative) at virtual time AT (from the clients' start, warm-up included), as NODE@AT=BY, e.g. sh-oracle@0s=20ms or 3@1s=-5ms (repeatable; skews of one node add up)")
 	cmd.Flags().Float64Var(&c.loss, "loss", 0, "probability in [0, 1) that a message between nodes is lost")
@@ -227,9 +234,25 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	switch {
+	case c.randomSlowdowns != "" && !cmd.Flags().Changed("slow-by"):
+		return fmt.Errorf("--random-slowdowns %s needs --slow-by, the largest extra delay (e.g. --slow-by 1s)", c.randomSlowdowns)
+	case c.randomSlowdowns != "" && (c.slowBy < time.Microsecond || c.slowBy > time.Hour || c.slowBy%time.Microsecond != 0):
+		return fmt.Errorf("--slow-by %s: --random-slowdowns needs the largest extra delay in whole microseconds, from 1µs to 1h (e.g. --slow-by 1s)", c.slowBy)
+	case c.randomSlowdowns == "" && cmd.Flags().Changed("slow-by"):
+		return fmt.Errorf("--slow-by %s: it sizes --random-slowdowns' delays, and none was given", c.slowBy)
+	}
+	slowdownsOf, err := randomFaults("--random-slowdowns", c.randomSlowdowns, "", []bench.Slowdown(nil), regionPairs, "pair of regions to slow", runLength,
+		func(p bench.FaultPattern, seed uint64) []bench.Slowdown {
+			return p.Slowdowns(tp, seed, runLength, c.slowBy)
+		})
+	if err != nil {
+		return err
+	}
 	networkOf := func(seed uint64) bench.NetFaults {
 		n := network
 		n.Partitions = partitionsOf(seed)
+		n.Slowdowns = slowdownsOf(seed)
 		return n
 	}
 	skews, err := parseClockSkews(c.skews, cfg.Topology, c.warmup+c.duration)
@@ -385,6 +408,14 @@ func (c *simCommand) run(cmd *cobra.Command) error {
 	printFaults(out, "partition", "--random-partitions", c.randomPartitions, len(partitions), func(i int) string {
 		p := partitions[i]
 		return fmt.Sprintf("%s|%s at %s for %s", p.Regions[0], p.Regions[1], p.At, p.For)
+	})
+	var slowdowns []bench.SlowdownRecord
+	if res.Network != nil {
+		slowdowns = res.Network.Slowdowns
+	}
+	printFaults(out, "slowdown", "--random-slowdowns", c.randomSlowdowns, len(slowdowns), func(i int) string {
+		d := slowdowns[i]
+		return fmt.Sprintf("%s|%s by %s at %s for %s", d.Regions[0], d.Regions[1], d.By, d.At, d.For)
 	})
 	printFirstAnomaly(out, res, c.history)
 	return failedConsistency(res)

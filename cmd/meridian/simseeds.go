@@ -108,7 +108,7 @@ func (c *simCommand) runSeeds(out io.Writer, parallel int, build func(seed uint6
 	)
 	if !c.json {
 		fmt.Fprintf(out, "seeds %d–%d, %s\n", first, first+uint64(c.seeds)-1, sweepChecks(model, c.verify))
-		fmt.Fprintf(out, seedLineFormat, "seed", "digest", "committed", "aborts", "crashes", "cuts", "steps", "result")
+		fmt.Fprintf(out, seedLineFormat, "seed", "digest", "committed", "aborts", "crashes", "cuts", "steps", "slows", "result")
 	}
 	for range parallel {
 		wg.Add(1)
@@ -213,7 +213,7 @@ func sweepChecks(model string, verify bool) string {
 
 // seedLineFormat lays a sweep's lines out in fixed columns: they are printed one by one, as
 // their runs end.
-const seedLineFormat = "%-6v  %-16v  %9v  %6v  %7v  %4v  %5v  %v\n"
+const seedLineFormat = "%-6v  %-16v  %9v  %6v  %7v  %4v  %5v  %5v  %v\n"
 
 func printSeedLine(w io.Writer, r *seedRun) {
 	result := r.Status
@@ -221,15 +221,15 @@ func printSeedLine(w io.Writer, r *seedRun) {
 		result += ": " + r.Error
 	}
 	if r.Result == nil { // the run panicked
-		fmt.Fprintf(w, seedLineFormat, r.Seed, "-", "-", "-", "-", "-", "-", result)
+		fmt.Fprintf(w, seedLineFormat, r.Seed, "-", "-", "-", "-", "-", "-", "-", result)
 		return
 	}
-	cuts := 0
+	cuts, slows := 0, 0
 	if r.Result.Network != nil {
-		cuts = len(r.Result.Network.Partitions)
+		cuts, slows = len(r.Result.Network.Partitions), len(r.Result.Network.Slowdowns)
 	}
 	fmt.Fprintf(w, seedLineFormat, r.Seed, r.Result.TraceDigest, r.Result.Committed, fmt.Sprintf("%.1f%%", 100*r.Result.AbortRate),
-		len(r.Result.Crashes), cuts, clockSteps(r.Result.ClockSkews), result)
+		len(r.Result.Crashes), cuts, clockSteps(r.Result.ClockSkews), slows, result)
 }
 
 // clockSteps counts the skews that move a server's clock away from honest (a --random-skews

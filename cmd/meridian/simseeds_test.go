@@ -312,3 +312,47 @@ func TestSimRandomSkewsSweepCountsSteps(t *testing.T) {
 		t.Errorf("want a steps column, 1 for seed 1 and 0 for seed 3 (which draws none): %v\n%s", steps, out)
 	}
 }
+
+// --random-slowdowns slows pairs of regions on a seed's schedule: one run lists each slowdown,
+// a sweep counts them per seed, and correct protocols stay valid through them (messages that
+// arrive seconds late, after the timeouts a cut would trip).
+func TestSimRandomSlowdowns(t *testing.T) {
+	args := []string{"sim", "--workload", "list-append", "--read-back", "--keys", "8", "--clients", "4",
+		"--random-slowdowns", "300ms-1s/1500ms", "--slow-by", "3s", "--duration", "5s"}
+	for _, p := range []string{"k2", "spanner", "crdb"} {
+		out, errs, code := run(t, append(args, "--protocol", p, "--seeds", "2", "--parallel", "1")...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", p, code, out, errs)
+		}
+		slows := map[string]string{}
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= 9 && (f[1] == "digest" || len(f[1]) == 16) {
+				slows[f[0]] = f[7]
+			}
+		}
+		if slows["seed"] != "slows" || slows["1"] == "" || slows["1"] == "0" {
+			t.Errorf("%s: want a slows column counting seed 1's slowdowns: %v\n%s", p, slows, out)
+		}
+	}
+	out, errs, code := run(t, append(args, "--protocol", "k2", "--seed", "1")...)
+	if code != 0 || !regexp.MustCompile(`(?m)^slowdown: [A-Z]+\|[A-Z]+ by [0-9.]+m?s at [0-9.]+m?s for [0-9.]+m?s$`).MatchString(out) {
+		t.Errorf("one run: exit %d, want its slowdowns listed\n%s%s", code, out, errs)
+	}
+}
+
+func TestSimRandomSlowdownsBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+		want string
+	}{
+		{[]string{"--random-slowdowns", "1s/1s"}, "--slow-by", "needs --slow-by"},
+		{[]string{"--random-slowdowns", "1s/1s", "--slow-by", "1500ns"}, "--slow-by", "whole microseconds"},
+		{[]string{"--random-slowdowns", "1s/1s", "--slow-by", "2h"}, "--slow-by", "from 1µs to 1h"},
+		{[]string{"--slow-by", "5ms"}, "--slow-by", "none was given"},
+		{[]string{"--random-slowdowns", "10s/1s", "--slow-by", "5ms"}, "--random-slowdowns", "no fault fits a run of 2s"},
+		{[]string{"--random-slowdowns", "1s/1s", "--slow-by", "5ms", "--topology", "single-dc"}, "--random-slowdowns", "no pair of regions to slow"},
+	} {
+		expectSimRefused(t, c.args, c.flag, c.want)
+	}
+}

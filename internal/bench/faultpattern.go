@@ -146,17 +146,37 @@ func (p FaultPattern) Crashes(tp *topo.Topology, seed uint64, runLength time.Dur
 // Partitions draws the pattern's partitions of pairs of tp's regions, each healed before the
 // run ends (CheckNetFaults).
 func (p FaultPattern) Partitions(tp *topo.Topology, seed uint64, runLength time.Duration) []Partition {
+	pairs := regionPairs(tp)
+	var out []Partition
+	p.draw(seed, 0x706172746974696f, runLength, len(pairs), func(i int, at, length time.Duration) { // "partitio"
+		out = append(out, Partition{A: pairs[i][0], B: pairs[i][1], At: at, For: length})
+	})
+	return out
+}
+
+// Slowdowns draws the pattern's slowdowns of pairs of tp's regions, each by an extra one-way
+// delay drawn uniformly from whole microseconds in (0, by], and each over before the run ends
+// (CheckNetFaults).
+func (p FaultPattern) Slowdowns(tp *topo.Topology, seed uint64, runLength, by time.Duration) []Slowdown {
+	pairs := regionPairs(tp)
+	extra := rand.New(rand.NewPCG(seed, 0x736c6f772d6279)) // "slow-by": the delays' own stream
+	limit := max(int64(by/time.Microsecond), 1)
+	var out []Slowdown
+	p.draw(seed, 0x736c6f77, runLength, len(pairs), func(i int, at, length time.Duration) { // "slow"
+		out = append(out, Slowdown{A: pairs[i][0], B: pairs[i][1], At: at, For: length, By: time.Duration(1+extra.Int64N(limit)) * time.Microsecond})
+	})
+	return out
+}
+
+// regionPairs lists tp's pairs of distinct regions, each once, in topology order.
+func regionPairs(tp *topo.Topology) [][2]topo.RegionID {
 	var pairs [][2]topo.RegionID
 	for a := range tp.Regions {
 		for b := a + 1; b < len(tp.Regions); b++ {
 			pairs = append(pairs, [2]topo.RegionID{topo.RegionID(a), topo.RegionID(b)})
 		}
 	}
-	var out []Partition
-	p.draw(seed, 0x706172746974696f, runLength, len(pairs), func(i int, at, length time.Duration) { // "partitio"
-		out = append(out, Partition{A: pairs[i][0], B: pairs[i][1], At: at, For: length})
-	})
-	return out
+	return pairs
 }
 
 // Skews draws the pattern's clock steps of tp's servers (data nodes and oracles): after each

@@ -188,3 +188,62 @@ func TestFaultPatternSkewsUniformSign(t *testing.T) {
 		t.Errorf("%d steps ahead, %d behind: want about half each", ahead, behind)
 	}
 }
+
+// Slowdowns slow pairs of regions by up to by, one slowdown of a pair at a time, each over
+// before the run ends: a seed gives one schedule, and every one passes CheckNetFaults.
+func TestFaultPatternSlowdowns(t *testing.T) {
+	tp, p := shortGapPattern(t)
+	const run, by = 6 * time.Second, 800 * time.Millisecond
+	var largest time.Duration
+	for seed := uint64(1); seed <= 50; seed++ {
+		s := p.Slowdowns(tp, seed, run, by)
+		if err := CheckNetFaults(tp, NetFaults{Slowdowns: s}, run); err != nil {
+			t.Fatalf("seed %d: %v\n%v", seed, err, s)
+		}
+		if len(s) < 5 {
+			t.Fatalf("seed %d: %d slowdowns in %s", seed, len(s), run)
+		}
+		for _, d := range s {
+			if d.A >= d.B || d.For < minFault || d.For > p.ForMax || d.By <= 0 || d.By > by || d.By%time.Microsecond != 0 {
+				t.Errorf("seed %d: %+v outside the pattern", seed, d)
+			}
+			largest = max(largest, d.By)
+		}
+		if !reflect.DeepEqual(s, p.Slowdowns(tp, seed, run, by)) {
+			t.Fatalf("seed %d: two schedules differ", seed)
+		}
+	}
+	if largest < by*9/10 {
+		t.Errorf("the largest delay drawn in 50 seeds is %s, want delays spread up to %s", largest, by)
+	}
+	if reflect.DeepEqual(p.Slowdowns(tp, 1, run, by), p.Slowdowns(tp, 2, run, by)) {
+		t.Error("seeds 1 and 2 drew one schedule")
+	}
+}
+
+// CheckNetFaults refuses a slowdown that is not of two regions, not positive, past the run, or
+// that overlaps the pair's last one.
+func TestCheckSlowdowns(t *testing.T) {
+	tp, _ := shortGapPattern(t)
+	const run = 5 * time.Second
+	ok := Slowdown{A: 0, B: 1, At: time.Second, For: time.Second, By: 100 * time.Millisecond}
+	if err := CheckNetFaults(tp, NetFaults{Slowdowns: []Slowdown{ok, {A: 1, B: 0, At: 2100 * time.Millisecond, For: time.Second, By: time.Second}}}, run); err != nil {
+		t.Fatalf("two slowdowns of a pair one after the other: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		d    []Slowdown
+		want string
+	}{
+		{"one region", []Slowdown{{A: 2, B: 2, At: 0, For: time.Second, By: time.Second}}, "not two regions"},
+		{"no delay", []Slowdown{{A: 0, B: 1, At: 0, For: time.Second}}, "extra delay must be positive"},
+		{"past the bound", []Slowdown{{A: 0, B: 1, At: 0, For: time.Second, By: 2 * time.Hour}}, "at most 1h"},
+		{"past the run", []Slowdown{{A: 0, B: 1, At: 4 * time.Second, For: 2 * time.Second, By: time.Second}}, "must end by the end of the run"},
+		{"overlapping", []Slowdown{ok, {A: 1, B: 0, At: 1500 * time.Millisecond, For: time.Second, By: time.Second}}, "must not overlap"},
+	} {
+		err := CheckNetFaults(tp, NetFaults{Slowdowns: c.d}, run)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error mentioning %q", c.name, err, c.want)
+		}
+	}
+}

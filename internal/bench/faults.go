@@ -24,6 +24,18 @@ type NetFaults struct {
 	// its extra delay uniformly from [0, DuplicateDelay] (0: sim.DefaultDuplicateDelay).
 	DuplicateDelay time.Duration
 	Partitions     []Partition
+	Slowdowns      []Slowdown
+}
+
+// Slowdown adds By to the one-way delay of every message between two regions, both ways, sent
+// At after the clients start (warm-up included, loading not) until For later, as a congested or
+// rerouted WAN link would: a message then arrives late rather than never, after the timeouts a
+// partition would have tripped as well. Links stay FIFO.
+type Slowdown struct {
+	A, B topo.RegionID
+	At   time.Duration
+	For  time.Duration
+	By   time.Duration
 }
 
 // Partition cuts two regions from each other, both ways, At after the clients start (warm-up
@@ -42,6 +54,15 @@ type NetFaultsRecord struct {
 	Duplicate      float64           `json:"duplicate,omitempty"`
 	DuplicateDelay string            `json:"duplicate_delay,omitempty"`
 	Partitions     []PartitionRecord `json:"partitions,omitempty"`
+	Slowdowns      []SlowdownRecord  `json:"slowdowns,omitempty"`
+}
+
+// SlowdownRecord is one Slowdown as a result file reports it, the regions by name.
+type SlowdownRecord struct {
+	Regions [2]string `json:"regions"`
+	At      string    `json:"at"`
+	For     string    `json:"for"`
+	By      string    `json:"by"`
 }
 
 // PartitionRecord is one Partition as a result file reports it, the regions by name.
@@ -53,7 +74,7 @@ type PartitionRecord struct {
 
 // Empty reports whether f injects no fault at all.
 func (f NetFaults) Empty() bool {
-	return f.Loss == 0 && f.Duplicate == 0 && len(f.Partitions) == 0
+	return f.Loss == 0 && f.Duplicate == 0 && len(f.Partitions) == 0 && len(f.Slowdowns) == 0
 }
 
 // ParsePartition parses A|B@AT/FOR (SH|BJ@2s/1s), regions by name in any case.
@@ -135,6 +156,19 @@ func CheckNetFaults(tp *topo.Topology, f NetFaults, runLength time.Duration) err
 			return fmt.Errorf("%s: the regions must be healed by the end of the run at %s (warm-up plus duration)", p.describe(tp), runLength)
 		}
 	}
+	for _, d := range f.Slowdowns {
+		if err := checkSlowdown(tp, d, runLength); err != nil {
+			return err
+		}
+	}
+	for i, d := range sortedSlowdowns(f.Slowdowns) {
+		for _, e := range sortedSlowdowns(f.Slowdowns)[:i] {
+			if e.A == d.A && e.B == d.B && d.At <= e.At+e.For {
+				return fmt.Errorf("%s: the regions are slowed until %s (%s); one pair's slowdowns must not overlap or touch",
+					d.describe(tp), e.At+e.For, e.describe(tp))
+			}
+		}
+	}
 	latest := map[[2]topo.RegionID]Partition{} // each pair's latest partition so far
 	for _, p := range sortedPartitions(f.Partitions) {
 		if prev, seen := latest[[2]topo.RegionID{p.A, p.B}]; seen && p.At <= prev.At+prev.For {
@@ -161,6 +195,47 @@ func sortedPartitions(ps []Partition) []Partition {
 	return out
 }
 
+// maxSlowdown bounds a slowdown's extra delay, as every simulated delay is bounded: the
+// simulator adds it to its clock.
+const maxSlowdown = time.Hour
+
+func checkSlowdown(tp *topo.Topology, d Slowdown, runLength time.Duration) error {
+	n := len(tp.Regions)
+	if int(d.A) < 0 || int(d.A) >= n || int(d.B) < 0 || int(d.B) >= n || d.A == d.B {
+		return fmt.Errorf("slowdown of regions %d and %d: not two regions of topology %s", d.A, d.B, tp.Name)
+	}
+	switch {
+	case d.By <= 0 || d.By > maxSlowdown:
+		return fmt.Errorf("%s: the extra delay must be positive and at most %s", d.describe(tp), maxSlowdown)
+	case d.At < 0:
+		return fmt.Errorf("%s: the slowdown time must not be negative", d.describe(tp))
+	case d.For <= 0:
+		return fmt.Errorf("%s: the slowdown must last a positive time", d.describe(tp))
+	case d.At >= runLength:
+		return fmt.Errorf("%s: the run ends at %s (warm-up plus duration)", d.describe(tp), runLength)
+	case d.For > runLength-d.At:
+		return fmt.Errorf("%s: the slowdown must end by the end of the run at %s (warm-up plus duration)", d.describe(tp), runLength)
+	}
+	return nil
+}
+
+// sortedSlowdowns orders slowdowns as sortedPartitions orders partitions.
+func sortedSlowdowns(ds []Slowdown) []Slowdown {
+	out := make([]Slowdown, len(ds))
+	for i, d := range ds {
+		d.A, d.B = min(d.A, d.B), max(d.A, d.B)
+		out[i] = d
+	}
+	slices.SortFunc(out, func(a, b Slowdown) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.A, b.A), cmp.Compare(a.B, b.B))
+	})
+	return out
+}
+
+func (d Slowdown) describe(tp *topo.Topology) string {
+	return fmt.Sprintf("slowdown %s|%s by %s at %s for %s", tp.Regions[d.A].Name, tp.Regions[d.B].Name, d.By, d.At, d.For)
+}
+
 func (f NetFaults) duplicateDelay() time.Duration {
 	return cmp.Or(f.DuplicateDelay, sim.DefaultDuplicateDelay)
 }
@@ -181,6 +256,10 @@ func (f NetFaults) record(tp *topo.Topology) *NetFaultsRecord {
 		r.Partitions = append(r.Partitions, PartitionRecord{Regions: [2]string{tp.Regions[p.A].Name, tp.Regions[p.B].Name},
 			At: p.At.String(), For: p.For.String()})
 	}
+	for _, d := range sortedSlowdowns(f.Slowdowns) {
+		r.Slowdowns = append(r.Slowdowns, SlowdownRecord{Regions: [2]string{tp.Regions[d.A].Name, tp.Regions[d.B].Name},
+			At: d.At.String(), For: d.For.String(), By: d.By.String()})
+	}
 	return r
 }
 
@@ -196,5 +275,9 @@ func scheduleNetFaults(s *sim.Sim, f NetFaults, w Window) {
 	for _, p := range sortedPartitions(f.Partitions) {
 		s.At(w.Start+int64(p.At), func() { s.PartitionRegions(p.A, p.B) })
 		s.At(w.Start+int64(p.At+p.For), func() { s.HealRegions(p.A, p.B) })
+	}
+	for _, d := range sortedSlowdowns(f.Slowdowns) {
+		s.At(w.Start+int64(d.At), func() { s.SlowRegions(d.A, d.B, d.By) })
+		s.At(w.Start+int64(d.At+d.For), func() { s.SlowRegions(d.A, d.B, 0) })
 	}
 }

@@ -8,8 +8,9 @@
 //   - Time: virtual nanoseconds of true time. One event queue ordered by (time, sequence number),
 //     so ties are broken by the order events were scheduled and the order is total.
 //   - Network: one-way delay = RTT/2 between regions (IntraRTT/2 inside one), plus seeded uniform
-//     jitter; FIFO per directed link unless reordering is on; loss, duplication and partitions
-//     (node or region level) can be switched on and off at any virtual time. A duplicate is a
+//     jitter; FIFO per directed link unless reordering is on; loss, duplication, partitions (node
+//     or region level) and slowdowns between regions can be switched on and off at any virtual
+//     time. A duplicate is a
 //     stray copy: it arrives up to a bound (100 ms by default) after its original, out of the
 //     link's order. Loss and duplication may spare client connections, which real clients hold
 //     over TCP (SetClientLinksReliable).

@@ -161,3 +161,45 @@ func TestHealRegionsHealsOnePair(t *testing.T) {
 		t.Errorf("pings SH→BJ, SH→SG, SG→SH delivered %v, want [0 1 1]: SH|BJ still cut, SH|SG healed both ways", got)
 	}
 }
+
+// SlowRegions delays the messages sent between two regions while it lasts, both ways and no
+// others, and keeps each link FIFO: a message sent just after the slowdown ends arrives behind
+// the slowed ones, not before them.
+func TestSlowRegions(t *testing.T) {
+	s := newEcho(t, 0)
+	tp := s.Topology()
+	sh, bj, sg := tp.DataNodes(0)[0], tp.DataNodes(1)[0], tp.DataNodes(4)[0]
+	ms := int64(time.Millisecond)
+	oneWay := int64(tp.OneWay(0, 1))
+	send := func(at int64, from, to topo.NodeID) {
+		s.At(at, func() { s.send(int32(from), int32(to), &ping{Sent: s.Now()}, s.Now()) })
+	}
+	s.At(0, func() { s.SlowRegions(0, 1, 500*time.Millisecond) })
+	send(10*ms, sh, bj) // slowed
+	send(10*ms, bj, sh) // slowed, the other way
+	send(10*ms, sh, sg) // another pair: not slowed
+	s.At(100*ms, func() { s.SlowRegions(0, 1, 0) })
+	send(100*ms, sh, bj) // after the slowdown: held behind the slowed one only
+	send(900*ms, sh, bj) // long after: at its usual delay
+	s.RunFor(2 * time.Second)
+	var toBJ, toSH, toSG []int64
+	for _, a := range s.nodes[bj].h.(*echoNode).pings {
+		toBJ = append(toBJ, a.at-a.sent)
+	}
+	for _, a := range s.nodes[sh].h.(*echoNode).pings {
+		toSH = append(toSH, a.at-a.sent)
+	}
+	for _, a := range s.nodes[sg].h.(*echoNode).pings {
+		toSG = append(toSG, a.at-a.sent)
+	}
+	slowed := oneWay + 500*ms
+	if want := []int64{slowed, slowed - 90*ms, oneWay}; !slices.Equal(toBJ, want) {
+		t.Errorf("SH→BJ took %v, want %v: slowed, then held behind it (FIFO), then as usual", toBJ, want)
+	}
+	if !slices.Equal(toSH, []int64{slowed}) {
+		t.Errorf("BJ→SH took %v, want [%d]: a slowdown slows both ways", toSH, slowed)
+	}
+	if !slices.Equal(toSG, []int64{int64(tp.OneWay(0, 4))}) {
+		t.Errorf("SH→SG took %v, want its usual %v: only the slowed pair is slowed", toSG, tp.OneWay(0, 4))
+	}
+}

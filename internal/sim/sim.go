@@ -128,6 +128,7 @@ type Sim struct {
 	linkLast  map[uint64]int64 // last delivery time per directed link (FIFO)
 	cut       map[uint64]bool  // blocked directed node pairs
 	cutReg    [][]bool         // blocked region pairs
+	slowReg   [][]int64        // extra one-way delay between region pairs (SlowRegions)
 	loss      float64
 	dup       float64
 	stopping  bool
@@ -177,8 +178,10 @@ func New(cfg Config) (*Sim, error) {
 		dupDelay: int64(DefaultDuplicateDelay),
 	}
 	s.cutReg = make([][]bool, len(t.Regions))
+	s.slowReg = make([][]int64, len(t.Regions))
 	for i := range s.cutReg {
 		s.cutReg[i] = make([]bool, len(t.Regions))
+		s.slowReg[i] = make([]int64, len(t.Regions))
 	}
 	for _, n := range t.Nodes {
 		sn := &simNode{
@@ -404,6 +407,7 @@ func (s *Sim) send(from, to int32, m wire.Msg, depart int64) {
 		if s.cfg.Jitter > 0 {
 			delay += s.rng.Int64N(int64(s.cfg.Jitter))
 		}
+		delay += s.slowReg[ra][rb]
 	}
 	at := depart + delay
 	if !s.cfg.Reorder {
@@ -472,6 +476,15 @@ func (s *Sim) SetClientLinksReliable(on bool) { s.clientsReliable = on }
 func (s *Sim) PartitionRegions(a, b topo.RegionID) {
 	s.cutReg[a][b] = true
 	s.cutReg[b][a] = true
+}
+
+// SlowRegions adds by to the one-way delay of every message between regions a and b, both ways,
+// sent from now until it is called again (with 0 to end it), as a congested or rerouted WAN
+// link slows them. Each link stays FIFO: a message sent after the slowdown ends still arrives
+// after those sent during it.
+func (s *Sim) SlowRegions(a, b topo.RegionID, by time.Duration) {
+	s.slowReg[a][b] = int64(by)
+	s.slowReg[b][a] = int64(by)
 }
 
 // HealRegions ends a partition between regions a and b, leaving any other in place.
