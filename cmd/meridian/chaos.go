@@ -25,23 +25,24 @@ import (
 // it kill -9's data nodes of a running local cluster on a schedule drawn from a seed, as
 // `meridian sim --random-crashes` draws one, and restarts each after its outage from what it
 // had persisted, so that a bench run alongside shows whether any acknowledged write was lost.
-// It also cuts regions off from each other and steps servers' clocks, as --random-partitions
-// and --random-skews do in the simulator.
+// It also cuts regions off from each other, steps servers' clocks and slows the links between
+// regions, as --random-partitions, --random-skews and --random-slowdowns do in the simulator.
 
 // chaosFlags are what `cluster chaos` is asked to strike, and for how long.
 type chaosFlags struct {
-	crashes, partitions, skews string
-	skewBy, length             time.Duration
-	seed                       uint64
+	crashes, partitions, skews, slowdowns string
+	skewBy, slowBy, length                time.Duration
+	seed                                  uint64
 }
 
 func newClusterChaosCmd(cf *clusterFlags) *cobra.Command {
 	var f chaosFlags
 	cmd := &cobra.Command{
-		Use:   "chaos [--crashes GAP/FOR] [--partitions GAP/FOR] [--skews GAP/FOR --skew-by D] --for D",
-		Short: "Kill -9 and restart data nodes, cut regions off from each other, or step clocks, on a schedule drawn from a seed",
+		Use:   "chaos [--crashes GAP/FOR] [--partitions GAP/FOR] [--skews GAP/FOR --skew-by D] [--slowdowns GAP/FOR --slow-by D] --for D",
+		Short: "Kill -9 and restart data nodes, cut regions off from each other, step clocks, or slow links between regions, on a schedule drawn from a seed",
 		Long: `Strike the running cluster for --for of wall-clock time on a schedule drawn from --seed, as
-meridian sim --random-crashes, --random-partitions and --random-skews draw one: after each gap
+meridian sim --random-crashes, --random-partitions, --random-skews and --random-slowdowns draw
+one: after each gap
 (a duration, or a range A-B drawn uniformly) something not already struck is struck for up to
 FOR (or for a length from a range); several at once when gaps are shorter than lengths.
 
@@ -55,9 +56,13 @@ FOR (or for a length from a range); several at once when gaps are shorter than l
                 it is stepped back. Within the ε the cluster declares, a protocol that trusts
                 TrueTime must keep its promise; a step adds to the machine clock's own error,
                 and two servers stepped opposite ways are 2D apart.
+  --slowdowns   two regions whose links are not slowed are: every frame their nodes send each
+                other waits up to D more (--slow-by D, drawn per slowdown), links still FIFO,
+                so messages arrive late, after the timeouts a cut would trip, rather than never.
 
 Every fault ends within --for, and the command returns with every node running, every cut
-healed and every clock stepped back (also when interrupted: it undoes them first). Run a bench
+healed, every clock stepped back and every link at its usual delay (also when interrupted: it
+undoes them first). Run a bench
 alongside, with a window that outlasts the schedule, to check that no acknowledged write was
 lost and the history holds:
 
@@ -76,6 +81,8 @@ says what it did and when, counted from the command's start.`,
 	cmd.Flags().StringVar(&f.partitions, "partitions", "", "GAP/FOR: a cut between two regions after each gap, each healed after up to FOR, e.g. 500ms-3s/2s")
 	cmd.Flags().StringVar(&f.skews, "skews", "", "GAP/FOR: a server's clock stepped by up to ±--skew-by after each gap, stepped back after up to FOR, e.g. 200ms-1s/1s")
 	cmd.Flags().DurationVar(&f.skewBy, "skew-by", 0, "with --skews: the largest step, e.g. 20ms")
+	cmd.Flags().StringVar(&f.slowdowns, "slowdowns", "", "GAP/FOR: the links between two regions slowed by up to --slow-by after each gap, for up to FOR, e.g. 500ms-3s/2s")
+	cmd.Flags().DurationVar(&f.slowBy, "slow-by", 0, "with --slowdowns: the largest extra delay, e.g. 500ms")
 	cmd.Flags().DurationVar(&f.length, "for", 0, "how long to go on striking the cluster (wall clock; required)")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the schedule: the same seed gives the same schedule")
 	return cmd
@@ -90,10 +97,13 @@ const (
 	chaosCut
 	chaosHeal
 	chaosStep
+	chaosSlow
+	chaosUnslow
 )
 
 // chaosEvent is one step of the schedule: kill or restart node, cut or heal the pair of
-// regions, or step node's clock by by (back, when by undoes its step).
+// regions, step node's clock by by (back, when by undoes its step), or slow the pair's links by
+// by (or end it).
 type chaosEvent struct {
 	at   time.Duration
 	kind chaosKind
@@ -112,9 +122,9 @@ const chaosLag = 500 * time.Millisecond
 const chaosMaxFaults = 100_000
 
 func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error) {
-	crashes, partitions, skews, length, seed := f.crashes, f.partitions, f.skews, f.length, f.seed
-	if crashes == "" && partitions == "" && skews == "" {
-		return fmt.Errorf("--crashes, --partitions or --skews is required (e.g. --crashes 300ms-3s/1.5s)")
+	crashes, partitions, skews, slowdowns, length, seed := f.crashes, f.partitions, f.skews, f.slowdowns, f.length, f.seed
+	if crashes == "" && partitions == "" && skews == "" && slowdowns == "" {
+		return fmt.Errorf("--crashes, --partitions, --skews or --slowdowns is required (e.g. --crashes 300ms-3s/1.5s)")
 	}
 	if length <= 0 {
 		return fmt.Errorf("--for %s: want a positive duration, how long to go on striking the cluster", length)
@@ -126,8 +136,14 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 		return fmt.Errorf("--skews %s needs --skew-by, a positive largest step (e.g. --skew-by 20ms)", skews)
 	case f.skewBy > mrt.MaxEpsilon || skews != "" && f.skewBy < time.Microsecond:
 		return fmt.Errorf("--skew-by %s: want a step from 1µs to %s", f.skewBy, mrt.MaxEpsilon)
+	case slowdowns == "" && f.slowBy != 0:
+		return fmt.Errorf("--slow-by %s without --slowdowns: give the slowdowns' schedule too (e.g. --slowdowns 500ms-3s/2s)", f.slowBy)
+	case slowdowns != "" && f.slowBy <= 0:
+		return fmt.Errorf("--slowdowns %s needs --slow-by, a positive largest extra delay (e.g. --slow-by 500ms)", slowdowns)
+	case f.slowBy > mrt.MaxEpsilon || slowdowns != "" && f.slowBy < time.Microsecond:
+		return fmt.Errorf("--slow-by %s: want an extra delay from 1µs to %s", f.slowBy, mrt.MaxEpsilon)
 	}
-	var crashPattern, cutPattern, skewPattern bench.FaultPattern
+	var crashPattern, cutPattern, skewPattern, slowPattern bench.FaultPattern
 	if crashes != "" {
 		if crashPattern, err = bench.ParseFaultPattern(crashes); err != nil {
 			return fmt.Errorf("--crashes %s: %w", crashes, err)
@@ -143,12 +159,17 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 			return fmt.Errorf("--skews %s: %w", skews, err)
 		}
 	}
+	if slowdowns != "" {
+		if slowPattern, err = bench.ParseFaultPattern(slowdowns); err != nil {
+			return fmt.Errorf("--slowdowns %s: %w", slowdowns, err)
+		}
+	}
 	// A schedule is drawn whole before the run: gaps of a millisecond over hours drew hundreds
 	// of millions of faults and the command died out of memory, with a Go runtime dump.
 	for _, c := range []struct {
 		flag, text string
 		p          bench.FaultPattern
-	}{{"--crashes", crashes, crashPattern}, {"--partitions", partitions, cutPattern}, {"--skews", skews, skewPattern}} {
+	}{{"--crashes", crashes, crashPattern}, {"--partitions", partitions, cutPattern}, {"--skews", skews, skewPattern}, {"--slowdowns", slowdowns, slowPattern}} {
 		if c.text == "" {
 			continue
 		}
@@ -218,8 +239,17 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 			events = append(events, chaosEvent{at: k.At, kind: chaosStep, node: cfg.Nodes[k.Node].Name, by: k.By})
 		}
 	}
+	if slowdowns != "" {
+		if why := slowPattern.Fits(regionPairs, "second region to slow the links to", length); why != "" {
+			return fmt.Errorf("--slowdowns %s: %s", slowdowns, why)
+		}
+		for _, d := range slowPattern.Slowdowns(cfg.Topology, seed, length, f.slowBy) {
+			pair := [2]topo.RegionID{d.A, d.B}
+			events = append(events, chaosEvent{at: d.At, kind: chaosSlow, pair: pair, by: d.By}, chaosEvent{at: d.At + d.For, kind: chaosUnslow, pair: pair})
+		}
+	}
 	slices.SortStableFunc(events, func(a, b chaosEvent) int { return cmp.Compare(a.at, b.at) })
-	var kills, cuts, steps int
+	var kills, cuts, steps, slows int
 	stepping := map[string]bool{}
 	for _, ev := range events {
 		switch {
@@ -227,6 +257,8 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 			kills++
 		case ev.kind == chaosCut:
 			cuts++
+		case ev.kind == chaosSlow:
+			slows++
 		case ev.kind == chaosStep && !stepping[ev.node]:
 			steps++
 			stepping[ev.node] = true
@@ -245,6 +277,9 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 	if skews != "" && steps == 0 {
 		return fmt.Errorf("--skews %s: seed %d draws no clock step within --for %s: shorten the gaps or lengthen --for", skews, seed, length)
 	}
+	if slowdowns != "" && slows == 0 {
+		return fmt.Errorf("--slowdowns %s: seed %d draws no slowdown that ends within --for %s: shorten the slowdowns or lengthen --for", slowdowns, seed, length)
+	}
 	out := cmd.OutOrStdout()
 	var what []string
 	if crashes != "" {
@@ -255,6 +290,9 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 	}
 	if skews != "" {
 		what = append(what, fmt.Sprintf("%s of %s's servers' clocks by up to ±%s (--skews %s, ε %s)", counted(steps, "step", "steps"), cfg.Name, f.skewBy, skews, cfg.Epsilon))
+	}
+	if slowdowns != "" {
+		what = append(what, fmt.Sprintf("%s of the links between %s's regions by up to %s (--slowdowns %s)", counted(slows, "slowdown", "slowdowns"), cfg.Name, f.slowBy, slowdowns))
 	}
 	fmt.Fprintf(out, "chaos: %s over %s, seed %d\n", strings.Join(what, " and "), length, seed)
 
@@ -267,6 +305,7 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 		{crashes != "", "every node it killed restarted"},
 		{partitions != "", "every cut healed"},
 		{skews != "", "every clock stepped back"},
+		{slowdowns != "", "every link at its usual delay"},
 	} {
 		if u.on {
 			undone = append(undone, u.what)
@@ -326,7 +365,8 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 	// files changed is told to read them again, except one that is down, which reads them as it
 	// restarts.
 	cut := map[[2]topo.RegionID]bool{}
-	stepped := map[string]time.Duration{} // by node name; absent for a clock not stepped
+	stepped := map[string]time.Duration{}          // by node name; absent for a clock not stepped
+	slowed := map[[2]topo.RegionID]time.Duration{} // by pair of regions; absent for links not slowed
 	regionName := func(r topo.RegionID) string { return cfg.Topology.Regions[r].Name }
 	// A node that cannot be told (not running, its directory unwritable) does not stop the
 	// others from being told: a heal that stopped at the first left the rest of the cluster cut,
@@ -352,6 +392,16 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 				continue
 			}
 			if err := writeClockStep(n.DataDir, stepped[n.Name]); err != nil {
+				failed = append(failed, fmt.Sprintf("node %s: %v", n.Name, err))
+				continue
+			}
+			slow := map[string]time.Duration{}
+			for r := range cfg.Topology.Regions {
+				if by := slowed[[2]topo.RegionID{min(n.Region, topo.RegionID(r)), max(n.Region, topo.RegionID(r))}]; by > 0 {
+					slow[regionName(topo.RegionID(r))] = by
+				}
+			}
+			if err := writeSlowdown(n.DataDir, slow); err != nil {
 				failed = append(failed, fmt.Sprintf("node %s: %v", n.Name, err))
 				continue
 			}
@@ -388,8 +438,8 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 	// Run before the restarts above (defers run last first): whatever ends the run, every cut
 	// heals and every clock steps back, and a node restarted then starts with neither.
 	defer func() {
-		if len(cut) == 0 && len(stepped) == 0 && (!struck || err == nil) {
-			return // every cut healed and every clock stepped back as scheduled
+		if len(cut) == 0 && len(stepped) == 0 && len(slowed) == 0 && (!struck || err == nil) {
+			return // every cut healed, every clock stepped back and every slowdown ended as scheduled
 		}
 		var what []string
 		if len(cut) > 0 {
@@ -403,11 +453,20 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 		if len(stepped) > 0 {
 			what = append(what, "the clocks of "+strings.Join(slices.Sorted(maps.Keys(stepped)), ", "))
 		}
+		if len(slowed) > 0 {
+			var pairs []string
+			for pair := range slowed {
+				pairs = append(pairs, regionName(pair[0])+"|"+regionName(pair[1]))
+			}
+			slices.Sort(pairs)
+			what = append(what, "the slowdowns "+strings.Join(pairs, ", "))
+		}
 		if len(what) == 0 {
-			what = []string{"every cut and clock"} // an undo that failed part-way dropped its own
+			what = []string{"every cut, clock and slowdown"} // an undo that failed part-way dropped its own
 		}
 		clear(cut)
 		clear(stepped)
+		clear(slowed)
 		undoing = true
 		if herr := apply(every); herr != nil {
 			err = fmt.Errorf("%v; then undoing %s failed (meridian cluster start undoes what chaos left): %v", err, strings.Join(what, " and "), herr)
@@ -439,6 +498,21 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 			}
 			did := map[chaosKind]string{chaosCut: "cut", chaosHeal: "healed"}[ev.kind]
 			fmt.Fprintf(out, "%8.3fs  %s %s|%s\n", time.Since(start).Seconds(), did, regionName(ev.pair[0]), regionName(ev.pair[1]))
+		case ev.kind == chaosSlow || ev.kind == chaosUnslow:
+			struck = true
+			if ev.kind == chaosSlow {
+				slowed[ev.pair] = ev.by
+			} else {
+				delete(slowed, ev.pair)
+			}
+			if err := apply(func(n mrt.NodeConfig) bool { return n.Region == ev.pair[0] || n.Region == ev.pair[1] }); err != nil {
+				return err
+			}
+			if ev.kind == chaosSlow {
+				fmt.Fprintf(out, "%8.3fs  slowed %s|%s by %s\n", time.Since(start).Seconds(), regionName(ev.pair[0]), regionName(ev.pair[1]), ev.by)
+			} else {
+				fmt.Fprintf(out, "%8.3fs  ended the slowdown of %s|%s\n", time.Since(start).Seconds(), regionName(ev.pair[0]), regionName(ev.pair[1]))
+			}
 		case ev.kind == chaosStep:
 			struck = true
 			if step := stepped[ev.node] + ev.by; step != 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -57,6 +58,11 @@ type nodeStatus struct {
 	// ClockStepError says why a clock-step file that is there could not be read (edited by
 	// hand): the node keeps its clock as it was, and would not start with it.
 	ClockStepError string `json:"clock_step_error,omitempty"`
+	// SlowedTo is how much a cluster chaos has slowed the node's frames to each region (its
+	// slowdown file), as durations such as "300ms".
+	SlowedTo map[string]string `json:"slowed_to,omitempty"`
+	// SlowdownError says why a slowdown file that is there could not be read.
+	SlowdownError string `json:"slowdown_error,omitempty"`
 	// Exited is the error a stopped node's process ended on, from the end of its log: a disk
 	// that failed, a clock that left its protocol's bound, a start that failed.
 	Exited string `json:"exited,omitempty"`
@@ -342,7 +348,7 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, lock
 			return errors.New(msg)
 		}
 	}
-	// A node started here starts whole: a partition or clock-step file is chaos's, and one
+	// A node started here starts whole: a partition, clock-step or slowdown file is chaos's, and one
 	// still there was left by a chaos that could not undo it (killed, or its node's directory
 	// unwritable). Chaos's own restarts (locked) keep them, so a node restarted during a cut or
 	// a step stays cut or stepped. A node already running that read such a file is told to read
@@ -363,6 +369,9 @@ func startNodes(cmd *cobra.Command, cf *clusterFlags, only map[string]bool, lock
 			}
 			if err := writeClockStep(n.DataDir, 0); err != nil {
 				return fmt.Errorf("node %s: a clock step left by cluster chaos: %w", n.Name, err)
+			}
+			if err := writeSlowdown(n.DataDir, nil); err != nil {
+				return fmt.Errorf("node %s: a slowdown left by cluster chaos: %w", n.Name, err)
 			}
 			if starting[i] {
 				fmt.Fprintf(out, "%-12s starts without the %s a cluster chaos left\n", n.Name, left)
@@ -884,6 +893,15 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 		case step != 0:
 			nodes[i].ClockStep = signedDuration(step)
 		}
+		switch slow, err := readSlowdown(dir); {
+		case err != nil:
+			nodes[i].SlowdownError = err.Error()
+		case len(slow) > 0:
+			nodes[i].SlowedTo = map[string]string{}
+			for r, by := range slow {
+				nodes[i].SlowedTo[r] = by.String()
+			}
+		}
 	}
 	// A node listed stopped whose address answers all the same fails the command, once the
 	// nodes are listed: 2 or 3 would tell a script the cluster is down while clients reach it.
@@ -921,6 +939,16 @@ func clusterStatus(cmd *cobra.Command, cf *clusterFlags, asJSON bool) error {
 		}
 		if n.ClockStepError != "" {
 			state += ", unreadable clock-step file (cluster start removes it)"
+		}
+		if len(n.SlowedTo) > 0 {
+			var parts []string
+			for _, r := range slices.Sorted(maps.Keys(n.SlowedTo)) {
+				parts = append(parts, r+" +"+n.SlowedTo[r])
+			}
+			state += ", frames slowed to " + strings.Join(parts, ", ")
+		}
+		if n.SlowdownError != "" {
+			state += ", unreadable slowdown file (cluster start removes it)"
 		}
 		if n.Exited != "" {
 			state += ", exited: " + n.Exited

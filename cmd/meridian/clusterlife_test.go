@@ -624,7 +624,7 @@ func TestClusterChaos(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--for", "1s"}, "--crashes, --partitions or --skews is required"},
+		{[]string{"--for", "1s"}, "--crashes, --partitions, --skews or --slowdowns is required"},
 		{[]string{"--skews", "1s/1s", "--for", "3s"}, "--skews 1s/1s needs --skew-by"},
 		{[]string{"--crashes", "1s/1s", "--skew-by", "5ms", "--for", "3s"}, "--skew-by 5ms without --skews"},
 		{[]string{"--skews", "1s/1s", "--skew-by", "101s", "--for", "3s"}, "--skew-by 1m41s: want a step from 1µs to 1m40s"},

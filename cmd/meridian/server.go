@@ -146,7 +146,7 @@ acknowledged.`,
 			// Caught from before the store opens: a node stopped while starting still closes it.
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-			// SIGUSR1: cluster chaos changed the partition or clock-step file. Asked for before
+			// SIGUSR1: cluster chaos changed the partition, clock-step or slowdown file. Asked for before
 			// the files are read, so a change made after that read is signalled here, not lost.
 			reread := make(chan os.Signal, 1)
 			signal.Notify(reread, syscall.SIGUSR1)
@@ -158,8 +158,12 @@ acknowledged.`,
 			if err != nil {
 				return fmt.Errorf("node %s: %w", n.Name, err)
 			}
+			slow, err := readSlowdown(n.DataDir)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", n.Name, err)
+			}
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log, Cut: cut, ClockStep: step, MaxSyncDuration: maxSync})
+			s, err := mrt.Start(cfg, n.ID, mrt.Options{Logger: log, Cut: cut, ClockStep: step, Slowdown: slow, MaxSyncDuration: maxSync})
 			if errors.Is(err, durable.ErrInUse) {
 				// Most often the node runs already, under a configuration that moved its
 				// addresses (else checkListen would have refused it): say so as checkListen does.
@@ -193,6 +197,13 @@ acknowledged.`,
 					}
 					if err != nil {
 						log.Error("clock-step file not applied; the node's clock stays as it was", "err", err)
+					}
+					slow, err := readSlowdown(n.DataDir)
+					if err == nil {
+						err = s.SetSlowdown(slow)
+					}
+					if err != nil {
+						log.Error("slowdown file not applied; the node's links stay as they were", "err", err)
 					}
 				case <-s.Done():
 					stopped = true

@@ -25,8 +25,9 @@ const preciseSleepMax = 2 * time.Millisecond
 
 // link is the sending half of a connection to one destination: a peer node (dialled on demand,
 // redialled after a loss) or a client (the accepted connection; gone when it closes). Its FIFO
-// queue holds frames until their emulated delay has passed; the delay is the same for every
-// frame of a link, so FIFO order is due order.
+// queue holds frames until their emulated delay has passed. The delay is the same for every
+// frame of a link unless a slowdown (slowdown.go) adds to it for a while; a frame due before
+// the one ahead of it leaves right behind it, so the link stays FIFO either way.
 //
 // The writer goroutine batches the frames it takes while more are queued and writes them
 // together. A link manufactures no loss of its own: it does not write to a connection its
@@ -82,8 +83,12 @@ func (l *link) enqueue(dest topo.NodeID, payload []byte) {
 		return
 	}
 	f := outFrame{dest: dest, payload: payload}
-	if l.delay > 0 {
-		f.due = time.Now().Add(l.delay)
+	delay := l.delay
+	if !l.client {
+		delay += l.s.slowTo(int(l.peer))
+	}
+	if delay > 0 {
+		f.due = time.Now().Add(delay)
 	}
 	select {
 	case l.q <- f:

@@ -41,6 +41,9 @@ type Options struct {
 	// ClockStep moves the node's clocks from the start, as SetClockStep would: a node restarted
 	// while its clock is stepped comes back with it stepped.
 	ClockStep time.Duration
+	// Slowdown slows the node's frames to the named regions from the start, as SetSlowdown
+	// would: a node restarted during a slowdown comes back slowed.
+	Slowdown map[string]time.Duration
 	// MaxSyncDuration is how long an operation on the node's disk may stay under way before
 	// its store takes the disk for stalled and fails its writes, which stops the node
 	// (fail-stop); 0: durable.DefaultMaxSyncDuration (20s).
@@ -117,8 +120,9 @@ type Server struct {
 
 	received, sent, decodeErrs, dropped atomic.Uint64
 	clientCount                         atomic.Int64
-	cut                                 atomic.Pointer[cutSet] // regions a partition cuts this node off from (partition.go)
-	clockStep                           atomic.Int64           // nanoseconds SetClockStep moved the clocks by (clockstep.go)
+	cut                                 atomic.Pointer[cutSet]          // regions a partition cuts this node off from (partition.go)
+	clockStep                           atomic.Int64                    // nanoseconds SetClockStep moved the clocks by (clockstep.go)
+	slow                                atomic.Pointer[[]time.Duration] // extra delay of frames to each region (slowdown.go); nil for none
 	// startWall and startMono are the wall and monotonic readings at start, Elapsed's origin.
 	startWall int64
 	startMono time.Time
@@ -177,6 +181,11 @@ func Start(cfg *Config, id topo.NodeID, opts Options) (*Server, error) {
 	}
 	if opts.ClockStep != 0 {
 		if err := s.SetClockStep(opts.ClockStep); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.Slowdown) > 0 {
+		if err := s.SetSlowdown(opts.Slowdown); err != nil {
 			return nil, err
 		}
 	}
