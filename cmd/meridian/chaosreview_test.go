@@ -13,9 +13,11 @@ import (
 	mrt "github.com/meridiandb/meridian/internal/runtime"
 )
 
-// The faults a chaos review strikes: all of them, or clock steps alone (within the review's ε).
+// The faults a chaos review strikes: all of them (slowdowns too), or clock steps alone (within
+// the review's ε).
 var (
-	everyFault = []string{"--crashes", "300ms-3s/1.5s", "--partitions", "500ms-3s/2s", "--skews", "100ms-300ms/1s", "--skew-by", "20ms"}
+	everyFault = []string{"--crashes", "300ms-3s/1.5s", "--partitions", "500ms-3s/2s", "--skews", "100ms-300ms/1s", "--skew-by", "20ms",
+		"--slowdowns", "500ms-3s/2s", "--slow-by", "500ms"}
 	stepsAlone = []string{"--skews", "100ms-300ms/1s", "--skew-by", "20ms"}
 )
 
