@@ -57,14 +57,16 @@ FOR (or for a length from a range); several at once when gaps are shorter than l
                 TrueTime must keep its promise; a step adds to the machine clock's own error,
                 and two servers stepped opposite ways are 2D apart.
   --slowdowns   two regions whose links are not slowed are: every frame their nodes send each
-                other waits up to D more (--slow-by D, drawn per slowdown), links still FIFO,
-                so messages arrive late, after the timeouts a cut would trip, rather than never.
+                other waits up to D more (--slow-by D, at most 10s, drawn per slowdown), links
+                still FIFO, so messages arrive late, after the timeouts a cut would trip,
+                rather than never. Each ends D before --for does, so that every slowed frame
+                has arrived by then.
 
 Every fault ends within --for, and the command returns with every node running, every cut
-healed, every clock stepped back and every link at its usual delay (also when interrupted: it
-undoes them first). Run a bench
-alongside, with a window that outlasts the schedule, to check that no acknowledged write was
-lost and the history holds:
+healed, every clock stepped back and every slowdown ended (also when interrupted: it undoes
+them first; frames already slowed then still arrive up to D late). Run a bench alongside, with
+a window that outlasts the schedule, to check that no acknowledged write was lost and the
+history holds:
 
   meridian cluster chaos --crashes 300ms-3s/1.5s --for 35s & meridian bench --duration 40s --read-back
 
@@ -140,8 +142,10 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 		return fmt.Errorf("--slow-by %s without --slowdowns: give the slowdowns' schedule too (e.g. --slowdowns 500ms-3s/2s)", f.slowBy)
 	case slowdowns != "" && f.slowBy <= 0:
 		return fmt.Errorf("--slowdowns %s needs --slow-by, a positive largest extra delay (e.g. --slow-by 500ms)", slowdowns)
-	case f.slowBy > mrt.MaxEpsilon || slowdowns != "" && f.slowBy < time.Microsecond:
-		return fmt.Errorf("--slow-by %s: want an extra delay from 1µs to %s", f.slowBy, mrt.MaxEpsilon)
+	case f.slowBy > mrt.MaxSlowdown || slowdowns != "" && f.slowBy < time.Microsecond:
+		return fmt.Errorf("--slow-by %s: want an extra delay from 1µs to %s", f.slowBy, mrt.MaxSlowdown)
+	case slowdowns != "" && f.slowBy >= length:
+		return fmt.Errorf("--slow-by %s with --for %s: frames slowed near the end would arrive after it; lengthen --for past --slow-by", f.slowBy, length)
 	}
 	var crashPattern, cutPattern, skewPattern, slowPattern bench.FaultPattern
 	if crashes != "" {
@@ -240,10 +244,13 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 		}
 	}
 	if slowdowns != "" {
-		if why := slowPattern.Fits(regionPairs, "second region to slow the links to", length); why != "" {
-			return fmt.Errorf("--slowdowns %s: %s", slowdowns, why)
+		// Every slowdown ends --slow-by before --for does: a frame sent as one ends keeps its
+		// delay (and those behind it wait for it), and every frame must have left by the time
+		// the command says every link is back to its usual delay.
+		if why := slowPattern.Fits(regionPairs, "second region to slow the links to", length-f.slowBy); why != "" {
+			return fmt.Errorf("--slowdowns %s: %s (each slowdown ends --slow-by before --for does)", slowdowns, why)
 		}
-		for _, d := range slowPattern.Slowdowns(cfg.Topology, seed, length, f.slowBy) {
+		for _, d := range slowPattern.Slowdowns(cfg.Topology, seed, length-f.slowBy, f.slowBy) {
 			pair := [2]topo.RegionID{d.A, d.B}
 			events = append(events, chaosEvent{at: d.At, kind: chaosSlow, pair: pair, by: d.By}, chaosEvent{at: d.At + d.For, kind: chaosUnslow, pair: pair})
 		}
@@ -305,7 +312,7 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 		{crashes != "", "every node it killed restarted"},
 		{partitions != "", "every cut healed"},
 		{skews != "", "every clock stepped back"},
-		{slowdowns != "", "every link at its usual delay"},
+		{slowdowns != "", "every slowdown ended"},
 	} {
 		if u.on {
 			undone = append(undone, u.what)
@@ -459,7 +466,7 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 				pairs = append(pairs, regionName(pair[0])+"|"+regionName(pair[1]))
 			}
 			slices.Sort(pairs)
-			what = append(what, "the slowdowns "+strings.Join(pairs, ", "))
+			what = append(what, "the slowdowns "+strings.Join(pairs, ", ")+" (frames sent during them still arrive up to "+f.slowBy.String()+" late)")
 		}
 		if len(what) == 0 {
 			what = []string{"every cut, clock and slowdown"} // an undo that failed part-way dropped its own

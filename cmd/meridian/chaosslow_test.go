@@ -1,9 +1,12 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -80,11 +83,45 @@ func TestSlowdownFileAndFlags(t *testing.T) {
 	}{
 		{[]string{"--slowdowns", "1s/1s", "--for", "3s"}, "--slowdowns 1s/1s needs --slow-by"},
 		{[]string{"--crashes", "1s/1s", "--slow-by", "5ms", "--for", "3s"}, "--slow-by 5ms without --slowdowns"},
-		{[]string{"--slowdowns", "1s/1s", "--slow-by", "101s", "--for", "3s"}, "--slow-by 1m41s: want an extra delay from 1µs to 1m40s"},
+		{[]string{"--slowdowns", "1s/1s", "--slow-by", "11s", "--for", "30s"}, "--slow-by 11s: want an extra delay from 1µs to 10s"},
+		{[]string{"--slowdowns", "1s/1s", "--slow-by", "3s", "--for", "3s"}, "--slow-by 3s with --for 3s: frames slowed near the end would arrive after it"},
 	} {
 		out, errs, code := runFor(t, 30*time.Second, append([]string{"cluster", "chaos", "--data-dir", dir}, c.args...)...)
 		if code != 1 || out != "" || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
 			t.Errorf("chaos %v: exit %d, stdout %q, stderr %q; want one line with %q", c.args, code, out, errs, c.want)
 		}
+	}
+}
+
+// A node started while its slowdown file names a slowdown (chaos restarted it mid-slowdown)
+// starts slowed: otherwise the pair would be slowed one way only.
+func TestServerStartsWithItsSlowdown(t *testing.T) {
+	dir, config, data := runningCluster(t)
+	if out, errs, code := runFor(t, 60*time.Second, "cluster", "stop", "--data-dir", data); code != 0 {
+		t.Fatalf("cluster stop: exit %d\n%s%s", code, out, errs)
+	}
+	nodeDir := filepath.Join(data, "sh-1")
+	if err := writeSlowdown(nodeDir, map[string]time.Duration{"BJ": 40 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "sh-1.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(binary, "server", "--config", config, "--node", "sh-1", "--data-dir", data)
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	waitForLog(t, logPath, "node started")
+	text, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(text), "frames to regions slowed (SetSlowdown)") || !strings.Contains(string(text), "regions=BJ+40ms") {
+		t.Errorf("sh-1 started with a slowdown file for BJ and did not say it is slowed:\n%s", text)
 	}
 }

@@ -52,6 +52,10 @@ type clockMonitor struct {
 	mu      sync.Mutex
 	samples map[topo.NodeID]clockSample
 	asked   map[topo.NodeID]time.Time // when the unanswered ping to a peer went out
+	// askedSent is the unanswered ping's Sent, which its pong must echo: a pong to a ping of
+	// another life of this node (held in a slowed link past a restart) or to a ping given up
+	// on measures a round trip that is not the one its Sent suggests, and is ignored.
+	askedSent map[topo.NodeID]int64
 }
 
 type clockSample struct {
@@ -71,7 +75,7 @@ func clockBound(cfg *Config) time.Duration {
 }
 
 func newClockMonitor(bound time.Duration, peers int, names func(topo.NodeID) string) *clockMonitor {
-	return &clockMonitor{bound: bound, tolerated: time.Duration(float64(bound) * clockTolerance), peers: peers, names: names, samples: map[topo.NodeID]clockSample{}, asked: map[topo.NodeID]time.Time{}}
+	return &clockMonitor{bound: bound, tolerated: time.Duration(float64(bound) * clockTolerance), peers: peers, names: names, samples: map[topo.NodeID]clockSample{}, asked: map[topo.NodeID]time.Time{}, askedSent: map[topo.NodeID]int64{}}
 }
 
 // dataPeers counts the data nodes of cfg other than self.
@@ -102,9 +106,11 @@ func (s *Server) pingPeers() {
 			s.clocks.mu.Unlock()
 			continue // one ping at a time to a peer that is slow to answer, or down
 		}
+		sent := int64(time.Since(s.startMono))
 		s.clocks.asked[n.ID] = now
+		s.clocks.askedSent[n.ID] = sent
 		s.clocks.mu.Unlock()
-		if payload, err := wire.Encode(&frame.ClockPing{Sent: int64(time.Since(s.startMono))}); err == nil {
+		if payload, err := wire.Encode(&frame.ClockPing{Sent: sent}); err == nil {
 			s.peers[n.ID].enqueue(n.ID, payload)
 		}
 	}
@@ -125,6 +131,12 @@ func (s *Server) onClockPong(from topo.NodeID, m *frame.ClockPong) {
 	if s.clocks == nil || rtt < 0 || s.stopping() {
 		return // stopping: one "node stopping" line, not one per pong still in flight
 	}
+	s.clocks.mu.Lock()
+	want, waiting := s.clocks.askedSent[from]
+	s.clocks.mu.Unlock()
+	if !waiting || want != m.Sent {
+		return // not the answer to this life's outstanding ping
+	}
 	half := rtt / 2
 	sample := clockSample{offset: time.Duration(m.Clock - (ours - int64(half))), uncertainty: half, at: time.Now()}
 	switch stop, err := s.clocks.record(from, sample); {
@@ -144,6 +156,7 @@ func (c *clockMonitor) record(from topo.NodeID, sample clockSample) (stop bool, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.asked, from)
+	delete(c.askedSent, from)
 	c.samples[from] = sample
 	beyond := 0
 	var worst time.Duration

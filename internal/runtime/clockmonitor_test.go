@@ -230,9 +230,23 @@ func TestClockPongArithmetic(t *testing.T) {
 	s := &Server{startMono: time.Now().Add(-time.Second), stop: make(chan struct{})}
 	s.clocks = newClockMonitor(time.Second, 2, func(topo.NodeID) string { return "" })
 	sent := time.Since(s.startMono) - 100*time.Millisecond
+	s.clocks.askedSent[1] = int64(sent)
 	s.onClockPong(1, &frame.ClockPong{Sent: int64(sent), Clock: (*env)(s).Now()})
 	smp := s.clocks.samples[1]
 	if (smp.offset-50*time.Millisecond).Abs() > 10*time.Millisecond || (smp.uncertainty-50*time.Millisecond).Abs() > 10*time.Millisecond {
 		t.Errorf("offset %v ± %v, want 50ms ± 50ms", smp.offset, smp.uncertainty)
+	}
+}
+
+// A pong that answers no ping of this life is ignored: one held in a slowed link past the node's
+// restart answers a ping its previous life sent, and read against this life's start it made an
+// exact clock look seconds off (a crdb node stopped for it, its clock fine).
+func TestClockPongOfAnotherLifeIgnored(t *testing.T) {
+	s := &Server{startMono: time.Now().Add(-time.Second), stop: make(chan struct{})}
+	s.clocks = newClockMonitor(500*time.Millisecond, 4, func(topo.NodeID) string { return "" })
+	// The previous life pinged at its 0.9s mark, 3.1s ago; the peer read its exact clock then.
+	s.onClockPong(1, &frame.ClockPong{Sent: int64(900 * time.Millisecond), Clock: (*env)(s).Now() - int64(3100*time.Millisecond)})
+	if smp, ok := s.clocks.samples[1]; ok {
+		t.Errorf("a pong to another life's ping was taken: offset %v ± %v", smp.offset, smp.uncertainty)
 	}
 }

@@ -16,9 +16,14 @@ import (
 // regions asks both sides to apply it; `meridian cluster chaos --slowdowns` does
 // (cmd/meridian). Clients are never slowed: they talk to their own region's node.
 
+// MaxSlowdown bounds a slowdown's extra delay, as bench.MaxSlowdown bounds the simulator's: a
+// link slowed longer is cut in all but name.
+const MaxSlowdown = 10 * time.Second
+
 // SetSlowdown slows the node's frames to every node of each named region by its delay,
 // replacing any earlier slowdown; none ends it. A name that is no region of the cluster, the
-// node's own, or a delay not in (0, MaxEpsilon], is refused and changes nothing.
+// node's own, or a delay not in (0, MaxSlowdown], is refused and changes nothing. Frames sent
+// before a slowdown ends keep their delay, and those behind them wait for them.
 func (s *Server) SetSlowdown(by map[string]time.Duration) error {
 	extra := make([]time.Duration, len(s.cfg.Topology.Regions))
 	for _, name := range slices.Sorted(maps.Keys(by)) {
@@ -28,8 +33,8 @@ func (s *Server) SetSlowdown(by map[string]time.Duration) error {
 			return fmt.Errorf("node %s: no region %q to slow", s.me.Name, name)
 		case r == s.me.Region:
 			return fmt.Errorf("node %s: cannot slow its own region %s", s.me.Name, name)
-		case by[name] <= 0 || by[name] > MaxEpsilon:
-			return fmt.Errorf("node %s: a slowdown of %s to region %s: want one in (0, %s]", s.me.Name, by[name], name, MaxEpsilon)
+		case by[name] <= 0 || by[name] > MaxSlowdown:
+			return fmt.Errorf("node %s: a slowdown of %s to region %s: want one in (0, %s]", s.me.Name, by[name], name, MaxSlowdown)
 		}
 		extra[r] = by[name]
 	}
@@ -39,7 +44,9 @@ func (s *Server) SetSlowdown(by map[string]time.Duration) error {
 		}
 		return nil
 	}
-	s.slow.Store(&extra)
+	if old := s.slow.Swap(&extra); old != nil && slices.Equal(*old, extra) {
+		return nil // unchanged: a node is told to reread its files for a cut or a step too
+	}
 	var what []string
 	for _, name := range slices.Sorted(maps.Keys(by)) {
 		what = append(what, name+"+"+by[name].String())

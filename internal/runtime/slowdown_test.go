@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meridiandb/meridian/internal/runtime/frame"
 )
 
 // A slowdown delays a node's frames to the slowed region by its extra delay, and only those; it
@@ -15,7 +17,7 @@ func TestSlowdownDelaysFramesToItsRegion(t *testing.T) {
 	s := &Server{cfg: cfg, id: 0, me: cfg.Nodes[0], log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	other := cfg.Topology.Regions[cfg.Nodes[1].Region].Name
 	own := cfg.Topology.Regions[cfg.Nodes[0].Region].Name
-	for _, bad := range []map[string]time.Duration{{"nowhere": time.Second}, {own: time.Second}, {other: 0}, {other: MaxEpsilon + 1}} {
+	for _, bad := range []map[string]time.Duration{{"nowhere": time.Second}, {own: time.Second}, {other: 0}, {other: MaxSlowdown + 1}} {
 		if err := s.SetSlowdown(bad); err == nil || strings.Contains(err.Error(), "\n") {
 			t.Errorf("SetSlowdown(%v): %v, want a one-line refusal", bad, err)
 		}
@@ -40,6 +42,12 @@ func TestSlowdownDelaysFramesToItsRegion(t *testing.T) {
 	l.enqueue(1, []byte("x"))
 	if f := <-l.q; f.due.Sub(before) < 310*time.Millisecond || f.due.Sub(before) > time.Second {
 		t.Errorf("a frame to the slowed region is due %v after it was sent, want 310ms (10ms + 300ms)", f.due.Sub(before))
+	}
+	// A client's link is never slowed: its endpoint id is no node's.
+	cl := &link{s: s, peer: frame.ClientID(0, 7), client: true, q: make(chan outFrame, 1)}
+	cl.enqueue(cl.peer, []byte("x"))
+	if f := <-cl.q; !f.due.IsZero() {
+		t.Errorf("a frame to a client is due %v after it was sent; clients are never slowed", time.Until(f.due))
 	}
 	if err := s.SetSlowdown(nil); err != nil || s.slowTo(1) != 0 {
 		t.Errorf("ending the slowdown: %v, frames to node 1 still slowed by %v", err, s.slowTo(1))
