@@ -111,8 +111,8 @@ func readSlowdown(nodeDir string) (map[string]time.Duration, error) {
 		if len(f) == 2 {
 			by, err = time.ParseDuration(f[1])
 		}
-		if len(f) != 2 || err != nil {
-			return nil, fmt.Errorf("slowdown file: line %q: want a region and a duration, e.g. BJ 300ms", line)
+		if len(f) != 2 || err != nil || by <= 0 {
+			return nil, fmt.Errorf("slowdown file: line %q: want a region and a positive duration, e.g. BJ 300ms", line)
 		}
 		out[f[0]] = by
 	}

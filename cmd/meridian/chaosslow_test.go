@@ -65,7 +65,7 @@ func TestClusterChaosSlowdowns(t *testing.T) {
 // A slowdown file a node cannot read is reported, and flags that make no slowdowns are refused.
 func TestSlowdownFileAndFlags(t *testing.T) {
 	dir := t.TempDir()
-	for _, text := range []string{"BJ\n", "BJ soon\n", "BJ 1s extra\n"} {
+	for _, text := range []string{"BJ\n", "BJ soon\n", "BJ 1s extra\n", "BJ -1s\n", "BJ 0s\n"} {
 		writeFiles(t, dir, map[string]string{slowdownFile: text})
 		if _, err := readSlowdown(dir); err == nil || !strings.Contains(err.Error(), "slowdown file") {
 			t.Errorf("slowdown file %q: %v, want it refused", text, err)
