@@ -140,59 +140,18 @@ func CheckNetFaults(tp *topo.Topology, f NetFaults, runLength time.Duration) err
 	if f.DuplicateDelay < 0 {
 		return fmt.Errorf("duplicate delay %s: must not be negative", f.DuplicateDelay)
 	}
-	for _, p := range f.Partitions {
-		n := len(tp.Regions)
-		if int(p.A) < 0 || int(p.A) >= n || int(p.B) < 0 || int(p.B) >= n || p.A == p.B {
-			return fmt.Errorf("partition of regions %d and %d: not two regions of topology %s", p.A, p.B, tp.Name)
-		}
-		switch {
-		case p.At < 0:
-			return fmt.Errorf("%s: the partition time must not be negative", p.describe(tp))
-		case p.For <= 0:
-			return fmt.Errorf("%s: the partition must last a positive time", p.describe(tp))
-		case p.At >= runLength:
-			return fmt.Errorf("%s: the run ends at %s (warm-up plus duration)", p.describe(tp), runLength)
-		case p.For > runLength-p.At:
-			return fmt.Errorf("%s: the regions must be healed by the end of the run at %s (warm-up plus duration)", p.describe(tp), runLength)
-		}
+	if err := checkPairFaults(tp, f.Partitions, runLength, "partition", "cut", "the regions must be healed"); err != nil {
+		return err
+	}
+	if err := checkPairFaults(tp, f.Slowdowns, runLength, "slowdown", "slowed", "the slowdown must end"); err != nil {
+		return err
 	}
 	for _, d := range f.Slowdowns {
-		if err := checkSlowdown(tp, d, runLength); err != nil {
-			return err
+		if d.By <= 0 || d.By > MaxSlowdown {
+			return fmt.Errorf("%s: the extra delay must be positive and at most %s", d.describe(tp), MaxSlowdown)
 		}
-	}
-	lastSlow := map[[2]topo.RegionID]Slowdown{} // each pair's latest slowdown so far
-	for _, d := range sortedSlowdowns(f.Slowdowns) {
-		if e, seen := lastSlow[[2]topo.RegionID{d.A, d.B}]; seen && d.At <= e.At+e.For {
-			return fmt.Errorf("%s: the regions are slowed until %s (%s); one pair's slowdowns must not overlap or touch",
-				d.describe(tp), e.At+e.For, e.describe(tp))
-		}
-		lastSlow[[2]topo.RegionID{d.A, d.B}] = d
-	}
-	latest := map[[2]topo.RegionID]Partition{} // each pair's latest partition so far
-	for _, p := range sortedPartitions(f.Partitions) {
-		if prev, seen := latest[[2]topo.RegionID{p.A, p.B}]; seen && p.At <= prev.At+prev.For {
-			return fmt.Errorf("%s: the regions are cut until %s (%s); one pair's partitions must not overlap or touch",
-				p.describe(tp), prev.At+prev.For, prev.describe(tp))
-		}
-		latest[[2]topo.RegionID{p.A, p.B}] = p
 	}
 	return nil
-}
-
-// sortedPartitions orders partitions by time and pair, each pair in topology order, so that a
-// run and its report do not depend on the order or spelling (SH|BJ or BJ|SH) they were given
-// in.
-func sortedPartitions(ps []Partition) []Partition {
-	out := make([]Partition, len(ps))
-	for i, p := range ps {
-		p.A, p.B = min(p.A, p.B), max(p.A, p.B)
-		out[i] = p
-	}
-	slices.SortFunc(out, func(a, b Partition) int {
-		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.A, b.A), cmp.Compare(a.B, b.B))
-	})
-	return out
 }
 
 // MaxSlowdown bounds a slowdown's extra delay. A link slowed longer is cut in all but name,
@@ -201,41 +160,76 @@ func sortedPartitions(ps []Partition) []Partition {
 // back). runtime.MaxSlowdown bounds real links the same way.
 const MaxSlowdown = 10 * time.Second
 
-func checkSlowdown(tp *topo.Topology, d Slowdown, runLength time.Duration) error {
+// pairFault is a fault that strikes a pair of regions for a window of the run: a Partition or
+// a Slowdown.
+type pairFault[F any] interface {
+	pair() (a, b topo.RegionID)
+	window() (at, length time.Duration)
+	inOrder() F // the same fault, its pair in topology order
+	describe(tp *topo.Topology) string
+}
+
+func (p Partition) pair() (topo.RegionID, topo.RegionID)   { return p.A, p.B }
+func (p Partition) window() (time.Duration, time.Duration) { return p.At, p.For }
+func (p Partition) inOrder() Partition                     { p.A, p.B = min(p.A, p.B), max(p.A, p.B); return p }
+func (d Slowdown) pair() (topo.RegionID, topo.RegionID)    { return d.A, d.B }
+func (d Slowdown) window() (time.Duration, time.Duration)  { return d.At, d.For }
+func (d Slowdown) inOrder() Slowdown                       { d.A, d.B = min(d.A, d.B), max(d.A, d.B); return d }
+
+// checkPairFaults checks faults of one kind (what: "partition") for a run of runLength: each of
+// two regions of tp, within the run and over before it ends (endRule says what must end), and
+// one pair's not overlapping or touching (the end of one would end the other early; state says
+// what a pair is meanwhile: "cut").
+func checkPairFaults[F pairFault[F]](tp *topo.Topology, faults []F, runLength time.Duration, what, state, endRule string) error {
 	n := len(tp.Regions)
-	if int(d.A) < 0 || int(d.A) >= n || int(d.B) < 0 || int(d.B) >= n || d.A == d.B {
-		return fmt.Errorf("slowdown of regions %d and %d: not two regions of topology %s", d.A, d.B, tp.Name)
+	for _, f := range faults {
+		a, b := f.pair()
+		at, length := f.window()
+		if int(a) < 0 || int(a) >= n || int(b) < 0 || int(b) >= n || a == b {
+			return fmt.Errorf("%s of regions %d and %d: not two regions of topology %s", what, a, b, tp.Name)
+		}
+		switch {
+		case at < 0:
+			return fmt.Errorf("%s: the %s time must not be negative", f.describe(tp), what)
+		case length <= 0:
+			return fmt.Errorf("%s: the %s must last a positive time", f.describe(tp), what)
+		case at >= runLength:
+			return fmt.Errorf("%s: the run ends at %s (warm-up plus duration)", f.describe(tp), runLength)
+		case length > runLength-at:
+			return fmt.Errorf("%s: %s by the end of the run at %s (warm-up plus duration)", f.describe(tp), endRule, runLength)
+		}
 	}
-	switch {
-	case d.By <= 0 || d.By > MaxSlowdown:
-		return fmt.Errorf("%s: the extra delay must be positive and at most %s", d.describe(tp), MaxSlowdown)
-	case d.At < 0:
-		return fmt.Errorf("%s: the slowdown time must not be negative", d.describe(tp))
-	case d.For <= 0:
-		return fmt.Errorf("%s: the slowdown must last a positive time", d.describe(tp))
-	case d.At >= runLength:
-		return fmt.Errorf("%s: the run ends at %s (warm-up plus duration)", d.describe(tp), runLength)
-	case d.For > runLength-d.At:
-		return fmt.Errorf("%s: the slowdown must end by the end of the run at %s (warm-up plus duration)", d.describe(tp), runLength)
+	latest := map[[2]topo.RegionID]F{} // each pair's latest fault so far
+	for _, f := range sortedPairFaults(faults) {
+		a, b := f.pair()
+		at, _ := f.window()
+		if prev, seen := latest[[2]topo.RegionID{a, b}]; seen {
+			pat, plen := prev.window()
+			if at <= pat+plen {
+				return fmt.Errorf("%s: the regions are %s until %s (%s); one pair's %ss must not overlap or touch",
+					f.describe(tp), state, pat+plen, prev.describe(tp), what)
+			}
+		}
+		latest[[2]topo.RegionID{a, b}] = f
 	}
 	return nil
 }
 
-// sortedSlowdowns orders slowdowns as sortedPartitions orders partitions.
-func sortedSlowdowns(ds []Slowdown) []Slowdown {
-	out := make([]Slowdown, len(ds))
-	for i, d := range ds {
-		d.A, d.B = min(d.A, d.B), max(d.A, d.B)
-		out[i] = d
+// sortedPairFaults orders faults by time and pair, each pair in topology order, so that a run
+// and its report do not depend on the order or spelling (SH|BJ or BJ|SH) they were given in.
+func sortedPairFaults[F pairFault[F]](faults []F) []F {
+	out := make([]F, len(faults))
+	for i, f := range faults {
+		out[i] = f.inOrder()
 	}
-	slices.SortFunc(out, func(a, b Slowdown) int {
-		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.A, b.A), cmp.Compare(a.B, b.B))
+	slices.SortFunc(out, func(x, y F) int {
+		xa, xb := x.pair()
+		ya, yb := y.pair()
+		xat, _ := x.window()
+		yat, _ := y.window()
+		return cmp.Or(cmp.Compare(xat, yat), cmp.Compare(xa, ya), cmp.Compare(xb, yb))
 	})
 	return out
-}
-
-func (d Slowdown) describe(tp *topo.Topology) string {
-	return fmt.Sprintf("slowdown %s|%s by %s at %s for %s", tp.Regions[d.A].Name, tp.Regions[d.B].Name, d.By, d.At, d.For)
 }
 
 func (f NetFaults) duplicateDelay() time.Duration {
@@ -246,6 +240,10 @@ func (p Partition) describe(tp *topo.Topology) string {
 	return fmt.Sprintf("partition %s|%s at %s for %s", tp.Regions[p.A].Name, tp.Regions[p.B].Name, p.At, p.For)
 }
 
+func (d Slowdown) describe(tp *topo.Topology) string {
+	return fmt.Sprintf("slowdown %s|%s by %s at %s for %s", tp.Regions[d.A].Name, tp.Regions[d.B].Name, d.By, d.At, d.For)
+}
+
 func (f NetFaults) record(tp *topo.Topology) *NetFaultsRecord {
 	if f.Empty() {
 		return nil
@@ -254,11 +252,11 @@ func (f NetFaults) record(tp *topo.Topology) *NetFaultsRecord {
 	if f.Duplicate > 0 {
 		r.DuplicateDelay = f.duplicateDelay().String()
 	}
-	for _, p := range sortedPartitions(f.Partitions) {
+	for _, p := range sortedPairFaults(f.Partitions) {
 		r.Partitions = append(r.Partitions, PartitionRecord{Regions: [2]string{tp.Regions[p.A].Name, tp.Regions[p.B].Name},
 			At: p.At.String(), For: p.For.String()})
 	}
-	for _, d := range sortedSlowdowns(f.Slowdowns) {
+	for _, d := range sortedPairFaults(f.Slowdowns) {
 		r.Slowdowns = append(r.Slowdowns, SlowdownRecord{Regions: [2]string{tp.Regions[d.A].Name, tp.Regions[d.B].Name},
 			At: d.At.String(), For: d.For.String(), By: d.By.String()})
 	}
@@ -274,11 +272,11 @@ func scheduleNetFaults(s *sim.Sim, f NetFaults, w Window) {
 		s.SetDuplication(f.Duplicate)
 		s.SetDuplicateDelay(f.duplicateDelay())
 	}
-	for _, p := range sortedPartitions(f.Partitions) {
+	for _, p := range sortedPairFaults(f.Partitions) {
 		s.At(w.Start+int64(p.At), func() { s.PartitionRegions(p.A, p.B) })
 		s.At(w.Start+int64(p.At+p.For), func() { s.HealRegions(p.A, p.B) })
 	}
-	for _, d := range sortedSlowdowns(f.Slowdowns) {
+	for _, d := range sortedPairFaults(f.Slowdowns) {
 		s.At(w.Start+int64(d.At), func() { s.SlowRegions(d.A, d.B, d.By) })
 		s.At(w.Start+int64(d.At+d.For), func() { s.SlowRegions(d.A, d.B, 0) })
 	}
