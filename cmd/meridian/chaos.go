@@ -148,24 +148,15 @@ func clusterChaos(cmd *cobra.Command, cf *clusterFlags, f chaosFlags) (err error
 		return fmt.Errorf("--slow-by %s with --for %s: frames slowed near the end would arrive after it; lengthen --for past --slow-by", f.slowBy, length)
 	}
 	var crashPattern, cutPattern, skewPattern, slowPattern bench.FaultPattern
-	if crashes != "" {
-		if crashPattern, err = bench.ParseFaultPattern(crashes); err != nil {
-			return fmt.Errorf("--crashes %s: %w", crashes, err)
+	for _, c := range []struct {
+		flag, text string
+		p          *bench.FaultPattern
+	}{{"--crashes", crashes, &crashPattern}, {"--partitions", partitions, &cutPattern}, {"--skews", skews, &skewPattern}, {"--slowdowns", slowdowns, &slowPattern}} {
+		if c.text == "" {
+			continue
 		}
-	}
-	if partitions != "" {
-		if cutPattern, err = bench.ParseFaultPattern(partitions); err != nil {
-			return fmt.Errorf("--partitions %s: %w", partitions, err)
-		}
-	}
-	if skews != "" {
-		if skewPattern, err = bench.ParseFaultPattern(skews); err != nil {
-			return fmt.Errorf("--skews %s: %w", skews, err)
-		}
-	}
-	if slowdowns != "" {
-		if slowPattern, err = bench.ParseFaultPattern(slowdowns); err != nil {
-			return fmt.Errorf("--slowdowns %s: %w", slowdowns, err)
+		if *c.p, err = bench.ParseFaultPattern(c.text); err != nil {
+			return fmt.Errorf("%s %s: %w", c.flag, c.text, err)
 		}
 	}
 	// A schedule is drawn whole before the run: gaps of a millisecond over hours drew hundreds
