@@ -338,6 +338,10 @@ func TestSimRandomSlowdowns(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`(?m)^slowdown: [A-Z]+\|[A-Z]+ by [0-9.]+m?s at [0-9.]+m?s for [0-9.]+m?s$`).MatchString(out) {
 		t.Errorf("one run: exit %d, want its slowdowns listed\n%s%s", code, out, errs)
 	}
+	digest := regexp.MustCompile(`(?m)^seed / digest.*$`)
+	if again, _, _ := run(t, append(args, "--protocol", "k2", "--seed", "1")...); digest.FindString(again) != digest.FindString(out) || digest.FindString(out) == "" {
+		t.Errorf("one seed, two traces under slowdowns: %q and %q", digest.FindString(out), digest.FindString(again))
+	}
 }
 
 func TestSimRandomSlowdownsBadInput(t *testing.T) {
