@@ -16,7 +16,7 @@ import (
 // read whose uncertainty interval misses a write goes stale, and nothing in the protocol can
 // tell. So each data node measures its clock against every other data node's, as a CockroachDB
 // node does, and stops once its clock is off by more than clockTolerance of the bound from
-// most of the peers it has measured: a node down is the failure the protocols tolerate, a node
+// more than half of its peers: a node down is the failure the protocols tolerate, a node
 // serving with a clock they cannot trust is not.
 //
 // A measurement is a ping carrying the sender's monotonic time and a pong carrying the peer's
@@ -51,11 +51,15 @@ type clockMonitor struct {
 	warned  bool
 	mu      sync.Mutex
 	samples map[topo.NodeID]clockSample
-	asked   map[topo.NodeID]time.Time // when the unanswered ping to a peer went out
-	// askedSent is the unanswered ping's Sent, which its pong must echo: a pong to a ping of
-	// another life of this node (held in a slowed link past a restart) or to a ping given up
-	// on measures a round trip that is not the one its Sent suggests, and is ignored.
-	askedSent map[topo.NodeID]int64
+	asked   map[topo.NodeID]clockPing // each peer's unanswered ping
+}
+
+// clockPing is a ping awaiting its pong. The pong must echo its sent: one that answers a ping
+// of another life of this node (held in a slowed link past a restart) or a ping given up on
+// measures a round trip other than the one its Sent suggests, and is ignored.
+type clockPing struct {
+	at   time.Time // when it went out
+	sent int64     // its Sent
 }
 
 type clockSample struct {
@@ -75,7 +79,8 @@ func clockBound(cfg *Config) time.Duration {
 }
 
 func newClockMonitor(bound time.Duration, peers int, names func(topo.NodeID) string) *clockMonitor {
-	return &clockMonitor{bound: bound, tolerated: time.Duration(float64(bound) * clockTolerance), peers: peers, names: names, samples: map[topo.NodeID]clockSample{}, asked: map[topo.NodeID]time.Time{}, askedSent: map[topo.NodeID]int64{}}
+	return &clockMonitor{bound: bound, tolerated: time.Duration(float64(bound) * clockTolerance), peers: peers, names: names,
+		samples: map[topo.NodeID]clockSample{}, asked: map[topo.NodeID]clockPing{}}
 }
 
 // dataPeers counts the data nodes of cfg other than self.
@@ -101,14 +106,12 @@ func (s *Server) pingPeers() {
 			continue // a peer that is down is measured again once it is back and has pinged us
 		}
 		s.clocks.mu.Lock()
-		at, waiting := s.clocks.asked[n.ID]
-		if waiting && now.Sub(at) < clockSampleLife {
+		if p, waiting := s.clocks.asked[n.ID]; waiting && now.Sub(p.at) < clockSampleLife {
 			s.clocks.mu.Unlock()
 			continue // one ping at a time to a peer that is slow to answer, or down
 		}
 		sent := int64(time.Since(s.startMono))
-		s.clocks.asked[n.ID] = now
-		s.clocks.askedSent[n.ID] = sent
+		s.clocks.asked[n.ID] = clockPing{at: now, sent: sent}
 		s.clocks.mu.Unlock()
 		if payload, err := wire.Encode(&frame.ClockPing{Sent: sent}); err == nil {
 			s.peers[n.ID].enqueue(n.ID, payload)
@@ -132,9 +135,9 @@ func (s *Server) onClockPong(from topo.NodeID, m *frame.ClockPong) {
 		return // stopping: one "node stopping" line, not one per pong still in flight
 	}
 	s.clocks.mu.Lock()
-	want, waiting := s.clocks.askedSent[from]
+	p, waiting := s.clocks.asked[from]
 	s.clocks.mu.Unlock()
-	if !waiting || want != m.Sent {
+	if !waiting || p.sent != m.Sent {
 		return // not the answer to this life's outstanding ping
 	}
 	half := rtt / 2
@@ -156,7 +159,6 @@ func (c *clockMonitor) record(from topo.NodeID, sample clockSample) (stop bool, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.asked, from)
-	delete(c.askedSent, from)
 	c.samples[from] = sample
 	beyond := 0
 	var worst time.Duration

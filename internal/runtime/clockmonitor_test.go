@@ -230,7 +230,7 @@ func TestClockPongArithmetic(t *testing.T) {
 	s := &Server{startMono: time.Now().Add(-time.Second), stop: make(chan struct{})}
 	s.clocks = newClockMonitor(time.Second, 2, func(topo.NodeID) string { return "" })
 	sent := time.Since(s.startMono) - 100*time.Millisecond
-	s.clocks.askedSent[1] = int64(sent)
+	s.clocks.asked[1] = clockPing{at: time.Now(), sent: int64(sent)}
 	s.onClockPong(1, &frame.ClockPong{Sent: int64(sent), Clock: (*env)(s).Now()})
 	smp := s.clocks.samples[1]
 	if (smp.offset-50*time.Millisecond).Abs() > 10*time.Millisecond || (smp.uncertainty-50*time.Millisecond).Abs() > 10*time.Millisecond {
