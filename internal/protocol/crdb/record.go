@@ -453,7 +453,15 @@ func (n *Node) recoverStaging(txn storage.TxnID) {
 	nodes, byNode := groupByNode(n.tp, keys)
 	missing, left := false, len(nodes)
 	var calls []uint64
-	timer := n.env.After(n.set.expiry, func() {
+	// The answers are awaited for the record expiry, and at least a retransmission timeout of
+	// the farthest leaseholder: with heartbeats of 10 ms the expiry (50 ms) was shorter than a
+	// round trip between regions, no answer ever came in time, and a STAGING record whose
+	// explicit commit was lost was never decided, its intents blocking readers for good.
+	wait := n.set.expiry
+	for _, nd := range nodes {
+		wait = max(wait, n.rto(nd))
+	}
+	timer := n.env.After(wait, func() {
 		// A leaseholder is down: a later attempt asks again, and this one's answers, which
 		// a crash may have swallowed, are no longer awaited.
 		rs.recovering = false
