@@ -137,6 +137,7 @@ func TestBadInputTable(t *testing.T) {
 		{sim("--clients", "10000000"), "--clients must be 1..100000 (per region), got 10000000", 0},
 		{sim("--cores", "0"), "--cores must be 1..1024, got 0", 0},
 		{sim("--jitter", "-1s"), "--jitter must be 0..100s, got -1s", 0},
+		{sim("--protocol", "k2", "--jitter", "2ms"), "most batches would arrive expired; raise ttl", 0},
 		{sim("--service-time", "1000h"), "--service-time must be 0..100s, got 1000h", 0},
 		{sim("--flush-latency", "-5ms"), "--flush-latency must be 0..100s", 0},
 		{sim("--epsilon", "-5ms"), "--epsilon must be 0..100s", 0},

@@ -61,7 +61,7 @@ func SimConfig(d Deployment) (sim.Config, error) {
 		if oracle == 0 {
 			oracle = cfg.ServiceTime
 		}
-		if err := dc.CheckDeployment(d.Options, protocol.DeploymentFacts{IntraRTT: tp.IntraRTT, OracleServiceTime: oracle, MaxClockOffset: cfg.MaxOffset,
+		if err := dc.CheckDeployment(d.Options, protocol.DeploymentFacts{IntraRTT: tp.IntraRTT, Jitter: cfg.Jitter, OracleServiceTime: oracle, MaxClockOffset: cfg.MaxOffset,
 			Epsilon: cfg.Epsilon, MaxDrift: cfg.MaxDrift}); err != nil {
 			return sim.Config{}, err
 		}

@@ -66,7 +66,10 @@ type DeploymentChecker interface {
 
 // DeploymentFacts are what a DeploymentChecker judges options against.
 type DeploymentFacts struct {
-	IntraRTT          time.Duration // round trip between two nodes of one region
+	IntraRTT time.Duration // round trip between two nodes of one region
+	// Jitter is the most a message's delay may gain beyond its one-way latency (uniform from
+	// 0; the simulator's --jitter), 0 where it is not known.
+	Jitter            time.Duration
 	OracleServiceTime time.Duration // CPU time an oracle node spends on a request
 	// MaxClockOffset bounds each node's local clock's offset from true time at the start (two
 	// clocks may then be twice it apart); 0 where it is not known (real clusters).

@@ -113,6 +113,12 @@ func (proto) CheckDeployment(m map[string]string, d protocol.DeploymentFacts) er
 	if fetch := d.IntraRTT + d.OracleServiceTime; c.batching && c.ttl <= fetch {
 		return fmt.Errorf("protocol k2: ttl %v does not outlast a timestamp request to the region's oracle (%v round trip + %v service): every batch would arrive expired; raise ttl", c.ttl, d.IntraRTT, d.OracleServiceTime)
 	}
+	// Jitter adds up to twice its bound to a request's round trip, its mean once: a ttl below
+	// that has most batches arrive expired (at 2 ms of jitter on a 0.2 ms round trip, with the
+	// default 500µs, no transaction ever started).
+	if fetch := d.IntraRTT + d.OracleServiceTime + d.Jitter; c.batching && d.Jitter > 0 && c.ttl <= fetch {
+		return fmt.Errorf("protocol k2: ttl %v does not outlast a timestamp request to the region's oracle with its jitter (%v round trip + %v service + %v, the mean jitter of request and reply): most batches would arrive expired; raise ttl (--opt ttl=) above %v", c.ttl, d.IntraRTT, d.OracleServiceTime, d.Jitter, fetch+d.Jitter)
+	}
 	if c.epsilon < d.Epsilon {
 		return fmt.Errorf("protocol k2: epsilon %v is below the oracles' TrueTime uncertainty %v (--epsilon): a reading could stray further from true time than k2 assumes, and honest runs could break strict serializability; raise it (--opt epsilon=%v) or lower --epsilon", c.epsilon, d.Epsilon, d.Epsilon)
 	}
