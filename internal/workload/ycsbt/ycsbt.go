@@ -44,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meridiandb/meridian/client"
 	"github.com/meridiandb/meridian/internal/topo"
@@ -468,6 +469,13 @@ func (e *CheckError) Error() string {
 	return b.String()
 }
 
+// checkRetries is how hard the check tries each read: as hard as list-append's final read (50
+// attempts), with backoffs up to a second. It starts while messages a run slowed may still be on
+// their way and old locks still held, and with the client's default 10 attempts, backoffs of at
+// most 100 ms, a no-wait or wait-die spanner aborted every one (a sweep's seeds under
+// --random-slowdowns).
+var checkRetries = client.RetryPolicy{MaxAttempts: 50, MaxBackoff: time.Second}
+
 // Check verifies, on a quiescent database (every client stopped), that each key some attempt of
 // a read-modify-write wrote holds a counter between the increments of the attempts that
 // committed (A) and those plus the increments of the attempts whose outcome is unknown (U). It
@@ -499,7 +507,7 @@ func (w *Workload) Check(db *client.DB) error {
 			names = append(names, w.KeyName(k))
 		}
 		var reads []client.Read
-		err := client.RunTxn(db, client.TxnOptions{}, func(tx *client.Txn) error {
+		err := client.RunTxnWith(db, client.TxnOptions{}, checkRetries, func(tx *client.Txn) error {
 			var err error
 			reads, err = tx.GetMany(names)
 			return err
